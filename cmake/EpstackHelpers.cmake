@@ -1,0 +1,13 @@
+# Warning flags, -Werror on request, and sanitizers: applied to every target epstack builds.
+function(epstack_target_defaults target)
+  if(CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")
+    target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic)
+    if(EPSTACK_WARNINGS_AS_ERRORS)
+      target_compile_options(${target} PRIVATE -Werror)
+    endif()
+  endif()
+  if(EPSTACK_SANITIZE)
+    target_compile_options(${target} PRIVATE -fsanitize=${EPSTACK_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all)
+    target_link_options(${target} PRIVATE -fsanitize=${EPSTACK_SANITIZE})
+  endif()
+endfunction()

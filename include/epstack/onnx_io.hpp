@@ -1,0 +1,66 @@
+#pragma once
+/// @file onnx_io.hpp
+/// @brief ONNX models in and out: from a path or a memory buffer into the IR (checked by the onnx checker and shape
+/// inference), external data memory-mapped, and saved with initializers embedded or external. Compiled once in the
+/// `epstack::onnx_io` library; this header does not include protobuf or onnx.
+
+#include <epstack/errors.hpp>
+#include <epstack/model.hpp>
+
+#include <cstddef>
+#include <filesystem>
+#include <span>
+#include <string>
+
+namespace epstack {
+
+/// How strictly shape inference runs at load.
+enum class shape_inference_mode : std::uint8_t {
+  off,         ///< not at all
+  permissive,  ///< node-level inference failures are ignored (onnx error_mode 0)
+  strict,      ///< any inference failure fails the load (onnx error_mode 1, type checks on)
+};
+
+/// Options of `load_model`.
+struct load_options {
+  /// Where the external data of a model loaded from a buffer lives (ONNX Runtime's
+  /// `session.model_external_initializers_file_folder_path`). A model loaded from a path uses its own folder.
+  std::filesystem::path external_data_folder;
+  bool run_checker = true;  ///< run `onnx::checker::check_model`
+  shape_inference_mode shape_inference = shape_inference_mode::strict;
+  bool data_propagation = false;  ///< onnx's data propagation during shape inference
+};
+
+/// @brief Loads an ONNX model file. Errors: no_such_file, invalid_protobuf, invalid_graph (checker, shape inference,
+/// validation, external data), each message naming the file and, where it applies, the node, value or attribute.
+[[nodiscard]] Result<model> load_model(const std::filesystem::path& path, const load_options& options = {});
+
+/// @brief Loads a model from serialized bytes. External data are found in `options.external_data_folder`
+/// (invalid_argument when the model has external data and no folder is given).
+[[nodiscard]] Result<model> load_model(std::span<const std::byte> bytes, const load_options& options = {});
+
+/// Where `save_model` puts initializer data.
+enum class external_data_mode : std::uint8_t {
+  embedded,         ///< all in the model file
+  all_external,     ///< all (except strings) in one external file
+  above_threshold,  ///< those of at least `threshold_bytes` bytes in one external file
+};
+
+/// Options of `save_model`.
+struct save_options {
+  external_data_mode mode = external_data_mode::embedded;
+  /// The external data file name, relative to the model's folder; default "<model stem>.onnx.data".
+  std::string external_file_name;
+  std::size_t threshold_bytes = 1024;
+  /// Offsets of external tensors are multiples of this (so mapped weights are aligned).
+  std::size_t alignment = 64;
+};
+
+/// @brief Writes `m` to `path` (and its external data beside it): each file written under a temporary name and renamed,
+/// so a failure never leaves a partial file.
+[[nodiscard]] Status save_model(const model& m, const std::filesystem::path& path, const save_options& options = {});
+
+/// @brief Serializes `m` with every initializer embedded. invalid_argument when it would exceed protobuf's 2 GB.
+[[nodiscard]] Result<std::string> serialize_model(const model& m);
+
+}  // namespace epstack

@@ -1,0 +1,305 @@
+// ONNX model load and save for epstack::onnx_io.
+// onnx's headers come first: <sys/mman.h> (through mapped_file.hpp) defines MAP_TYPE, a name onnx's parser.h uses.
+#include <onnx/checker.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include <epstack/graph_algorithms.hpp>
+#include <epstack/onnx_io.hpp>
+
+#include "onnx_convert.hpp"
+
+#include <google/protobuf/io/coded_stream.h>
+
+#include <atomic>
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <unordered_map>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+namespace onnx::checker {
+// Exported by libonnx 1.12 (it is what check_model(path) calls) but not declared in its header: the overload that
+// takes a context, so that external data locations are checked against the model's folder rather than the cwd.
+void check_model(const ModelProto& model, CheckerContext& ctx);
+}  // namespace onnx::checker
+
+namespace epstack {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Every GraphProto of the model, subgraphs included, with its value_info count before shape inference.
+void count_value_info(onnx::GraphProto& g, std::unordered_map<const onnx::GraphProto*, int>& out) {
+  out[&g] = g.value_info_size();
+  for (auto& n : *g.mutable_node())
+    for (auto& a : *n.mutable_attribute()) {
+      if (a.has_g()) count_value_info(*a.mutable_g(), out);
+      for (auto& sg : *a.mutable_graphs()) count_value_info(sg, out);
+    }
+}
+
+// Small external tensors are read into raw_data before checking, so that shape inference (which cannot read
+// external data) sees shape constants; large ones stay mapped.
+constexpr std::size_t inline_external_below = 64 * 1024;
+
+Status inline_small_external(onnx::GraphProto& g, detail::external_data_resolver& ext) {
+  for (auto& tp : *g.mutable_initializer()) {
+    if (tp.data_location() != onnx::TensorProto::EXTERNAL) continue;
+    const auto et = static_cast<element_type>(tp.data_type());
+    if (!is_valid(et) || et == element_type::string) continue;  // reported by the conversion
+    auto count = element_count(std::vector<std::int64_t>(tp.dims().begin(), tp.dims().end()));
+    if (!count || static_cast<std::uint64_t>(*count) > inline_external_below / element_size(et)) continue;
+    const std::size_t bytes = static_cast<std::size_t>(*count) * element_size(et);
+    EPSTACK_ASSIGN_OR_RETURN(auto mapped, ext.map(tp, bytes));
+    tp.set_raw_data(mapped.first, bytes);
+    tp.clear_external_data();
+    tp.clear_data_location();
+  }
+  for (auto& n : *g.mutable_node())
+    for (auto& a : *n.mutable_attribute()) {
+      if (a.has_g()) EPSTACK_RETURN_IF_ERROR(inline_small_external(*a.mutable_g(), ext));
+      for (auto& sg : *a.mutable_graphs()) EPSTACK_RETURN_IF_ERROR(inline_small_external(sg, ext));
+    }
+  return {};
+}
+
+Result<model> load_proto(std::span<const std::byte> bytes, const std::string& label, const fs::path& model_path,
+                         const fs::path& folder, bool folder_given, const load_options& opt) {
+  const auto fail = [&](errc c, const std::string& m) { return Status(c, label + ": " + m); };
+  if (bytes.empty()) return fail(errc::invalid_protobuf, "is empty (0 bytes)");
+  if (bytes.size() > static_cast<std::size_t>(INT_MAX))
+    return fail(errc::invalid_protobuf, "is larger than protobuf's 2 GB limit; keep large weights in external data");
+  onnx::ModelProto mp;
+  {
+    google::protobuf::io::CodedInputStream in(reinterpret_cast<const std::uint8_t*>(bytes.data()),
+                                               static_cast<int>(bytes.size()));
+    in.SetTotalBytesLimit(INT_MAX);
+    if (!mp.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage())
+      return fail(errc::invalid_protobuf, "is not a valid ONNX ModelProto (protobuf parsing failed)");
+  }
+  if (!mp.has_graph()) return fail(errc::invalid_graph, "the model has no graph");
+
+  detail::external_data_resolver ext(folder, folder_given);
+  EPSTACK_RETURN_IF_ERROR(inline_small_external(*mp.mutable_graph(), ext).with_context(label));
+
+  if (opt.run_checker) {
+    try {
+      onnx::checker::CheckerContext ctx;
+      std::string dir = folder.empty() ? std::string() : folder.string();
+      if (!dir.empty() && dir.back() != '/') dir += '/';
+      ctx.set_model_dir(dir);
+      onnx::checker::check_model(mp, ctx);
+    } catch (const std::exception& e) {
+      return fail(errc::invalid_graph, std::string("onnx checker: ") + e.what());
+    }
+  }
+
+  count_value_info(*mp.mutable_graph(), ext.original_value_info);
+  if (opt.shape_inference != shape_inference_mode::off) {
+    try {
+      const bool strict = opt.shape_inference == shape_inference_mode::strict;
+      onnx::ShapeInferenceOptions so(strict, strict ? 1 : 0, opt.data_propagation);
+      onnx::shape_inference::InferShapes(mp, onnx::OpSchemaRegistry::Instance(), so);
+    } catch (const std::exception& e) {
+      return fail(errc::invalid_graph, std::string("onnx shape inference: ") + e.what());
+    }
+  }
+
+  model m;
+  m.path = model_path;
+  m.ir_version = mp.ir_version();
+  for (const auto& o : mp.opset_import()) m.opsets.push_back({o.domain(), o.version()});
+  m.producer_name = mp.producer_name();
+  m.producer_version = mp.producer_version();
+  m.domain = mp.domain();
+  m.model_version = mp.model_version();
+  m.doc_string = mp.doc_string();
+  for (const auto& kv : mp.metadata_props()) m.metadata.emplace_back(kv.key(), kv.value());
+  for (const auto& f : mp.functions()) m.functions.push_back({f.domain(), f.name(), f.SerializeAsString()});
+  for (const auto& t : mp.training_info()) m.training_info.push_back(t.SerializeAsString());
+
+  EPSTACK_RETURN_IF_ERROR(detail::graph_from_proto(*mp.mutable_graph(), m.graph, ext).with_context(label));
+  EPSTACK_RETURN_IF_ERROR(validate(m.graph).with_context(label));
+  return m;
+}
+
+}  // namespace
+
+Result<model> load_model(const fs::path& path, const load_options& options) {
+  std::error_code ec;
+  const auto st = fs::status(path, ec);
+  if (ec || !fs::exists(st)) return Status(errc::no_such_file, "model file '" + path.string() + "' does not exist");
+  if (!fs::is_regular_file(st)) return Status(errc::no_such_file, "model path '" + path.string() + "' is not a regular file");
+  auto f = mapped_file::open(path);
+  if (!f) return f.status();
+  const fs::path folder = path.has_parent_path() ? path.parent_path() : fs::path(".");
+  return load_proto((*f)->bytes(), "model '" + path.string() + "'", path, folder, true, options);
+}
+
+Result<model> load_model(std::span<const std::byte> bytes, const load_options& options) {
+  const bool given = !options.external_data_folder.empty();
+  return load_proto(bytes, "model buffer", {}, options.external_data_folder, given, options);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Saving
+
+namespace {
+
+std::atomic<unsigned> temp_counter{0};
+
+// A file written under a temporary name in the destination folder and renamed over the destination on commit();
+// removed if never committed.
+class atomic_file {
+ public:
+  explicit atomic_file(fs::path dest) : dest_(std::move(dest)) {
+    tmp_ = dest_;
+    tmp_ += ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(temp_counter++);
+    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd_ < 0) error_ = std::strerror(errno);
+  }
+  atomic_file(const atomic_file&) = delete;
+  atomic_file& operator=(const atomic_file&) = delete;
+  ~atomic_file() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!committed_) ::unlink(tmp_.c_str());
+  }
+  [[nodiscard]] bool ok() const noexcept { return error_.empty(); }
+  [[nodiscard]] std::uint64_t size() const noexcept { return size_; }
+  bool write(const void* p, std::size_t n) {
+    const auto* c = static_cast<const char*>(p);
+    while (n > 0 && ok()) {
+      const ssize_t w = ::write(fd_, c, std::min<std::size_t>(n, std::size_t{1} << 30));
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        error_ = std::strerror(errno);
+        break;
+      }
+      c += w;
+      n -= static_cast<std::size_t>(w);
+      size_ += static_cast<std::uint64_t>(w);
+    }
+    return ok();
+  }
+  bool pad_to(std::uint64_t alignment) {
+    static const char zeros[4096] = {};
+    while (alignment > 1 && size_ % alignment != 0 && ok())
+      write(zeros, std::min<std::uint64_t>(sizeof zeros, alignment - size_ % alignment));
+    return ok();
+  }
+  Status commit() {
+    if (ok() && ::fsync(fd_) != 0) error_ = std::strerror(errno);
+    if (fd_ >= 0 && ::close(fd_) != 0 && ok()) error_ = std::strerror(errno);
+    fd_ = -1;
+    if (ok() && ::rename(tmp_.c_str(), dest_.c_str()) != 0) error_ = std::strerror(errno);
+    if (!ok()) return Status(errc::fail, "cannot write '" + dest_.string() + "': " + error_);
+    committed_ = true;
+    return {};
+  }
+  [[nodiscard]] Status status() const {
+    return ok() ? Status{} : Status(errc::fail, "cannot write '" + dest_.string() + "': " + error_);
+  }
+
+ private:
+  fs::path dest_, tmp_;
+  int fd_ = -1;
+  std::string error_;
+  std::uint64_t size_ = 0;
+  bool committed_ = false;
+};
+
+Result<onnx::ModelProto> to_proto(const model& m, const detail::external_writer& ext) {
+  onnx::ModelProto mp;
+  mp.set_ir_version(m.ir_version);
+  for (const auto& o : m.opsets) {
+    auto* op = mp.add_opset_import();
+    op->set_domain(o.domain);
+    op->set_version(o.version);
+  }
+  if (!m.producer_name.empty()) mp.set_producer_name(m.producer_name);
+  if (!m.producer_version.empty()) mp.set_producer_version(m.producer_version);
+  if (!m.domain.empty()) mp.set_domain(m.domain);
+  if (m.model_version != 0) mp.set_model_version(m.model_version);
+  if (!m.doc_string.empty()) mp.set_doc_string(m.doc_string);
+  for (const auto& [k, v] : m.metadata) {
+    auto* e = mp.add_metadata_props();
+    e->set_key(k);
+    e->set_value(v);
+  }
+  EPSTACK_RETURN_IF_ERROR(detail::graph_to_proto(m.graph, *mp.mutable_graph(), ext));
+  for (const auto& f : m.functions)
+    if (!mp.add_functions()->ParseFromString(f.proto))
+      return Status(errc::invalid_argument, "function '" + f.domain + "." + f.name + "' does not parse");
+  for (const auto& t : m.training_info)
+    if (!mp.add_training_info()->ParseFromString(t)) return Status(errc::invalid_argument, "a training_info entry does not parse");
+  return mp;
+}
+
+Result<std::string> serialize_checked(const onnx::ModelProto& mp) {
+  if (mp.ByteSizeLong() > static_cast<std::size_t>(INT_MAX))
+    return Status(errc::invalid_argument, "the model is " + std::to_string(mp.ByteSizeLong()) +
+                                              " bytes, over protobuf's 2 GB limit: save its initializers as external data");
+  std::string out;
+  mp.SerializeToString(&out);
+  return out;
+}
+
+}  // namespace
+
+Result<std::string> serialize_model(const model& m) {
+  EPSTACK_ASSIGN_OR_RETURN(auto mp, to_proto(m, {}));
+  return serialize_checked(mp);
+}
+
+Status save_model(const model& m, const fs::path& path, const save_options& options) {
+  if (path.empty() || !path.has_filename()) return Status(errc::invalid_argument, "save_model: '" + path.string() + "' is not a file path");
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) return Status(errc::invalid_argument, "save_model: '" + path.string() + "' is a folder");
+  const fs::path folder = path.has_parent_path() ? path.parent_path() : fs::path(".");
+  if (!fs::is_directory(folder, ec)) return Status(errc::no_such_file, "save_model: folder '" + folder.string() + "' does not exist");
+
+  std::unique_ptr<atomic_file> data;
+  std::string data_name = options.external_file_name;
+  if (options.mode != external_data_mode::embedded) {
+    if (data_name.empty()) data_name = path.filename().string() + ".data";
+    const fs::path rel(data_name);
+    if (rel.is_absolute() || rel.has_parent_path() || data_name == "." || data_name == "..")
+      return Status(errc::invalid_argument, "save_model: external data file name '" + data_name +
+                                                "' must be a plain file name in the model's folder");
+    data = std::make_unique<atomic_file>(folder / rel);
+    if (!data->ok()) return data->status();
+  }
+  const std::size_t align = std::max<std::size_t>(options.alignment, 1);
+  detail::external_writer ext;
+  if (data) {
+    ext = [&](const tensor& t, onnx::TensorProto& tp) -> Result<bool> {
+      if (options.mode == external_data_mode::above_threshold && t.byte_size() < options.threshold_bytes) return false;
+      if (!data->pad_to(align)) return data->status();
+      const std::uint64_t offset = data->size();
+      if (!data->write(t.data(), t.byte_size())) return data->status();
+      tp.set_data_location(onnx::TensorProto::EXTERNAL);
+      const auto add = [&](const char* k, const std::string& v) {
+        auto* e = tp.add_external_data();
+        e->set_key(k);
+        e->set_value(v);
+      };
+      add("location", data_name);
+      add("offset", std::to_string(offset));
+      add("length", std::to_string(t.byte_size()));
+      return true;
+    };
+  }
+  EPSTACK_ASSIGN_OR_RETURN(auto mp, to_proto(m, ext));
+  EPSTACK_ASSIGN_OR_RETURN(auto bytes, serialize_checked(mp));
+  atomic_file out(path);
+  if (!out.ok()) return out.status();
+  out.write(bytes.data(), bytes.size());
+  if (data) EPSTACK_RETURN_IF_ERROR(data->commit());
+  return out.commit();
+}
+
+}  // namespace epstack
