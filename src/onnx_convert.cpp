@@ -76,28 +76,38 @@ Result<std::pair<std::byte*, std::shared_ptr<mapped_file>>> external_data_resolv
   return std::pair{f->data() + off, f};
 }
 
-Result<tensor> tensor_from_proto(onnx::TensorProto& tp, external_data_resolver& ext, const std::string& where0) {
+Status check_tensor_header(const onnx::TensorProto& tp, const std::string& where0) {
   const std::string where = where0 + " tensor '" + tp.name() + "'";
   const auto et = static_cast<element_type>(tp.data_type());
   if (!is_valid(et)) return bad(where, "has an invalid data_type " + std::to_string(tp.data_type()));
-  std::vector<std::int64_t> dims(tp.dims().begin(), tp.dims().end());
-  for (auto d : dims)
+  for (auto d : tp.dims())
     if (d < 0) return bad(where, "has a negative dimension " + std::to_string(d));
-  const auto count = element_count(dims);
+  const auto count = element_count(std::span<const std::int64_t>(tp.dims().data(), static_cast<std::size_t>(tp.dims_size())));
   const std::size_t es = element_size(et);
-  if (!count || static_cast<std::uint64_t>(*count) > (std::uint64_t{1} << 60) / es)
-    return bad(where, "has too many elements");
+  if (!count || static_cast<std::uint64_t>(*count) > (std::uint64_t{1} << 60) / es) return bad(where, "has too many elements");
   const auto n = static_cast<std::size_t>(*count);
+  if (tp.data_location() != onnx::TensorProto::EXTERNAL && tp.has_raw_data()) {
+    if (et == element_type::string) return bad(where, "is a string tensor with raw_data");
+    if (tp.raw_data().size() != n * es)
+      return bad(where, "has " + std::to_string(tp.raw_data().size()) + " bytes of raw_data, expected " +
+                            std::to_string(n * es) + " (" + std::to_string(n) + " x " + std::string(to_string(et)) + ")");
+  }
+  return {};
+}
+
+Result<tensor> tensor_from_proto(onnx::TensorProto& tp, external_data_resolver& ext, const std::string& where0) {
+  EPSTACK_RETURN_IF_ERROR(check_tensor_header(tp, where0));
+  const std::string where = where0 + " tensor '" + tp.name() + "'";
+  const auto et = static_cast<element_type>(tp.data_type());
+  std::vector<std::int64_t> dims(tp.dims().begin(), tp.dims().end());
+  const std::size_t es = element_size(et);
+  const auto n = static_cast<std::size_t>(*element_count(dims));
   tensor t;
   if (tp.data_location() == onnx::TensorProto::EXTERNAL) {
     if (et == element_type::string) return bad(where, "is a string tensor stored externally");
     EPSTACK_ASSIGN_OR_RETURN(auto mapped, ext.map(tp, n * es));
     t = tensor::borrow(et, dims, mapped.first, std::move(mapped.second));
   } else if (tp.has_raw_data()) {
-    if (et == element_type::string) return bad(where, "is a string tensor with raw_data");
-    if (tp.raw_data().size() != n * es)
-      return bad(where, "has " + std::to_string(tp.raw_data().size()) + " bytes of raw_data, expected " +
-                            std::to_string(n * es) + " (" + std::to_string(n) + " x " + std::string(to_string(et)) + ")");
     if (n == 0) {
       t = tensor(et, dims);
     } else {

@@ -33,6 +33,8 @@ class external_data_resolver {
   std::map<std::string, std::shared_ptr<mapped_file>> files_;
 };
 
+/// Checks a tensor's data type, dims and raw_data size (before the onnx checker, which multiplies dims unchecked).
+Status check_tensor_header(const onnx::TensorProto& tp, const std::string& where);
 /// Proto -> IR. `tp` may be modified (raw_data moved out of it).
 Result<tensor> tensor_from_proto(onnx::TensorProto& tp, external_data_resolver& ext, const std::string& where);
 Result<type_info> type_from_proto(const onnx::TypeProto& tp, const std::string& where);

@@ -51,7 +51,7 @@ Status inline_small_external(onnx::GraphProto& g, detail::external_data_resolver
     if (tp.data_location() != onnx::TensorProto::EXTERNAL) continue;
     const auto et = static_cast<element_type>(tp.data_type());
     if (!is_valid(et) || et == element_type::string) continue;  // reported by the conversion
-    auto count = element_count(std::vector<std::int64_t>(tp.dims().begin(), tp.dims().end()));
+    auto count = element_count(std::span<const std::int64_t>(tp.dims().data(), static_cast<std::size_t>(tp.dims_size())));
     if (!count || static_cast<std::uint64_t>(*count) > inline_external_below / element_size(et)) continue;
     const std::size_t bytes = static_cast<std::size_t>(*count) * element_size(et);
     EPSTACK_ASSIGN_OR_RETURN(auto mapped, ext.map(tp, bytes));
@@ -64,6 +64,60 @@ Status inline_small_external(onnx::GraphProto& g, detail::external_data_resolver
       if (a.has_g()) EPSTACK_RETURN_IF_ERROR(inline_small_external(*a.mutable_g(), ext));
       for (auto& sg : *a.mutable_graphs()) EPSTACK_RETURN_IF_ERROR(inline_small_external(sg, ext));
     }
+  return {};
+}
+
+// The structure of a GraphProto (names only: no tensor data, no attribute values but subgraphs) as an IR graph, so
+// that single assignment, undefined uses and cycles are reported by epstack's validation, naming the nodes involved,
+// before the onnx checker (whose messages for these are vaguer) sees the model.
+// Initializer headers (type, dims, sizes) are checked here too.
+Status skeleton_from_proto(const onnx::GraphProto& gp, graph& g) {
+  g.set_name(gp.name());
+  for (const auto& vi : gp.input()) g.add_input(vi.name());
+  for (const auto& tp : gp.initializer()) {
+    EPSTACK_RETURN_IF_ERROR(detail::check_tensor_header(tp, "graph '" + gp.name() + "' initializer"));
+    g.add_initializer(tp.name(), tensor());
+  }
+  std::vector<std::string> ins, outs;
+  for (const auto& np : gp.node()) {
+    node n;
+    n.name = np.name();
+    n.op_type = np.op_type();
+    for (const auto& ap : np.attribute()) {
+      if (ap.has_g()) {
+        graph sg;
+        EPSTACK_RETURN_IF_ERROR(skeleton_from_proto(ap.g(), sg));
+        n.attributes.set(ap.name(), make_subgraph(std::move(sg)));
+      } else if (ap.graphs_size() > 0) {
+        std::vector<subgraph> v;
+        for (const auto& sgp : ap.graphs()) {
+          graph sg;
+          EPSTACK_RETURN_IF_ERROR(skeleton_from_proto(sgp, sg));
+          v.push_back(make_subgraph(std::move(sg)));
+        }
+        n.attributes.set(ap.name(), std::move(v));
+      }
+    }
+    ins.assign(np.input().begin(), np.input().end());
+    outs.assign(np.output().begin(), np.output().end());
+    g.add_node(std::move(n), ins, outs);
+  }
+  for (const auto& vi : gp.output()) g.add_output(vi.name());
+  return {};
+}
+
+// Opsets of the ONNX domains must be ones this build's onnx knows (ONNX Runtime refuses newer ones too).
+Status check_opsets(const onnx::ModelProto& mp) {
+  const auto& known = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map();
+  for (const auto& o : mp.opset_import()) {
+    const std::string d = o.domain() == "ai.onnx" ? std::string() : o.domain();
+    auto it = known.find(d);
+    if (it == known.end()) continue;  // a custom domain
+    if (o.version() < 1 || o.version() > it->second.second)
+      return Status(errc::invalid_graph, "opset " + std::to_string(o.version()) + " of domain '" + o.domain() +
+                                             "' is not supported (this onnx knows versions 1 to " +
+                                             std::to_string(it->second.second) + ")");
+  }
   return {};
 }
 
@@ -82,6 +136,13 @@ Result<model> load_proto(std::span<const std::byte> bytes, const std::string& la
       return fail(errc::invalid_protobuf, "is not a valid ONNX ModelProto (protobuf parsing failed)");
   }
   if (!mp.has_graph()) return fail(errc::invalid_graph, "the model has no graph");
+
+  {
+    graph skeleton;
+    EPSTACK_RETURN_IF_ERROR(skeleton_from_proto(mp.graph(), skeleton).with_context(label));
+    EPSTACK_RETURN_IF_ERROR(validate(skeleton).with_context(label));
+  }
+  EPSTACK_RETURN_IF_ERROR(check_opsets(mp).with_context(label));
 
   detail::external_data_resolver ext(folder, folder_given);
   EPSTACK_RETURN_IF_ERROR(inline_small_external(*mp.mutable_graph(), ext).with_context(label));
@@ -102,7 +163,7 @@ Result<model> load_proto(std::span<const std::byte> bytes, const std::string& la
   if (opt.shape_inference != shape_inference_mode::off) {
     try {
       const bool strict = opt.shape_inference == shape_inference_mode::strict;
-      onnx::ShapeInferenceOptions so(strict, strict ? 1 : 0, opt.data_propagation);
+      onnx::ShapeInferenceOptions so(false, strict ? 1 : 0, opt.data_propagation);
       onnx::shape_inference::InferShapes(mp, onnx::OpSchemaRegistry::Instance(), so);
     } catch (const std::exception& e) {
       return fail(errc::invalid_graph, std::string("onnx shape inference: ") + e.what());
@@ -123,7 +184,6 @@ Result<model> load_proto(std::span<const std::byte> bytes, const std::string& la
   for (const auto& t : mp.training_info()) m.training_info.push_back(t.SerializeAsString());
 
   EPSTACK_RETURN_IF_ERROR(detail::graph_from_proto(*mp.mutable_graph(), m.graph, ext).with_context(label));
-  EPSTACK_RETURN_IF_ERROR(validate(m.graph).with_context(label));
   return m;
 }
 
@@ -239,6 +299,33 @@ Result<onnx::ModelProto> to_proto(const model& m, const detail::external_writer&
   return mp;
 }
 
+// Bytes of initializer data that a save would embed (all graphs), to refuse an over-2-GB model before copying it.
+std::uint64_t embedded_bytes(const graph& g, const save_options* opt) {
+  std::uint64_t n = 0;
+  for (value_id v : g.initializers()) {
+    const auto& t = *g.value(v).initializer;
+    const bool external = opt != nullptr && t.type() != element_type::string &&
+                          (opt->mode == external_data_mode::all_external ||
+                           (opt->mode == external_data_mode::above_threshold && t.byte_size() >= opt->threshold_bytes));
+    if (!external) n += t.type() == element_type::string ? t.element_count() * 16 : t.byte_size();
+  }
+  for (node_id i = 0; i < g.node_count(); ++i)
+    for (const auto& a : g.node(i).attributes) {
+      if (const auto* sg = std::get_if<subgraph>(&a.value); sg && *sg) n += embedded_bytes(**sg, opt);
+      if (const auto* t = std::get_if<tensor>(&a.value)) n += t->byte_size();
+    }
+  return n;
+}
+
+Status check_embeddable(const model& m, const save_options* opt) {
+  const auto n = embedded_bytes(m.graph, opt);
+  if (n > static_cast<std::uint64_t>(INT_MAX))
+    return Status(errc::invalid_argument, "the model would embed " + std::to_string(n) +
+                                              " bytes of initializers, over protobuf's 2 GB limit: save its initializers "
+                                              "as external data");
+  return {};
+}
+
 Result<std::string> serialize_checked(const onnx::ModelProto& mp) {
   if (mp.ByteSizeLong() > static_cast<std::size_t>(INT_MAX))
     return Status(errc::invalid_argument, "the model is " + std::to_string(mp.ByteSizeLong()) +
@@ -251,6 +338,7 @@ Result<std::string> serialize_checked(const onnx::ModelProto& mp) {
 }  // namespace
 
 Result<std::string> serialize_model(const model& m) {
+  EPSTACK_RETURN_IF_ERROR(check_embeddable(m, nullptr));
   EPSTACK_ASSIGN_OR_RETURN(auto mp, to_proto(m, {}));
   return serialize_checked(mp);
 }
@@ -262,6 +350,7 @@ Status save_model(const model& m, const fs::path& path, const save_options& opti
   const fs::path folder = path.has_parent_path() ? path.parent_path() : fs::path(".");
   if (!fs::is_directory(folder, ec)) return Status(errc::no_such_file, "save_model: folder '" + folder.string() + "' does not exist");
 
+  EPSTACK_RETURN_IF_ERROR(check_embeddable(m, &options));
   std::unique_ptr<atomic_file> data;
   std::string data_name = options.external_file_name;
   if (options.mode != external_data_mode::embedded) {

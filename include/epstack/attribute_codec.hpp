@@ -153,6 +153,12 @@ template <class S>
 concept has_schema_validate = requires(const S& s, std::string_view n) {
   { attribute_schema<S>::validate(s, n) } -> std::same_as<Status>;
 };
+// Whether a field equals its default; types without == (tensors, graphs) never do, so they are always written.
+template <class T>
+bool equals_default(const T& a, const T& b) {
+  if constexpr (std::equality_comparable<T>) return a == b;
+  else return false;
+}
 template <class S, class F>
 constexpr void for_each_field(F&& f) {
   std::apply([&](const auto&... fld) { (f(fld), ...); }, attribute_schema<S>::fields);
@@ -211,7 +217,7 @@ void write_attributes(const S& s, attribute_list& attrs, bool write_defaults = f
   const S defaults{};
   detail::for_each_field<S>([&](const auto& f) {
     const auto& v = s.*(f.member);
-    if (write_defaults || has_flag(f.flags, field_flags::always_write) || !(v == defaults.*(f.member)))
+    if (write_defaults || has_flag(f.flags, field_flags::always_write) || !detail::equals_default(v, defaults.*(f.member)))
       attrs.set(encode_attribute(std::string(f.name), v));
   });
 }

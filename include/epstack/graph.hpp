@@ -6,6 +6,7 @@
 /// enclosing graphs (outer-scope references).
 
 #include <epstack/attribute.hpp>
+#include <epstack/detail/cat.hpp>
 #include <epstack/errors.hpp>
 #include <epstack/tensor.hpp>
 #include <epstack/type_info.hpp>
@@ -155,7 +156,7 @@ class basic_graph {
       g_[id].outputs.push_back(v);
       auto& rec = values_[v];
       if (rec.producer != no_id || rec.is_graph_input || rec.initializer) {
-        problem(redefined(rec, "node " + describe(id)));
+        problem(redefined(rec, detail::cat("node ", describe(id))));
         continue;
       }
       rec.producer = id;
@@ -189,7 +190,8 @@ class basic_graph {
   /// "'name' (OpType)", or "#3 (OpType)" for an unnamed node; for messages.
   [[nodiscard]] std::string describe(node_id n) const {
     const auto& nd = g_[n];
-    return (nd.name.empty() ? "#" + std::to_string(n) : "'" + nd.name + "'") + " (" + nd.op_type + ")";
+    return nd.name.empty() ? detail::cat("#", std::to_string(n), " (", nd.op_type, ")")
+                           : detail::cat("'", nd.name, "' (", nd.op_type, ")");
   }
   /// The underlying Boost graph, for Boost.Graph algorithms.
   [[nodiscard]] const boost_graph_type& boost_graph() const noexcept { return g_; }
@@ -204,10 +206,10 @@ class basic_graph {
 
  private:
   std::string redefined(const Value& rec, const std::string& by) const {
-    std::string first = rec.producer != no_id ? "node " + describe(rec.producer)
-                        : rec.initializer      ? std::string("an initializer")
-                                               : std::string("a graph input");
-    return "value '" + rec.name + "' is defined twice: by " + first + " and by " + by;
+    const std::string first = rec.producer != no_id ? detail::cat("node ", describe(rec.producer))
+                              : rec.initializer      ? std::string("an initializer")
+                                                     : std::string("a graph input");
+    return detail::cat("value '", rec.name, "' is defined twice: by ", first, " and by ", by);
   }
   void problem(std::string p) { problems_.push_back(std::move(p)); }
 

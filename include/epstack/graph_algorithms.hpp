@@ -24,11 +24,11 @@ struct cycle_visitor : boost::default_dfs_visitor {
   Pred* pred;
   template <class E, class G>
   void tree_edge(E e, const G& g) const {
-    (*pred)[boost::target(e, g)] = boost::source(e, g);
+    (*pred)[target(e, g)] = source(e, g);
   }
   template <class E, class G>
   void back_edge(E e, const G& g) const {
-    throw cycle_found{boost::source(e, g), boost::target(e, g)};
+    throw cycle_found{source(e, g), target(e, g)};
   }
 };
 }  // namespace detail
@@ -37,7 +37,7 @@ struct cycle_visitor : boost::default_dfs_visitor {
 /// graph `bg` is acyclic. Works on `basic_graph::boost_graph()` and on filtered views of it.
 template <class BoostGraph>
 [[nodiscard]] std::vector<std::size_t> find_cycle(const BoostGraph& bg) {
-  const std::size_t n = boost::num_vertices(bg);
+  const std::size_t n = num_vertices(bg);  // unqualified: found by ADL for adjacency_list and filtered_graph
   std::vector<std::size_t> pred(n, no_id);
   std::vector<boost::default_color_type> color(n);
   detail::cycle_visitor<std::vector<std::size_t>> vis;
@@ -61,8 +61,9 @@ template <class N, class V>
 [[nodiscard]] Result<std::vector<node_id>> topological_order(const basic_graph<N, V>& g) {
   if (auto cycle = find_cycle(g.boost_graph()); !cycle.empty()) {
     std::string msg = "graph '" + g.name() + "' has a cycle:";
-    for (auto n : cycle) msg += " " + g.describe(n) + " ->";
-    msg += " " + g.describe(cycle.front());
+    // append() rather than operator+: g++-12 -O3 reports a false -Wrestrict on `" " + std::string`.
+    for (auto n : cycle) msg.append(" ").append(g.describe(n)).append(" ->");
+    msg.append(" ").append(g.describe(cycle.front()));
     return Status(errc::invalid_graph, msg);
   }
   std::vector<node_id> order;

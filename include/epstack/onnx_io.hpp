@@ -18,7 +18,8 @@ namespace epstack {
 enum class shape_inference_mode : std::uint8_t {
   off,         ///< not at all
   permissive,  ///< node-level inference failures are ignored (onnx error_mode 0)
-  strict,      ///< any inference failure fails the load (onnx error_mode 1, type checks on)
+  strict,      ///< any node's inference failure fails the load (onnx error_mode 1). Output type-constraint checks
+               ///< stay off, as in ONNX Runtime: old exporters wrote e.g. int64 Constants that opset 1-8 did not allow.
 };
 
 /// Options of `load_model`.
