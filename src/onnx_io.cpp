@@ -194,7 +194,7 @@ Result<model> load_model(const fs::path& path, const load_options& options) {
   const auto st = fs::status(path, ec);
   if (ec || !fs::exists(st)) return Status(errc::no_such_file, "model file '" + path.string() + "' does not exist");
   if (!fs::is_regular_file(st)) return Status(errc::no_such_file, "model path '" + path.string() + "' is not a regular file");
-  auto f = mapped_file::open(path);
+  auto f = mapped_file::open(path, /*populate=*/true);
   if (!f) return f.status();
   const fs::path folder = path.has_parent_path() ? path.parent_path() : fs::path(".");
   return load_proto((*f)->bytes(), "model '" + path.string() + "'", path, folder, true, options);

@@ -19,8 +19,7 @@
 
 namespace epstack {
 
-/// @brief A memory-mapped file. Mapped private and copy-on-write: writes through a tensor that borrows it never reach
-/// the file. Shared with `std::shared_ptr` by every tensor that borrows from it.
+/// @brief A memory-mapped file. Mapped private: writes through a tensor that borrows it never reach the file. Shared with `std::shared_ptr` by every tensor that borrows from it.
 class mapped_file {
  public:
   mapped_file(const mapped_file&) = delete;
@@ -30,7 +29,9 @@ class mapped_file {
   }
 
   /// @brief Maps `path`. no_such_file when it does not exist; invalid_argument when it is not a regular file.
-  [[nodiscard]] static Result<std::shared_ptr<mapped_file>> open(const std::filesystem::path& path) {
+  /// `populate`: map every page now, read-only (for a file about to be read whole: one bulk operation instead of a
+  /// fault per page); otherwise the mapping is copy-on-write and pages are mapped on first use (weights).
+  [[nodiscard]] static Result<std::shared_ptr<mapped_file>> open(const std::filesystem::path& path, bool populate = false) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
       const int err = errno;
@@ -46,7 +47,8 @@ class mapped_file {
     f->path_ = path;
     f->size_ = static_cast<std::size_t>(st.st_size);
     if (f->size_ != 0) {
-      void* p = ::mmap(nullptr, f->size_, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+      void* p = populate ? ::mmap(nullptr, f->size_, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0)
+                         : ::mmap(nullptr, f->size_, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
       if (p == MAP_FAILED) {
         const int err = errno;
         ::close(fd);
