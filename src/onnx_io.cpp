@@ -7,6 +7,7 @@
 #include <epstack/onnx_io.hpp>
 
 #include "onnx_convert.hpp"
+#include "inference_guards.hpp"
 
 #include <google/protobuf/io/coded_stream.h>
 
@@ -164,7 +165,8 @@ Result<model> load_proto(std::span<const std::byte> bytes, const std::string& la
     try {
       const bool strict = opt.shape_inference == shape_inference_mode::strict;
       onnx::ShapeInferenceOptions so(false, strict ? 1 : 0, opt.data_propagation);
-      onnx::shape_inference::InferShapes(mp, onnx::OpSchemaRegistry::Instance(), so);
+      const detail::guarded_schema_registry registry;
+      onnx::shape_inference::InferShapes(mp, &registry, so);
     } catch (const std::exception& e) {
       return fail(errc::invalid_graph, std::string("onnx shape inference: ") + e.what());
     }

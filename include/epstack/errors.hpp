@@ -67,9 +67,14 @@ class [[nodiscard]] Status {
     return s;
   }
   /// @brief Prefixes the message with context, e.g. the file being loaded.
-  Status& with_context(std::string_view context) {
-    if (!is_ok()) message_ = std::string(context) + ": " + message_;
+  Status& with_context(std::string_view context) & {
+    if (!is_ok()) message_ = std::string(context).append(": ").append(message_);
     return *this;
+  }
+  /// On a temporary, returns the result by value (so `f().with_context(x)` never dangles).
+  [[nodiscard]] Status with_context(std::string_view context) && {
+    with_context(context);
+    return std::move(*this);
   }
 
  private:

@@ -204,6 +204,35 @@ std::vector<bad_case> cases() {
                  }
                  return write_model(d, m);
                }});
+  // Found by the fuzzer: onnx 1.12's inference functions crash on these; the loader's guards refuse them.
+  c.push_back({"Conv with a zero stride", errc::invalid_graph, "attribute 'strides' holds 0", [](const fs::path& d, std::string&) {
+                 auto m = test::relu_model();
+                 auto* g = m.mutable_graph();
+                 g->clear_node();
+                 g->clear_input();
+                 g->clear_output();
+                 test::set_tensor_type(g->add_input(), "x", onnx::TensorProto::FLOAT, {1, 1, 8, 8});
+                 test::set_tensor_type(g->add_input(), "w", onnx::TensorProto::FLOAT, {1, 1, 3, 3});
+                 test::set_tensor_type(g->add_output(), "y", onnx::TensorProto::FLOAT, {1, 1, 4, 8});
+                 auto* n = test::add_node(g, "conv", "Conv", {"x", "w"}, {"y"});
+                 auto* st = add_attr(n, "strides", onnx::AttributeProto::INTS);
+                 st->add_ints(2);
+                 st->add_ints(0);
+                 return write_model(d, m);
+               }});
+  c.push_back({"ConvTranspose on a rank-2 input", errc::invalid_graph, "at least 3", [](const fs::path& d, std::string&) {
+                 auto m = test::relu_model();
+                 m.mutable_opset_import(0)->set_version(11);
+                 auto* g = m.mutable_graph();
+                 g->clear_node();
+                 g->clear_input();
+                 g->clear_output();
+                 test::set_tensor_type(g->add_input(), "x", onnx::TensorProto::FLOAT, {1, 1});
+                 test::set_tensor_type(g->add_input(), "w", onnx::TensorProto::FLOAT, {1, 2, 3});
+                 test::set_tensor_type(g->add_output(), "y", onnx::TensorProto::FLOAT, {1});
+                 test::add_node(g, "convt", "ConvTranspose", {"x", "w"}, {"y"});
+                 return write_model(d, m);
+               }});
   c.push_back({"external data: absolute path", errc::invalid_graph, "is absolute",
                [](const fs::path& d, std::string&) { return external_case(d, (d / "w.bin").string(), "", ""); }});
   c.push_back({"external data: '..' escapes the folder", errc::invalid_graph, "contains '..'",

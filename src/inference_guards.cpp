@@ -1,0 +1,99 @@
+// onnx 1.12's shape inference functions trust their inputs: a Conv stride of 0 divides by zero, a ConvTranspose input
+// of rank 2 reads through a null pointer. Everything in a model is untrusted, so before such a function runs, a guard
+// checks the node's attributes and the input ranks known at that point and fails inference (onnx::InferenceError,
+// which the loader reports as invalid_graph) instead of crashing. The guards were found by the libFuzzer target
+// (test/fuzz/fuzz_load_model): add one when it finds another crash inside onnx.
+#include "inference_guards.hpp"
+
+#include <onnx/defs/shape_inference.h>
+
+#include <functional>
+#include <string_view>
+#include <unordered_map>
+
+namespace epstack::detail {
+namespace {
+
+using guard_fn = void (*)(onnx::InferenceContext&);
+
+int known_rank(const onnx::InferenceContext& ctx, std::size_t input) {
+  if (input >= ctx.getNumInputs()) return -1;
+  const auto* t = ctx.getInputType(input);
+  if (t == nullptr || !t->has_tensor_type() || !t->tensor_type().has_shape()) return -1;
+  return t->tensor_type().shape().dim_size();
+}
+
+void check_ints(const onnx::InferenceContext& ctx, const char* name, std::int64_t min, int expected_size) {
+  const auto* a = ctx.getAttribute(name);
+  if (a == nullptr) return;
+  for (auto v : a->ints())
+    if (v < min) fail_shape_inference("attribute '", name, "' holds ", v, ", below the minimum ", min);
+  if (expected_size >= 0 && a->ints_size() != expected_size)
+    fail_shape_inference("attribute '", name, "' has ", a->ints_size(), " values, expected ", expected_size);
+}
+
+void check_int(const onnx::InferenceContext& ctx, const char* name, std::int64_t min) {
+  const auto* a = ctx.getAttribute(name);
+  if (a != nullptr && a->i() < min) fail_shape_inference("attribute '", name, "' is ", a->i(), ", below the minimum ", min);
+}
+
+// Conv-like and pool-like ops: data input `x` of rank >= 3 (N, C, spatial...), weights `w` (or -1) of the same rank,
+// and spatial attributes that fit.
+template <int X, int W>
+void conv_pool_guard(onnx::InferenceContext& ctx) {
+  const int r = known_rank(ctx, X);
+  if (r >= 0 && r < 3) fail_shape_inference("input ", X, " has rank ", r, "; at least 3 (N, C, spatial...) is needed");
+  if constexpr (W >= 0) {
+    const int rw = known_rank(ctx, W);
+    if (r >= 0 && rw >= 0 && rw != r) fail_shape_inference("weights have rank ", rw, ", the input rank ", r);
+    if (r < 0 && rw >= 0 && rw < 3) fail_shape_inference("weights have rank ", rw, "; at least 3 is needed");
+  }
+  const int spatial = r >= 3 ? r - 2 : -1;
+  check_ints(ctx, "strides", 1, spatial);
+  check_ints(ctx, "dilations", 1, spatial);
+  check_ints(ctx, "kernel_shape", 1, spatial);
+  check_ints(ctx, "pads", 0, spatial >= 0 ? 2 * spatial : -1);
+  check_ints(ctx, "output_padding", 0, spatial);
+  check_ints(ctx, "output_shape", 0, -1);
+  check_int(ctx, "group", 1);
+}
+
+void block_guard(onnx::InferenceContext& ctx) {
+  check_int(ctx, "blocksize", 1);
+  const int r = known_rank(ctx, 0);
+  if (r >= 0 && r != 4) fail_shape_inference("input has rank ", r, ", 4 is needed");
+}
+
+const std::unordered_map<std::string_view, guard_fn>& guards() {
+  static const std::unordered_map<std::string_view, guard_fn> table = {
+      {"Conv", conv_pool_guard<0, 1>},        {"ConvTranspose", conv_pool_guard<0, 1>},
+      {"ConvInteger", conv_pool_guard<0, 1>}, {"QLinearConv", conv_pool_guard<0, 3>},
+      {"DeformConv", conv_pool_guard<0, 1>},  {"MaxPool", conv_pool_guard<0, -1>},
+      {"AveragePool", conv_pool_guard<0, -1>}, {"LpPool", conv_pool_guard<0, -1>},
+      {"MaxUnpool", conv_pool_guard<0, -1>},  {"DepthToSpace", block_guard},
+      {"SpaceToDepth", block_guard},
+  };
+  return table;
+}
+
+}  // namespace
+
+const onnx::OpSchema* guarded_schema_registry::GetSchema(const std::string& key, int max_inclusive_version,
+                                                         const std::string& domain) const {
+  const onnx::OpSchema* s = onnx::OpSchemaRegistry::Instance()->GetSchema(key, max_inclusive_version, domain);
+  if (s == nullptr || !(domain.empty() || domain == "ai.onnx")) return s;
+  const auto g = guards().find(key);
+  if (g == guards().end()) return s;
+  std::lock_guard lock(mu_);
+  auto& slot = wrapped_[s];
+  if (!slot) {
+    slot = std::make_unique<onnx::OpSchema>(*s);
+    slot->TypeAndShapeInferenceFunction([inner = s->GetTypeAndShapeInferenceFunction(), guard = g->second](onnx::InferenceContext& ctx) {
+      guard(ctx);
+      inner(ctx);
+    });
+  }
+  return slot.get();
+}
+
+}  // namespace epstack::detail

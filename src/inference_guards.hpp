@@ -1,0 +1,23 @@
+#pragma once
+// A schema registry for onnx shape inference that checks, on the real inference context, the preconditions that
+// onnx 1.12's own inference functions assume without checking (see inference_guards.cpp).
+#include <onnx/defs/schema.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+namespace epstack::detail {
+
+class guarded_schema_registry final : public onnx::ISchemaRegistry {
+ public:
+  const onnx::OpSchema* GetSchema(const std::string& key, int max_inclusive_version,
+                                  const std::string& domain) const override;
+
+ private:
+  mutable std::mutex mu_;
+  mutable std::map<const onnx::OpSchema*, std::unique_ptr<onnx::OpSchema>> wrapped_;
+};
+
+}  // namespace epstack::detail
