@@ -375,7 +375,7 @@ Status graph_from_proto(onnx::GraphProto& gp, graph& g, external_data_resolver& 
   }
   for (auto& sp : *gp.mutable_sparse_initializer()) {
     EPSTACK_ASSIGN_OR_RETURN(auto s, sparse_from_proto(sp, ext, where + " sparse initializer"));
-    g.sparse_initializers().push_back(std::move(s));
+    g.add_sparse_initializer(std::move(s));
   }
   std::vector<std::string> ins, outs;
   for (auto& np : *gp.mutable_node()) {

@@ -79,6 +79,11 @@ Status skeleton_from_proto(const onnx::GraphProto& gp, graph& g) {
     EPSTACK_RETURN_IF_ERROR(detail::check_tensor_header(tp, "graph '" + gp.name() + "' initializer"));
     g.add_initializer(tp.name(), tensor());
   }
+  for (const auto& sp : gp.sparse_initializer()) {
+    sparse_tensor s;
+    s.values.set_name(sp.values().name());
+    g.add_sparse_initializer(std::move(s));
+  }
   std::vector<std::string> ins, outs;
   for (const auto& np : gp.node()) {
     node n;

@@ -90,6 +90,7 @@ int inspect(const std::string& path) {
   }
   std::cout << "initializers: " << g.initializers().size() << ", parameters: " << params
             << ", bytes: " << bytes << " (" << human_bytes(bytes) << ")\n";
+  std::cout << "  not copied at load: " << human_bytes(mapped) << " (memory-mapped external data or buffers taken over)\n";
   if (!m->metadata.empty()) {
     std::cout << "metadata:\n";
     for (const auto& [k, v] : m->metadata) std::cout << "  " << k << " = " << v << "\n";

@@ -54,6 +54,7 @@ struct value {
   std::optional<tensor> initializer;    ///< the constant data of an initializer
   bool is_graph_input = false;
   bool is_graph_output = false;
+  bool is_sparse_initializer = false;  ///< defined by a sparse initializer (see basic_graph::sparse_initializers)
   bool in_value_info = false;           ///< listed in the model's value_info (kept for round trips)
 };
 
@@ -155,7 +156,7 @@ class basic_graph {
       const value_id v = get_or_add_value(outputs[i]);
       g_[id].outputs.push_back(v);
       auto& rec = values_[v];
-      if (rec.producer != no_id || rec.is_graph_input || rec.initializer) {
+      if (rec.producer != no_id || rec.is_graph_input || rec.initializer || rec.is_sparse_initializer) {
         problem(redefined(rec, detail::cat("node ", describe(id))));
         continue;
       }
@@ -174,8 +175,22 @@ class basic_graph {
   [[nodiscard]] const std::vector<value_id>& inputs() const noexcept { return inputs_; }
   [[nodiscard]] const std::vector<value_id>& outputs() const noexcept { return outputs_; }
   [[nodiscard]] const std::vector<value_id>& initializers() const noexcept { return initializers_; }
-  /// Sparse initializers (ONNX `GraphProto.sparse_initializer`), kept as they are.
-  [[nodiscard]] std::vector<sparse_tensor>& sparse_initializers() noexcept { return sparse_initializers_; }
+  /// @brief Adds a sparse initializer; the value it defines is named after its `values` tensor.
+  value_id add_sparse_initializer(sparse_tensor s) {
+    const value_id v = get_or_add_value(s.values.name());
+    auto& rec = values_[v];
+    if (rec.initializer || rec.is_sparse_initializer) problem(detail::cat("initializer '", rec.name, "' is defined twice"));
+    if (rec.producer != no_id) problem(redefined(rec, "a sparse initializer"));
+    rec.is_sparse_initializer = true;
+    if (!rec.type.is_defined()) {
+      rec.type.kind = type_kind::sparse_tensor;
+      rec.type.elem = s.values.type();
+      rec.type.dims = shape::of(s.dims);
+    }
+    sparse_initializers_.push_back(std::move(s));
+    return v;
+  }
+  /// Sparse initializers (ONNX `GraphProto.sparse_initializer`), in order.
   [[nodiscard]] const std::vector<sparse_tensor>& sparse_initializers() const noexcept { return sparse_initializers_; }
   /// Serialized `TensorAnnotation`s (quantization annotations), kept for round trips.
   [[nodiscard]] std::vector<std::string>& quantization_annotations() noexcept { return quantization_annotations_; }
@@ -199,7 +214,7 @@ class basic_graph {
   /// True when `v` is defined in this graph (graph input, initializer or node output).
   [[nodiscard]] bool is_defined_here(value_id v) const {
     const auto& r = values_[v];
-    return r.is_graph_input || r.initializer.has_value() || r.producer != no_id;
+    return r.is_graph_input || r.initializer.has_value() || r.is_sparse_initializer || r.producer != no_id;
   }
   /// Problems recorded while building (values defined twice); `validate()` reports the first.
   [[nodiscard]] const std::vector<std::string>& problems() const noexcept { return problems_; }
@@ -208,7 +223,8 @@ class basic_graph {
   std::string redefined(const Value& rec, const std::string& by) const {
     const std::string first = rec.producer != no_id ? detail::cat("node ", describe(rec.producer))
                               : rec.initializer      ? std::string("an initializer")
-                                                     : std::string("a graph input");
+                              : rec.is_sparse_initializer ? std::string("a sparse initializer")
+                                                          : std::string("a graph input");
     return detail::cat("value '", rec.name, "' is defined twice: by ", first, " and by ", by);
   }
   void problem(std::string p) { problems_.push_back(std::move(p)); }

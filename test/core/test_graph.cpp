@@ -195,7 +195,8 @@ TEST_CASE("graph views filter nodes and expose their boundary") {
   CHECK(*order == std::vector<node_id>{0, 1});
   CHECK(boost::num_edges(v.boost_graph()) == 3);  // filtered_graph counts the underlying edges
   std::size_t visible_edges = 0;
-  auto [eb, ee] = boost::edges(v.boost_graph());
+  const auto fg = v.boost_graph();  // Boost iterators refer to the filtered graph object: keep it alive
+  auto [eb, ee] = boost::edges(fg);
   for (; eb != ee; ++eb) ++visible_edges;
   CHECK(visible_edges == 1);  // only a -> b lies inside the view
 

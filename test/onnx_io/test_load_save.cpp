@@ -87,6 +87,18 @@ onnx::ModelProto rich_model() {
     k->add_int64_data(-3);
     k->add_int64_data(1LL << 40);
   }
+  {
+    auto* sp = g->add_sparse_initializer();  // [0, 0, 1.5, 0, -2] as values at indices 2 and 4
+    *sp->mutable_values() = test::float_tensor("sparse_w", {2}, {1.5f, -2.0f});
+    auto* idx = sp->mutable_indices();
+    idx->set_name("sparse_w_indices");
+    idx->set_data_type(onnx::TensorProto::INT64);
+    idx->add_dims(2);
+    idx->add_dims(1);
+    const std::int64_t ix[] = {2, 4};
+    idx->set_raw_data(ix, sizeof ix);
+    sp->add_dims(5);
+  }
   auto* mul = test::add_node(g, "mul", "Mul", {"x", "w"}, {"xw"});
   mul->set_doc_string("multiply");
   auto* iff = test::add_node(g, "if", "If", {"cond"}, {"y"});
@@ -271,7 +283,11 @@ TEST_CASE("round trip: load -> save -> load keeps everything") {
     }
     CHECK_MESSAGE(sg.node(i).SerializeAsString() == og.node(i).SerializeAsString(), og.node(i).name());
   }
-  // Every initializer's bytes.
+  // Every initializer's bytes, sparse ones included.
+  REQUIRE(sg.sparse_initializer_size() == 1);
+  CHECK(sg.sparse_initializer(0).SerializeAsString() == og.sparse_initializer(0).SerializeAsString());
+  CHECK(value_named(m2->graph, "sparse_w").is_sparse_initializer);
+  CHECK(value_named(m2->graph, "sparse_w").type.to_string() == "sparse float[5]");
   REQUIRE(sg.initializer_size() == og.initializer_size());
   for (const auto& name : {"w", "h_init", "s_init", "k_init"}) {
     const auto& a = *value_named(m1->graph, name).initializer;
