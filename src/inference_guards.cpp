@@ -58,6 +58,15 @@ void conv_pool_guard(onnx::InferenceContext& ctx) {
   check_int(ctx, "group", 1);
 }
 
+// MaxUnpool reads the indices input's shape beside X's.
+void max_unpool_guard(onnx::InferenceContext& ctx) {
+  conv_pool_guard<0, -1>(ctx);
+  const int r = known_rank(ctx, 0), ri = known_rank(ctx, 1);
+  if (ctx.getNumInputs() > 1 && ctx.getInputType(1) != nullptr && !ctx.getInputType(1)->has_tensor_type())
+    fail_shape_inference("input 1 (indices) is not a tensor");
+  if (r >= 0 && ri >= 0 && r != ri) fail_shape_inference("indices have rank ", ri, ", the input rank ", r);
+}
+
 void block_guard(onnx::InferenceContext& ctx) {
   check_int(ctx, "blocksize", 1);
   const int r = known_rank(ctx, 0);
@@ -70,7 +79,7 @@ const std::unordered_map<std::string_view, guard_fn>& guards() {
       {"ConvInteger", conv_pool_guard<0, 1>}, {"QLinearConv", conv_pool_guard<0, 3>},
       {"DeformConv", conv_pool_guard<0, 1>},  {"MaxPool", conv_pool_guard<0, -1>},
       {"AveragePool", conv_pool_guard<0, -1>}, {"LpPool", conv_pool_guard<0, -1>},
-      {"MaxUnpool", conv_pool_guard<0, -1>},  {"DepthToSpace", block_guard},
+      {"MaxUnpool", max_unpool_guard},        {"DepthToSpace", block_guard},
       {"SpaceToDepth", block_guard},
   };
   return table;

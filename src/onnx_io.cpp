@@ -71,9 +71,37 @@ Status inline_small_external(onnx::GraphProto& g, detail::external_data_resolver
 // The structure of a GraphProto (names only: no tensor data, no attribute values but subgraphs) as an IR graph, so
 // that single assignment, undefined uses and cycles are reported by epstack's validation, naming the nodes involved,
 // before the onnx checker (whose messages for these are vaguer) sees the model.
-// Initializer headers (type, dims, sizes) are checked here too.
+// A declared type must name a defined element type wherever it has one (onnx's inference functions assume so).
+Status check_declared_type(const onnx::TypeProto& t, const std::string& where) {
+  const auto elem_ok = [](int e) { return is_valid(static_cast<element_type>(e)); };
+  switch (t.value_case()) {
+    case onnx::TypeProto::kTensorType:
+      if (!elem_ok(t.tensor_type().elem_type()))
+        return Status(errc::invalid_graph, where + " has element type " + std::to_string(t.tensor_type().elem_type()) +
+                                               ", which is not a defined ONNX element type");
+      return {};
+    case onnx::TypeProto::kSparseTensorType:
+      if (!elem_ok(t.sparse_tensor_type().elem_type()))
+        return Status(errc::invalid_graph, where + " has an undefined sparse element type");
+      return {};
+    case onnx::TypeProto::kSequenceType:
+      return t.sequence_type().has_elem_type() ? check_declared_type(t.sequence_type().elem_type(), where) : Status{};
+    case onnx::TypeProto::kOptionalType:
+      return t.optional_type().has_elem_type() ? check_declared_type(t.optional_type().elem_type(), where) : Status{};
+    case onnx::TypeProto::kMapType:
+      if (!elem_ok(t.map_type().key_type())) return Status(errc::invalid_graph, where + " has an undefined map key type");
+      return t.map_type().has_value_type() ? check_declared_type(t.map_type().value_type(), where) : Status{};
+    default: return {};
+  }
+}
+
+// Initializer headers (type, dims, sizes) and declared types are checked here too.
 Status skeleton_from_proto(const onnx::GraphProto& gp, graph& g) {
   g.set_name(gp.name());
+  for (const auto* list : {&gp.input(), &gp.output(), &gp.value_info()})
+    for (const auto& vi : *list)
+      if (vi.has_type())
+        EPSTACK_RETURN_IF_ERROR(check_declared_type(vi.type(), "graph '" + gp.name() + "' value '" + vi.name() + "'"));
   for (const auto& vi : gp.input()) g.add_input(vi.name());
   for (const auto& tp : gp.initializer()) {
     EPSTACK_RETURN_IF_ERROR(detail::check_tensor_header(tp, "graph '" + gp.name() + "' initializer"));

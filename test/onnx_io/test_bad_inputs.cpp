@@ -233,6 +233,12 @@ std::vector<bad_case> cases() {
                  test::add_node(g, "convt", "ConvTranspose", {"x", "w"}, {"y"});
                  return write_model(d, m);
                }});
+  c.push_back({"graph input with an undefined element type", errc::invalid_graph, "not a defined ONNX element type",
+               [](const fs::path& d, std::string&) {
+                 auto m = test::relu_model();
+                 m.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->set_elem_type(0);
+                 return write_model(d, m);
+               }});
   c.push_back({"external data: absolute path", errc::invalid_graph, "is absolute",
                [](const fs::path& d, std::string&) { return external_case(d, (d / "w.bin").string(), "", ""); }});
   c.push_back({"external data: '..' escapes the folder", errc::invalid_graph, "contains '..'",

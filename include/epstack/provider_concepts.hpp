@@ -1,0 +1,82 @@
+#pragma once
+/// @file provider_concepts.hpp
+/// @brief The `execution_provider` concept and `provider_traits`.
+///
+/// Customization points:
+/// - A provider opts in with `using provider_concept = epstack::execution_provider_tag;` and provides
+///   - `static constexpr std::string_view type_key` (e.g. "CPUExecutionProvider"), unique in a stack;
+///   - `std::vector<capability> get_capability(const graph_view<graph>&) const`: single nodes or groups it can run,
+///     among the nodes of the view (those still unassigned);
+///   - `Result<std::vector<compute_function>> compile(std::span<const partition>) const`: every partition it was
+///     given (fused groups and single nodes), in one call, one function per partition, in order.
+/// - `provider_traits<P>` (specialise for a foreign type): `type_key`, `short_name` (what `--providers` accepts).
+
+#include <epstack/capability.hpp>
+#include <epstack/compute.hpp>
+#include <epstack/graph_view.hpp>
+
+#include <concepts>
+#include <span>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+namespace epstack {
+
+/// The tag a provider names as its `provider_concept` to opt in to `execution_provider`.
+struct execution_provider_tag {};
+
+namespace detail {
+template <class P>
+concept provider_opts_in = requires { typename P::provider_concept; } &&
+                           std::same_as<typename P::provider_concept, execution_provider_tag>;
+template <class P>
+concept provider_has_type_key = requires {
+  { P::type_key } -> std::convertible_to<std::string_view>;
+};
+template <class P>
+concept provider_has_get_capability = requires(const P& p, const graph_view<graph>& v) {
+  { p.get_capability(v) } -> std::same_as<std::vector<capability>>;
+};
+template <class P>
+concept provider_has_compile = requires(const P& p, std::span<const partition> parts) {
+  { p.compile(parts) } -> std::same_as<Result<std::vector<compute_function>>>;
+};
+}  // namespace detail
+
+/// @brief A type that can take part in a session's provider stack.
+template <class P>
+concept execution_provider = detail::provider_opts_in<P> && detail::provider_has_type_key<P> &&
+                             detail::provider_has_get_capability<P> && detail::provider_has_compile<P> &&
+                             std::is_copy_constructible_v<P>;
+
+/// @brief Checks `execution_provider<P>` and says, in words, which requirement is missing. Use it as
+/// `static_assert(check_execution_provider<P>())` where a provider type is accepted.
+template <class P>
+consteval bool check_execution_provider() {
+  static_assert(detail::provider_opts_in<P>,
+                "epstack: not an execution provider: declare `using provider_concept = epstack::execution_provider_tag;`");
+  static_assert(detail::provider_has_type_key<P>,
+                "epstack: an execution provider needs `static constexpr std::string_view type_key` (e.g. \"CPUExecutionProvider\")");
+  static_assert(detail::provider_has_get_capability<P>,
+                "epstack: an execution provider needs `std::vector<epstack::capability> get_capability(const "
+                "epstack::graph_view<epstack::graph>&) const`");
+  static_assert(detail::provider_has_compile<P>,
+                "epstack: an execution provider needs `epstack::Result<std::vector<epstack::compute_function>> "
+                "compile(std::span<const epstack::partition>) const`");
+  static_assert(std::is_copy_constructible_v<P>, "epstack: an execution provider must be copy constructible");
+  return execution_provider<P>;
+}
+
+/// @brief Per-provider facts. The default reads them from the provider; specialise for a foreign type.
+template <class P>
+struct provider_traits {
+  static constexpr std::string_view type_key = P::type_key;
+  /// The name `--providers` accepts ("cpu", "dnnl"): the provider's `short_name` when it has one, else the type key.
+  static constexpr std::string_view short_name = [] {
+    if constexpr (requires { P::short_name; }) return std::string_view(P::short_name);
+    else return std::string_view(P::type_key);
+  }();
+};
+
+}  // namespace epstack
