@@ -50,36 +50,34 @@ inline std::vector<std::size_t> units_of(const graph_plan& gp, std::size_t& coun
   return unit;
 }
 
+// The quotient graph: one vertex per unit, an edge wherever a flow crosses from one unit to another.
+using quotient_graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS>;
+inline quotient_graph quotient_of(const graph_plan& gp, const std::vector<std::size_t>& unit, std::size_t count) {
+  quotient_graph q(count);
+  const auto& bg = gp.g->boost_graph();
+  auto [eb, ee] = boost::edges(bg);
+  for (; eb != ee; ++eb) {
+    const auto a = unit[boost::source(*eb, bg)], b = unit[boost::target(*eb, bg)];
+    if (a != b) boost::add_edge(a, b, q);
+  }
+  return q;
+}
+
 // True when contracting the current partitions plus `group` (as one more unit) leaves the graph acyclic.
 inline bool contraction_is_acyclic(const graph_plan& gp, const std::vector<node_id>& group) {
   std::size_t count = 0;
   auto unit = units_of(gp, count);
   const std::size_t gu = count++;
   for (node_id n : group) unit[n] = gu;
-  using qgraph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS>;
-  qgraph q(count);
-  const auto& bg = gp.g->boost_graph();
-  auto [eb, ee] = boost::edges(bg);
-  for (; eb != ee; ++eb) {
-    const auto a = unit[boost::source(*eb, bg)], b = unit[boost::target(*eb, bg)];
-    if (a != b) boost::add_edge(a, b, q);
-  }
-  return find_cycle(q).empty();
+  return find_cycle(quotient_of(gp, unit, count)).empty();
 }
 
 // Partitions in an order where every producer runs before its consumers.
 inline std::vector<std::size_t> partition_order(const graph_plan& gp) {
   std::size_t count = 0;
   const auto unit = units_of(gp, count);
-  using qgraph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS>;
-  qgraph q(count);
-  const auto& bg = gp.g->boost_graph();
-  auto [eb, ee] = boost::edges(bg);
-  for (; eb != ee; ++eb) {
-    const auto a = unit[boost::source(*eb, bg)], b = unit[boost::target(*eb, bg)];
-    if (a != b) boost::add_edge(a, b, q);
-  }
   std::vector<std::size_t> order;
+  const auto q = quotient_of(gp, unit, count);
   boost::topological_sort(q, std::back_inserter(order));
   std::vector<std::size_t> r;
   for (auto it = order.rbegin(); it != order.rend(); ++it)

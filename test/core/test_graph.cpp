@@ -2,6 +2,8 @@
 #include <epstack/graph_algorithms.hpp>
 #include <epstack/graph_view.hpp>
 
+#include "../support/graphs.hpp"
+
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -9,14 +11,9 @@
 #include <vector>
 
 using namespace epstack;
+using test::op;
 
 namespace {
-node op(std::string name, std::string type) {
-  node n;
-  n.name = std::move(name);
-  n.op_type = std::move(type);
-  return n;
-}
 std::size_t position(const std::vector<node_id>& order, node_id n) {
   return static_cast<std::size_t>(std::find(order.begin(), order.end(), n) - order.begin());
 }

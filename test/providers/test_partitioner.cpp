@@ -2,6 +2,8 @@
 
 #include "../support/test_providers.hpp"
 
+#include "../support/graphs.hpp"
+
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -9,18 +11,13 @@
 #include <vector>
 
 using namespace epstack;
+using test::op;
 using test::ops_provider;
 using test::scripted_provider;
 using test::test_cpu_provider;
 
 namespace {
 
-node op(std::string name, std::string type) {
-  node n;
-  n.name = std::move(name);
-  n.op_type = std::move(type);
-  return n;
-}
 
 // x -> a(Relu) -> b(Exp) -> c(Neg) -> d(Add, with x) -> y
 graph chain() {

@@ -1,0 +1,16 @@
+#pragma once
+// Small IR graphs for the core and provider tests.
+#include <epstack/graph.hpp>
+
+#include <string>
+
+namespace epstack::test {
+
+inline node op(std::string name, std::string type) {
+  node n;
+  n.name = std::move(name);
+  n.op_type = std::move(type);
+  return n;
+}
+
+}  // namespace epstack::test
