@@ -7,7 +7,9 @@
 
 #include <onnx/defs/shape_inference.h>
 
+#include <algorithm>
 #include <functional>
+#include <iterator>
 #include <string_view>
 #include <unordered_map>
 
@@ -67,8 +69,55 @@ void max_unpool_guard(onnx::InferenceContext& ctx) {
   if (r >= 0 && ri >= 0 && r != ri) fail_shape_inference("indices have rank ", ri, ", the input rank ", r);
 }
 
+void check_int_max(const onnx::InferenceContext& ctx, const char* name, std::int64_t max) {
+  const auto* a = ctx.getAttribute(name);
+  if (a != nullptr && a->i() > max) fail_shape_inference("attribute '", name, "' is ", a->i(), ", above the maximum ", max);
+}
+
+// Input `i`, when its rank is known, must have rank `exact` (or, with exact < 0, at least `min`).
+void check_rank(const onnx::InferenceContext& ctx, std::size_t i, int exact, int min = 0) {
+  const int r = known_rank(ctx, i);
+  if (r < 0) return;
+  if (exact >= 0 && r != exact) fail_shape_inference("input ", i, " has rank ", r, "; rank ", exact, " is needed");
+  if (exact < 0 && r < min) fail_shape_inference("input ", i, " has rank ", r, "; at least ", min, " is needed");
+}
+
+// RNN, GRU, LSTM (every version): X, W, R [3-D], B [2-D], sequence_lens [1-D], initial_h, initial_c [3-D], P [2-D].
+void recurrent_guard(onnx::InferenceContext& ctx) {
+  static constexpr int ranks[] = {3, 3, 3, 2, 1, 3, 3, 2};
+  for (std::size_t i = 0; i < std::size(ranks) && i < ctx.getNumInputs(); ++i) check_rank(ctx, i, ranks[i]);
+  check_int(ctx, "hidden_size", 1);
+}
+
+// Gemm (every version): A and B are matrices, C broadcasts to [M, N].
+void gemm_guard(onnx::InferenceContext& ctx) {
+  check_rank(ctx, 0, 2);
+  check_rank(ctx, 1, 2);
+  const int rc = known_rank(ctx, 2);
+  if (rc > 2) fail_shape_inference("input 2 (C) has rank ", rc, "; at most 2 is allowed");
+}
+
+// STFT: signal [batch, length, 1 or 2], frame_step scalar, window [frame_length], frame_length scalar.
+void stft_guard(onnx::InferenceContext& ctx) {
+  check_rank(ctx, 0, 3);
+  check_rank(ctx, 1, 0);
+  check_rank(ctx, 2, 1);
+  check_rank(ctx, 3, 0);
+}
+
+// GatherND: 0 <= batch_dims < min(rank(data), rank(indices)).
+void gather_nd_guard(onnx::InferenceContext& ctx) {
+  check_rank(ctx, 0, -1, 1);
+  check_rank(ctx, 1, -1, 1);
+  const auto* a = ctx.getAttribute("batch_dims");
+  const std::int64_t b = a != nullptr ? a->i() : 0;
+  const int r = std::min(known_rank(ctx, 0), known_rank(ctx, 1));
+  if (b < 0 || (r >= 0 && b >= r)) fail_shape_inference("attribute 'batch_dims' is ", b, "; it must be in [0, ", r, ")");
+}
+
 void block_guard(onnx::InferenceContext& ctx) {
   check_int(ctx, "blocksize", 1);
+  check_int_max(ctx, "blocksize", std::int64_t{1} << 20);  // blocksize squared must not overflow
   const int r = known_rank(ctx, 0);
   if (r >= 0 && r != 4) fail_shape_inference("input has rank ", r, ", 4 is needed");
 }
@@ -80,7 +129,10 @@ const std::unordered_map<std::string_view, guard_fn>& guards() {
       {"DeformConv", conv_pool_guard<0, 1>},  {"MaxPool", conv_pool_guard<0, -1>},
       {"AveragePool", conv_pool_guard<0, -1>}, {"LpPool", conv_pool_guard<0, -1>},
       {"MaxUnpool", max_unpool_guard},        {"DepthToSpace", block_guard},
-      {"SpaceToDepth", block_guard},
+      {"SpaceToDepth", block_guard},          {"RNN", recurrent_guard},
+      {"GRU", recurrent_guard},               {"LSTM", recurrent_guard},
+      {"Gemm", gemm_guard},                   {"STFT", stft_guard},
+      {"GatherND", gather_nd_guard},
   };
   return table;
 }
