@@ -219,6 +219,9 @@ Result<model> load_proto(std::span<const std::byte> bytes, const std::string& la
   for (const auto& t : mp.training_info()) m.training_info.push_back(t.SerializeAsString());
 
   EPSTACK_RETURN_IF_ERROR(detail::graph_from_proto(*mp.mutable_graph(), m.graph, ext).with_context(label));
+  resolve_implicit_inputs(m.graph);
+  propagate_outer_types(m.graph);
+  resolve_since_versions(m);
   return m;
 }
 
@@ -371,6 +374,112 @@ Result<std::string> serialize_checked(const onnx::ModelProto& mp) {
 }
 
 }  // namespace
+
+namespace {
+// Copies the types onnx inferred (value_info and outputs) into the IR graph, subgraphs included.
+Status apply_inferred_types(const onnx::GraphProto& gp, graph& g) {
+  const auto take = [&](const onnx::ValueInfoProto& vi) -> Status {
+    const auto v = g.find_value(vi.name());
+    if (v == no_id || !vi.has_type() || g.value(v).is_graph_input) return {};
+    EPSTACK_ASSIGN_OR_RETURN(auto t, detail::type_from_proto(vi.type(), "graph '" + gp.name() + "' value '" + vi.name() + "'"));
+    g.value(v).type = std::move(t);
+    return {};
+  };
+  for (const auto& vi : gp.value_info()) EPSTACK_RETURN_IF_ERROR(take(vi));
+  for (const auto& vi : gp.output()) EPSTACK_RETURN_IF_ERROR(take(vi));
+  if (static_cast<std::size_t>(gp.node_size()) != g.node_count()) return {};
+  for (node_id n = 0; n < g.node_count(); ++n) {
+    const auto& np = gp.node(static_cast<int>(n));
+    for (const auto& ap : np.attribute()) {
+      auto* a = g.node(n).attributes.find(ap.name());
+      if (a == nullptr) continue;
+      if (auto* sg = std::get_if<subgraph>(&a->value); sg && *sg && ap.has_g())
+        EPSTACK_RETURN_IF_ERROR(apply_inferred_types(ap.g(), **sg));
+      if (auto* sgs = std::get_if<std::vector<subgraph>>(&a->value))
+        for (int i = 0; i < ap.graphs_size() && static_cast<std::size_t>(i) < sgs->size(); ++i)
+          if ((*sgs)[static_cast<std::size_t>(i)]) EPSTACK_RETURN_IF_ERROR(apply_inferred_types(ap.graphs(i), *(*sgs)[static_cast<std::size_t>(i)]));
+    }
+  }
+  return {};
+}
+}  // namespace
+
+namespace {
+void resolve_since_versions(graph& g, const std::vector<opset_import>& opsets) {
+  const auto* registry = onnx::OpSchemaRegistry::Instance();
+  for (node_id n = 0; n < g.node_count(); ++n) {
+    auto& nd = g.node(n);
+    const std::string domain = nd.domain == "ai.onnx" ? std::string() : nd.domain;
+    std::int64_t version = -1;
+    for (const auto& o : opsets)
+      if ((o.domain == "ai.onnx" ? std::string() : o.domain) == domain) version = o.version;
+    const auto* schema = version > 0 ? registry->GetSchema(nd.op_type, static_cast<int>(version), domain) : nullptr;
+    nd.since_version = schema != nullptr ? schema->SinceVersion() : 0;
+    for (auto& a : nd.attributes) {
+      if (auto* sg = std::get_if<subgraph>(&a.value); sg && *sg) resolve_since_versions(**sg, opsets);
+      if (auto* sgs = std::get_if<std::vector<subgraph>>(&a.value))
+        for (auto& sg : *sgs)
+          if (sg) resolve_since_versions(*sg, opsets);
+    }
+  }
+}
+}  // namespace
+
+void resolve_since_versions(model& m) { resolve_since_versions(m.graph, m.opsets); }
+
+Status infer_shapes(model& m) {
+  // Tensors above 64 KiB go to the proto as headers only (an external location nobody reads): inference needs their
+  // type and dims, not their bytes.
+  const detail::external_writer headers_only = [](const tensor& t, onnx::TensorProto& tp) -> Result<bool> {
+    if (t.byte_size() <= inline_external_below) return false;
+    tp.set_data_location(onnx::TensorProto::EXTERNAL);
+    auto* e = tp.add_external_data();
+    e->set_key("location");
+    e->set_value("epstack-shape-inference-placeholder");
+    return true;
+  };
+  EPSTACK_ASSIGN_OR_RETURN(auto mp, to_proto(m, headers_only));
+  try {
+    onnx::ShapeInferenceOptions so(false, 1, true);
+    const detail::guarded_schema_registry registry;
+    onnx::shape_inference::InferShapes(mp, &registry, so);
+  } catch (const std::exception& e) {
+    return Status(errc::invalid_graph, std::string("onnx shape inference: ") + e.what());
+  }
+  EPSTACK_RETURN_IF_ERROR(apply_inferred_types(mp.graph(), m.graph));
+  resolve_implicit_inputs(m.graph);
+  propagate_outer_types(m.graph);
+  resolve_since_versions(m);
+  return {};
+}
+
+Result<tensor> parse_tensor(std::span<const std::byte> bytes, const std::string& label) {
+  onnx::TensorProto tp;
+  if (bytes.size() > static_cast<std::size_t>(INT_MAX) ||
+      !tp.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
+    return Status(errc::invalid_protobuf, label + ": is not a valid ONNX TensorProto");
+  if (tp.data_location() == onnx::TensorProto::EXTERNAL)
+    return Status(errc::invalid_graph, label + ": external data is not supported in a tensor file");
+  detail::external_data_resolver none({}, false);
+  return detail::tensor_from_proto(tp, none, label);
+}
+
+Result<tensor> load_tensor(const fs::path& path) {
+  auto f = mapped_file::open(path, /*populate=*/true);
+  if (!f) return f.status();
+  return parse_tensor((*f)->bytes(), "tensor file '" + path.string() + "'");
+}
+
+Status save_tensor(const tensor& t, const fs::path& path) {
+  onnx::TensorProto tp;
+  EPSTACK_RETURN_IF_ERROR(detail::tensor_to_proto(t, tp, {}));
+  std::string bytes;
+  if (!tp.SerializeToString(&bytes)) return Status(errc::fail, "cannot serialize tensor for '" + path.string() + "'");
+  atomic_file out(path);
+  if (!out.ok()) return out.status();
+  out.write(bytes.data(), bytes.size());
+  return out.commit();
+}
 
 Result<std::string> serialize_model(const model& m) {
   EPSTACK_RETURN_IF_ERROR(check_embeddable(m, nullptr));

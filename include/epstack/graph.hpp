@@ -14,6 +14,7 @@
 #include <boost/container/small_vector.hpp>
 #include <boost/graph/adjacency_list.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -41,6 +42,12 @@ struct node {
   boost::container::small_vector<value_id, 4> inputs;
   boost::container::small_vector<value_id, 2> outputs;
   attribute_list attributes;
+  /// The version of the operator's schema that the model's opset import selects (ONNX Runtime's `SinceVersion`), so
+  /// kernels know which semantics apply; 0 when unknown (a domain the onnx package does not define).
+  int since_version = 0;
+  /// Values of this graph or an enclosing one that the node's subgraphs use (ONNX Runtime's implicit inputs): the
+  /// node depends on them as on its inputs. Filled by `resolve_implicit_inputs`.
+  boost::container::small_vector<value_id, 2> implicit_inputs;
 };
 
 /// @brief A value: its name, type, where it comes from and who uses it.
@@ -170,6 +177,18 @@ class basic_graph {
   node_id add_node(Node n, std::initializer_list<std::string> inputs, std::initializer_list<std::string> outputs) {
     return add_node(std::move(n), std::span<const std::string>(inputs.begin(), inputs.size()),
                     std::span<const std::string>(outputs.begin(), outputs.size()));
+  }
+
+  /// @brief Records that node `n`'s subgraphs use the value `name` (defined here or in an enclosing graph): a use like
+  /// an input, with the flow edge from its producer. Idempotent.
+  value_id add_implicit_input(node_id n, std::string_view name) {
+    const value_id v = get_or_add_value(name);
+    auto& imp = g_[n].implicit_inputs;
+    if (std::find(imp.begin(), imp.end(), v) != imp.end()) return v;
+    imp.push_back(v);
+    values_[v].consumers.push_back(n);
+    if (values_[v].producer != no_id) boost::add_edge(values_[v].producer, n, flow_edge{v}, g_);
+    return v;
   }
 
   [[nodiscard]] const std::vector<value_id>& inputs() const noexcept { return inputs_; }

@@ -73,6 +73,76 @@ template <class N, class V>
   return order;
 }
 
+/// @brief Names of the values that `g` (and its nested subgraphs) use without defining them: what a control-flow node
+/// holding `g` takes from enclosing scopes. In first-use order.
+inline std::vector<std::string> free_values(const graph& g) {
+  std::vector<std::string> r;
+  const auto note = [&](value_id v) {
+    if (v == no_id || g.is_defined_here(v)) return;
+    const auto& name = g.value(v).name;
+    if (std::find(r.begin(), r.end(), name) == r.end()) r.push_back(name);
+  };
+  for (node_id n = 0; n < g.node_count(); ++n) {
+    for (value_id v : g.node(n).inputs) note(v);
+    for (value_id v : g.node(n).implicit_inputs) note(v);
+  }
+  for (value_id v : g.outputs()) note(v);
+  return r;
+}
+
+/// @brief Sets every control-flow node's implicit inputs (the free values of its subgraphs), innermost graphs first,
+/// so that topological order and lifetimes account for them. Idempotent.
+inline void resolve_implicit_inputs(graph& g) {
+  for (node_id n = 0; n < g.node_count(); ++n) {
+    std::vector<std::string> names;
+    for (auto& a : g.node(n).attributes) {
+      const auto take = [&](subgraph& sg) {
+        if (!sg) return;
+        resolve_implicit_inputs(*sg);
+        for (auto& name : free_values(*sg))
+          if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(std::move(name));
+      };
+      if (auto* sg = std::get_if<subgraph>(&a.value)) take(*sg);
+      if (auto* sgs = std::get_if<std::vector<subgraph>>(&a.value))
+        for (auto& sg : *sgs) take(sg);
+    }
+    for (const auto& name : names) g.add_implicit_input(n, name);
+  }
+}
+
+/// @brief Gives the values that subgraphs take from enclosing graphs the types those graphs know for them (onnx's
+/// shape inference types a subgraph's own values only), innermost scopes searched first.
+inline void propagate_outer_types(graph& g, std::vector<const graph*>& scopes) {
+  scopes.push_back(&g);
+  for (node_id n = 0; n < g.node_count(); ++n)
+    for (auto& a : g.node(n).attributes) {
+      const auto visit = [&](subgraph& sg) {
+        if (!sg) return;
+        graph& s = *sg;
+        for (value_id v = 0; v < s.value_count(); ++v) {
+          auto& rec = s.value(v);
+          if (s.is_defined_here(v) || rec.type.is_defined()) continue;
+          for (auto it = scopes.rbegin(); it != scopes.rend(); ++it) {
+            const auto o = (*it)->find_value(rec.name);
+            if (o != no_id && (*it)->is_defined_here(o)) {
+              rec.type = (*it)->value(o).type;
+              break;
+            }
+          }
+        }
+        propagate_outer_types(s, scopes);
+      };
+      if (auto* sg = std::get_if<subgraph>(&a.value)) visit(*sg);
+      if (auto* sgs = std::get_if<std::vector<subgraph>>(&a.value))
+        for (auto& sg : *sgs) visit(sg);
+    }
+  scopes.pop_back();
+}
+inline void propagate_outer_types(graph& g) {
+  std::vector<const graph*> scopes;
+  propagate_outer_types(g, scopes);
+}
+
 /// @brief Lexical scope for validation: a graph and the graphs that enclose it.
 template <class G>
 struct graph_scope {
@@ -96,6 +166,11 @@ inline Status validate(const graph& g, const graph_scope<graph>* outer = nullptr
   const graph_scope<graph> scope{&g, outer};
   for (node_id n = 0; n < g.node_count(); ++n) {
     const auto& nd = g.node(n);
+    for (value_id v : nd.implicit_inputs) {
+      if (g.is_defined_here(v) || (outer != nullptr && outer->defines(g.value(v).name))) continue;
+      return Status(errc::invalid_graph, where() + "a subgraph of node " + g.describe(n) + " uses value '" +
+                                             g.value(v).name + "', which is not defined in any enclosing graph");
+    }
     for (value_id v : nd.inputs) {
       if (v == no_id || g.is_defined_here(v)) continue;
       if (outer == nullptr || !outer->defines(g.value(v).name))

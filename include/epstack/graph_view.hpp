@@ -53,16 +53,21 @@ class graph_view {
   [[nodiscard]] filtered_type boost_graph() const {
     return filtered_type(g_->boost_graph(), boost::keep_all{}, node_filter{keep_});
   }
-  /// Values used by nodes of the view and not produced inside it, in first-use order.
+  /// Values used by nodes of the view (implicit inputs of control-flow nodes included) and not produced inside it, in
+  /// first-use order.
   [[nodiscard]] std::vector<value_id> inputs() const {
     std::vector<value_id> r;
     std::vector<bool> seen(g_->value_count());
-    for (node_id n : nodes())
-      for (value_id v : g_->node(n).inputs)
-        if (v != no_id && !seen[v] && !contains(g_->value(v).producer)) {
-          seen[v] = true;
-          r.push_back(v);
-        }
+    const auto take = [&](value_id v) {
+      if (v != no_id && !seen[v] && !contains(g_->value(v).producer)) {
+        seen[v] = true;
+        r.push_back(v);
+      }
+    };
+    for (node_id n : nodes()) {
+      for (value_id v : g_->node(n).inputs) take(v);
+      for (value_id v : g_->node(n).implicit_inputs) take(v);  // what its subgraphs use from outside
+    }
     return r;
   }
   /// Values produced inside the view and used outside it or as graph outputs, in production order.

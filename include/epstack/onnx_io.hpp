@@ -29,7 +29,9 @@ struct load_options {
   std::filesystem::path external_data_folder;
   bool run_checker = true;  ///< run `onnx::checker::check_model`
   shape_inference_mode shape_inference = shape_inference_mode::strict;
-  bool data_propagation = false;  ///< onnx's data propagation during shape inference
+  /// onnx's data propagation during shape inference: shape computations (Shape -> Gather -> Unsqueeze -> Slice ...)
+  /// are followed, so more intermediate shapes are known (the graph optimiser needs them to fuse).
+  bool data_propagation = true;
 };
 
 /// @brief Loads an ONNX model file. Errors: no_such_file, invalid_protobuf, invalid_graph (checker, shape inference,
@@ -39,6 +41,16 @@ struct load_options {
 /// @brief Loads a model from serialized bytes. External data are found in `options.external_data_folder`
 /// (invalid_argument when the model has external data and no folder is given).
 [[nodiscard]] Result<model> load_model(std::span<const std::byte> bytes, const load_options& options = {});
+
+/// @brief Runs onnx shape inference (strict, with epstack's guards) on a model built in memory and records the
+/// inferred types of its values (main graph and subgraphs). Large initializers are not copied for it.
+/// invalid_graph when inference fails.
+[[nodiscard]] Status infer_shapes(model& m);
+
+/// @brief Sets every node's `since_version` (main graph and subgraphs) from the model's opset imports and the onnx
+/// package's schemas; 0 for operators of domains the onnx package does not define. `load_model` and `infer_shapes` call
+/// it; call it again after adding nodes.
+void resolve_since_versions(model& m);
 
 /// Where `save_model` puts initializer data.
 enum class external_data_mode : std::uint8_t {
@@ -60,6 +72,14 @@ struct save_options {
 /// @brief Writes `m` to `path` (and its external data beside it): each file written under a temporary name and renamed,
 /// so a failure never leaves a partial file.
 [[nodiscard]] Status save_model(const model& m, const std::filesystem::path& path, const save_options& options = {});
+
+/// @brief Reads a serialized ONNX TensorProto file (as the ONNX backend test suite's `input_0.pb`). no_such_file,
+/// invalid_protobuf or invalid_graph with a message naming the file.
+[[nodiscard]] Result<tensor> load_tensor(const std::filesystem::path& path);
+/// @brief Parses a serialized TensorProto.
+[[nodiscard]] Result<tensor> parse_tensor(std::span<const std::byte> bytes, const std::string& label = "tensor");
+/// @brief Writes `t` as a serialized TensorProto (raw data; strings in string_data), atomically.
+[[nodiscard]] Status save_tensor(const tensor& t, const std::filesystem::path& path);
 
 /// @brief Serializes `m` with every initializer embedded. invalid_argument when it would exceed protobuf's 2 GB.
 [[nodiscard]] Result<std::string> serialize_model(const model& m);

@@ -7,6 +7,8 @@
 #include <epstack/errors.hpp>
 #include <epstack/shape.hpp>
 
+#include <epstack/detail/inline_vector.hpp>
+
 #include <algorithm>
 #include <cassert>
 #include <cstddef>
@@ -23,6 +25,10 @@ namespace epstack {
 
 /// Alignment of storage that tensors own.
 inline constexpr std::size_t tensor_alignment = 64;
+
+/// Concrete sizes of a tensor, held inline up to rank 6 (no allocation for the shapes models use); converts to
+/// `std::span<const std::int64_t>`.
+using tensor_sizes = detail::inline_vector<std::int64_t, 6>;
 
 /// @brief A typed view of a tensor's elements: a pointer and the sizes. Cheap to copy; does not own.
 template <class T>
@@ -55,6 +61,31 @@ class tensor {
   }
   tensor(element_type type, std::initializer_list<std::int64_t> sizes)
       : tensor(type, std::span<const std::int64_t>(sizes.begin(), sizes.size())) {}
+
+  /// @brief Like the constructor, but the elements are left uninitialised (strings are still constructed empty):
+  /// for outputs that a kernel overwrites whole.
+  [[nodiscard]] static tensor uninitialized(element_type type, std::span<const std::int64_t> sizes) {
+    tensor t;
+    t.type_ = type;
+    t.sizes_.assign(sizes.begin(), sizes.end());
+    const auto n = epstack::element_count(sizes);
+    if (!n || !is_valid(type)) throw std::length_error("tensor: invalid sizes or element type");
+    t.count_ = static_cast<std::size_t>(*n);
+    t.allocate(false);
+    return t;
+  }
+
+  /// @brief A tensor of new sizes over the same storage (same element count), as Reshape needs; shares ownership.
+  [[nodiscard]] tensor reshaped(std::span<const std::int64_t> sizes) const {
+    tensor t = *this;
+    t.sizes_.assign(sizes.begin(), sizes.end());
+    t.name_.clear();
+    if (static_cast<std::size_t>(epstack::element_count(sizes).value_or(-1)) != count_)
+      throw std::length_error("tensor::reshaped: the element count differs");
+    return t;
+  }
+  /// The storage's owner (null for storage borrowed without one).
+  [[nodiscard]] const std::shared_ptr<const void>& owner() const noexcept { return owner_; }
 
   /// @brief Borrows `data` (not copied). `owner` keeps the bytes alive (a mapped file, a buffer); may be null when the
   /// caller guarantees the lifetime. `data` must hold `element_count(sizes) * element_size(type)` bytes.
@@ -135,7 +166,7 @@ class tensor {
   /// @brief A deep copy with owned storage.
   [[nodiscard]] tensor clone() const {
     if (empty()) return {};
-    tensor t(type_, sizes_);
+    tensor t = uninitialized(type_, sizes_);
     t.name_ = name_;
     if (type_ == element_type::string)
       std::copy_n(reinterpret_cast<const std::string*>(data_), count_, reinterpret_cast<std::string*>(t.data_));
@@ -146,7 +177,7 @@ class tensor {
 
   /// @brief Same type, sizes and element values (strings compared by content; floats bitwise).
   [[nodiscard]] bool same_content(const tensor& o) const {
-    if (type_ != o.type_ || sizes_ != o.sizes_) return false;
+    if (type_ != o.type_ || !std::equal(sizes_.begin(), sizes_.end(), o.sizes_.begin(), o.sizes_.end())) return false;
     if (type_ == element_type::string) {
       const auto* a = reinterpret_cast<const std::string*>(data_);
       const auto* b = reinterpret_cast<const std::string*>(o.data_);
@@ -163,13 +194,13 @@ class tensor {
                                   ", not " + std::string(to_string(element_type_of_v<T>)));
   }
 
-  void allocate() {
+  void allocate(bool zero = true) {
     const std::size_t es = element_size(type_);
     if (count_ > (std::size_t{1} << 62) / std::max<std::size_t>(es, 1)) throw std::length_error("tensor: too large");
     const std::size_t bytes = std::max<std::size_t>(count_ * es, 1);
     auto* p = static_cast<std::byte*>(::operator new(bytes, std::align_val_t{tensor_alignment}));
     if (type_ == element_type::string) std::uninitialized_value_construct_n(reinterpret_cast<std::string*>(p), count_);
-    else std::memset(p, 0, bytes);
+    else if (zero) std::memset(p, 0, bytes);
     const bool strings = type_ == element_type::string;
     owner_ = std::shared_ptr<std::byte>(p, [n = count_, strings](std::byte* q) {
       if (strings) std::destroy_n(reinterpret_cast<std::string*>(q), n);
@@ -179,7 +210,7 @@ class tensor {
   }
 
   element_type type_ = element_type::undefined;
-  std::vector<std::int64_t> sizes_;
+  tensor_sizes sizes_;
   std::size_t count_ = 0;
   std::byte* data_ = nullptr;
   std::shared_ptr<const void> owner_;

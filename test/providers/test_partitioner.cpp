@@ -313,12 +313,12 @@ TEST_CASE("compiled partitions run: the fused and single functions compute the c
   std::size_t ia = 0, ic = 0;
   for (std::size_t k : gp.execution_order) {
     const auto& part = gp.partitions[k];
-    std::vector<tensor> ins, outs(part.outputs.size());
-    for (auto v : part.inputs) ins.push_back(env[v]);
+    std::vector<ivalue> ins, outs(part.outputs.size());
+    for (auto v : part.inputs) ins.emplace_back(env[v]);
     compute_context ctx(ins, outs);
     const auto& fn = gp.partition_provider[k] == 0 ? (*fa)[ia++] : (*fc)[ic++];
     REQUIRE(fn(ctx).is_ok());
-    for (std::size_t i = 0; i < outs.size(); ++i) env[part.outputs[i]] = outs[i];
+    for (std::size_t i = 0; i < outs.size(); ++i) env[part.outputs[i]] = outs[i].as_tensor();
   }
   const auto y = env[g.find_value("y")].view<float>();
   const float xs[] = {-1, 0, 1, 2};

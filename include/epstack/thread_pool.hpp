@@ -1,0 +1,143 @@
+#pragma once
+/// @file thread_pool.hpp
+/// @brief The intra-op thread pool: `parallel_for` splits a range into chunks that the calling thread and the pool's
+/// workers take from a shared counter. Several threads may call `parallel_for` at once (concurrent `run`s on one
+/// session): each call is a job of its own, and the caller always works on its own job, so no call waits for another.
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <mutex>
+#include <type_traits>
+#include <thread>
+#include <vector>
+
+namespace epstack {
+
+/// @brief A fixed set of worker threads for data-parallel loops.
+class thread_pool {
+ public:
+  /// @param threads the threads a loop may use, the caller included (so `threads - 1` workers); 0 means the
+  /// hardware's concurrency.
+  explicit thread_pool(int threads = 0) {
+    if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    size_ = threads;
+    for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { work(); });
+  }
+  thread_pool(const thread_pool&) = delete;
+  thread_pool& operator=(const thread_pool&) = delete;
+  ~thread_pool() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+      stopping_.store(true);
+    }
+    cv_.notify_all();
+    for (auto& w : workers_) w.join();
+  }
+
+  /// The number of threads a loop may use (the caller included).
+  [[nodiscard]] int size() const noexcept { return size_; }
+
+  /// @brief Calls `f(begin, end)` on disjoint chunks covering [0, n), at least `grain` items each (except the last),
+  /// on up to `size()` threads; returns when every chunk is done. `f` must not throw.
+  template <class F>
+  void parallel_for(std::size_t n, std::size_t grain, F&& f) {
+    if (n == 0) return;
+    grain = std::max<std::size_t>(grain, 1);
+    const std::size_t max_chunks = (n + grain - 1) / grain;
+    if (size_ == 1 || max_chunks == 1) {
+      f(std::size_t{0}, n);
+      return;
+    }
+    // A few chunks per thread balance uneven work without much overhead.
+    const std::size_t chunks = std::min<std::size_t>(max_chunks, static_cast<std::size_t>(size_) * 4);
+    job j;
+    j.n = n;
+    j.chunks = chunks;
+    j.ctx = const_cast<void*>(static_cast<const void*>(&f));
+    j.call = [](void* ctx, std::size_t b, std::size_t e) { (*static_cast<std::remove_reference_t<F>*>(ctx))(b, e); };
+    {
+      std::lock_guard lock(mu_);
+      queue_.push_back(&j);
+      pending_.fetch_add(1, std::memory_order_release);
+    }
+    cv_.notify_all();
+    run_chunks(j);
+    {
+      std::lock_guard lock(mu_);
+      if (auto it = std::find(queue_.begin(), queue_.end(), &j); it != queue_.end()) {
+        queue_.erase(it);
+        pending_.fetch_sub(1, std::memory_order_release);
+      }
+    }
+    // No worker can join the job now; wait for those still inside it.
+    while (j.done.load(std::memory_order_acquire) < j.chunks || j.active.load(std::memory_order_acquire) != 0)
+      std::this_thread::yield();
+  }
+
+  /// @brief The chunk size that gives each thread about `per_thread` chunks of a range of `n` items.
+  [[nodiscard]] std::size_t grain_for(std::size_t n, std::size_t min_grain = 1) const noexcept {
+    return std::max<std::size_t>(min_grain, n / (static_cast<std::size_t>(size_) * 4) + 1);
+  }
+
+ private:
+  struct job {
+    std::size_t n = 0, chunks = 0;
+    void* ctx = nullptr;
+    void (*call)(void*, std::size_t, std::size_t) = nullptr;
+    std::atomic<std::size_t> next{0}, done{0};
+    std::atomic<int> active{0};
+  };
+
+  static void run_chunks(job& j) {
+    for (;;) {
+      const std::size_t c = j.next.fetch_add(1, std::memory_order_relaxed);
+      if (c >= j.chunks) return;
+      const std::size_t b = j.n * c / j.chunks, e = j.n * (c + 1) / j.chunks;
+      j.call(j.ctx, b, e);
+      j.done.fetch_add(1, std::memory_order_release);
+    }
+  }
+
+  void work() {
+    for (;;) {
+      // Spin briefly before sleeping: the next operator's loop usually follows within microseconds.
+      for (int spin = 0; spin < 20000 && pending_.load(std::memory_order_acquire) == 0 &&
+                         !stopping_.load(std::memory_order_relaxed);
+           ++spin)
+        std::this_thread::yield();
+      job* j = nullptr;
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+        if (stop_ && queue_.empty()) return;
+        j = queue_.front();
+        j->active.fetch_add(1, std::memory_order_acq_rel);
+      }
+      run_chunks(*j);
+      {
+        // Every chunk is taken now: take the job off the queue (its caller may have done so already).
+        std::lock_guard lock(mu_);
+        if (auto it = std::find(queue_.begin(), queue_.end(), j); it != queue_.end()) {
+          queue_.erase(it);
+          pending_.fetch_sub(1, std::memory_order_release);
+        }
+      }
+      j->active.fetch_sub(1, std::memory_order_acq_rel);  // the last access: the caller may return now
+    }
+  }
+
+  int size_ = 1;
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<job*> queue_;
+  std::atomic<int> pending_{0};
+  bool stop_ = false;
+  std::atomic<bool> stopping_{false};
+};
+
+}  // namespace epstack
