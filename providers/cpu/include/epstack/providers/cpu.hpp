@@ -1,0 +1,84 @@
+#pragma once
+/// @file cpu.hpp
+/// @brief The CPU execution provider. Its kernels are a compile-time list: `basic_cpu_provider<ops::conv, ops::relu>`
+/// has those kernels and nothing else (selective build for embedded targets: only they are linked); `cpu_provider`
+/// has them all and is the fallback of every session. It takes, one node each, every node for which a kernel of its
+/// list `supports` the node.
+///
+/// (`cpu_provider` is a type and the selective form a template of another name: C++ does not let one name be both.)
+
+#include <epstack/providers/cpu/kernel_concepts.hpp>
+#include <epstack/providers/cpu/kernels.hpp>
+
+#include <epstack/detail/cat.hpp>
+#include <epstack/partitioner.hpp>
+#include <epstack/provider_concepts.hpp>
+
+#include <boost/mp11/list.hpp>
+
+#include <span>
+#include <string_view>
+#include <vector>
+
+namespace epstack {
+
+namespace ops = cpu::ops;
+
+/// @brief The CPU provider over the kernels `K...` (a kernel earlier in the list wins when two run a node).
+template <class... K>
+struct basic_cpu_provider {
+  static_assert((cpu::cpu_kernel<K> && ...), "epstack: every kernel of a CPU provider must satisfy epstack::cpu::cpu_kernel");
+  using provider_concept = execution_provider_tag;
+  static constexpr std::string_view type_key = cpu_provider_key;
+  static constexpr std::string_view short_name = "cpu";
+
+  /// True when a kernel of the list runs node `n`.
+  [[nodiscard]] static bool has_kernel(const graph& g, node_id n) {
+    const auto& nd = g.node(n);
+    return ((cpu::matches<K>(nd) && K::supports(g, n)) || ...);
+  }
+
+  [[nodiscard]] std::vector<capability> get_capability(const graph_view<graph>& v) const {
+    std::vector<capability> r;
+    for (node_id n : v.nodes())
+      if (has_kernel(v.graph(), n)) r.push_back(capability::single(n));
+    return r;
+  }
+
+  [[nodiscard]] Result<std::vector<compute_function>> compile(std::span<const partition> parts) const {
+    std::vector<compute_function> fns;
+    fns.reserve(parts.size());
+    for (const auto& p : parts) {
+      if (p.nodes.size() != 1)
+        return Status(errc::ep_fail, detail::cat("CPU provider: partition '", p.name, "' has ", std::to_string(p.nodes.size()),
+                                                 " nodes; it compiles single nodes"));
+      auto fn = compile_node(*p.g, p.nodes.front());
+      if (!fn) return Status(fn.code(), detail::cat("node ", p.g->describe(p.nodes.front()), ": ", fn.status().message()));
+      fns.push_back(std::move(*fn));
+    }
+    return fns;
+  }
+
+  /// @brief The function of the first kernel in the list that runs node `n`.
+  [[nodiscard]] static Result<compute_function> compile_node(const graph& g, node_id n) {
+    Result<compute_function> r = Status(errc::not_implemented, detail::cat("CPU provider: no kernel for node ", g.describe(n)));
+    bool done = false;
+    const auto& nd = g.node(n);
+    (void)((!done && cpu::matches<K>(nd) && K::supports(g, n) ? (r = K::compile(g, n), done = true) : false) || ...);
+    return r;
+  }
+};
+
+namespace detail {
+template <class L>
+struct cpu_provider_of;
+template <class... K>
+struct cpu_provider_of<boost::mp11::mp_list<K...>> {
+  using type = basic_cpu_provider<K...>;
+};
+}  // namespace detail
+
+/// @brief The CPU provider with every kernel: the fallback of every session.
+struct cpu_provider : detail::cpu_provider_of<cpu::all_kernels>::type {};
+
+}  // namespace epstack

@@ -1,0 +1,148 @@
+#pragma once
+/// @file kernels.hpp
+/// @brief The kernels of the CPU provider, one type per operator (declarations only: they are compiled once in the
+/// `epstack::cpu` library, so including this header costs little). `all_cpu_kernels` lists them all; a selective
+/// build names the ones it needs (`basic_cpu_provider<ops::conv, ops::relu>`), and only those are linked (the library
+/// is built with one section per function: link with `-Wl,--gc-sections` to drop the rest).
+
+#include <epstack/providers/cpu/kernel_concepts.hpp>
+
+#include <boost/mp11/list.hpp>
+
+#include <string_view>
+
+/// Declares a kernel type `name` for operator `op` of domain `dom`.
+#define EPSTACK_DECLARE_CPU_KERNEL(name, op, dom)                                  \
+  struct name {                                                                    \
+    static constexpr std::string_view op_type = op;                                \
+    static constexpr std::string_view domain = dom;                                \
+    static bool supports(const ::epstack::graph& g, ::epstack::node_id n);         \
+    static ::epstack::Result<::epstack::compute_function> compile(const ::epstack::graph& g, ::epstack::node_id n); \
+  }
+
+namespace epstack::cpu::ops {
+
+// clang-format off
+// Element-wise, unary.
+EPSTACK_DECLARE_CPU_KERNEL(relu, "Relu", "");
+EPSTACK_DECLARE_CPU_KERNEL(neg, "Neg", "");
+EPSTACK_DECLARE_CPU_KERNEL(abs, "Abs", "");
+EPSTACK_DECLARE_CPU_KERNEL(exp, "Exp", "");
+EPSTACK_DECLARE_CPU_KERNEL(log, "Log", "");
+EPSTACK_DECLARE_CPU_KERNEL(sqrt, "Sqrt", "");
+EPSTACK_DECLARE_CPU_KERNEL(reciprocal, "Reciprocal", "");
+EPSTACK_DECLARE_CPU_KERNEL(sigmoid, "Sigmoid", "");
+EPSTACK_DECLARE_CPU_KERNEL(tanh, "Tanh", "");
+EPSTACK_DECLARE_CPU_KERNEL(erf, "Erf", "");
+EPSTACK_DECLARE_CPU_KERNEL(floor, "Floor", "");
+EPSTACK_DECLARE_CPU_KERNEL(ceil, "Ceil", "");
+EPSTACK_DECLARE_CPU_KERNEL(sign, "Sign", "");
+EPSTACK_DECLARE_CPU_KERNEL(not_, "Not", "");
+EPSTACK_DECLARE_CPU_KERNEL(leaky_relu, "LeakyRelu", "");
+EPSTACK_DECLARE_CPU_KERNEL(clip, "Clip", "");
+EPSTACK_DECLARE_CPU_KERNEL(gelu, "Gelu", "com.microsoft");
+EPSTACK_DECLARE_CPU_KERNEL(bias_gelu, "BiasGelu", "com.microsoft");
+// Element-wise, binary and n-ary, with numpy broadcasting.
+EPSTACK_DECLARE_CPU_KERNEL(add, "Add", "");
+EPSTACK_DECLARE_CPU_KERNEL(sub, "Sub", "");
+EPSTACK_DECLARE_CPU_KERNEL(mul, "Mul", "");
+EPSTACK_DECLARE_CPU_KERNEL(div, "Div", "");
+EPSTACK_DECLARE_CPU_KERNEL(pow, "Pow", "");
+EPSTACK_DECLARE_CPU_KERNEL(equal, "Equal", "");
+EPSTACK_DECLARE_CPU_KERNEL(greater, "Greater", "");
+EPSTACK_DECLARE_CPU_KERNEL(less, "Less", "");
+EPSTACK_DECLARE_CPU_KERNEL(greater_or_equal, "GreaterOrEqual", "");
+EPSTACK_DECLARE_CPU_KERNEL(less_or_equal, "LessOrEqual", "");
+EPSTACK_DECLARE_CPU_KERNEL(and_, "And", "");
+EPSTACK_DECLARE_CPU_KERNEL(or_, "Or", "");
+EPSTACK_DECLARE_CPU_KERNEL(xor_, "Xor", "");
+EPSTACK_DECLARE_CPU_KERNEL(where, "Where", "");
+EPSTACK_DECLARE_CPU_KERNEL(max, "Max", "");
+EPSTACK_DECLARE_CPU_KERNEL(min, "Min", "");
+EPSTACK_DECLARE_CPU_KERNEL(sum, "Sum", "");
+EPSTACK_DECLARE_CPU_KERNEL(mean, "Mean", "");
+// Matrix products.
+EPSTACK_DECLARE_CPU_KERNEL(gemm, "Gemm", "");
+EPSTACK_DECLARE_CPU_KERNEL(matmul, "MatMul", "");
+EPSTACK_DECLARE_CPU_KERNEL(fused_matmul, "FusedMatMul", "com.microsoft");
+EPSTACK_DECLARE_CPU_KERNEL(einsum, "Einsum", "");
+// Convolution and pooling.
+EPSTACK_DECLARE_CPU_KERNEL(conv, "Conv", "");
+EPSTACK_DECLARE_CPU_KERNEL(fused_conv, "FusedConv", "com.microsoft");
+EPSTACK_DECLARE_CPU_KERNEL(max_pool, "MaxPool", "");
+EPSTACK_DECLARE_CPU_KERNEL(average_pool, "AveragePool", "");
+EPSTACK_DECLARE_CPU_KERNEL(global_average_pool, "GlobalAveragePool", "");
+EPSTACK_DECLARE_CPU_KERNEL(global_max_pool, "GlobalMaxPool", "");
+// Normalisation.
+EPSTACK_DECLARE_CPU_KERNEL(batch_normalization, "BatchNormalization", "");
+EPSTACK_DECLARE_CPU_KERNEL(layer_normalization, "LayerNormalization", "");
+EPSTACK_DECLARE_CPU_KERNEL(layer_normalization_contrib, "LayerNormalization", "com.microsoft");
+EPSTACK_DECLARE_CPU_KERNEL(skip_layer_normalization, "SkipLayerNormalization", "com.microsoft");
+EPSTACK_DECLARE_CPU_KERNEL(softmax, "Softmax", "");
+EPSTACK_DECLARE_CPU_KERNEL(log_softmax, "LogSoftmax", "");
+// Reductions.
+EPSTACK_DECLARE_CPU_KERNEL(reduce_mean, "ReduceMean", "");
+EPSTACK_DECLARE_CPU_KERNEL(reduce_sum, "ReduceSum", "");
+EPSTACK_DECLARE_CPU_KERNEL(reduce_max, "ReduceMax", "");
+EPSTACK_DECLARE_CPU_KERNEL(reduce_min, "ReduceMin", "");
+EPSTACK_DECLARE_CPU_KERNEL(reduce_prod, "ReduceProd", "");
+EPSTACK_DECLARE_CPU_KERNEL(reduce_sum_square, "ReduceSumSquare", "");
+EPSTACK_DECLARE_CPU_KERNEL(reduce_l1, "ReduceL1", "");
+EPSTACK_DECLARE_CPU_KERNEL(reduce_l2, "ReduceL2", "");
+EPSTACK_DECLARE_CPU_KERNEL(reduce_log_sum, "ReduceLogSum", "");
+EPSTACK_DECLARE_CPU_KERNEL(reduce_log_sum_exp, "ReduceLogSumExp", "");
+EPSTACK_DECLARE_CPU_KERNEL(arg_max, "ArgMax", "");
+EPSTACK_DECLARE_CPU_KERNEL(arg_min, "ArgMin", "");
+// Shapes, layout and data movement.
+EPSTACK_DECLARE_CPU_KERNEL(reshape, "Reshape", "");
+EPSTACK_DECLARE_CPU_KERNEL(flatten, "Flatten", "");
+EPSTACK_DECLARE_CPU_KERNEL(squeeze, "Squeeze", "");
+EPSTACK_DECLARE_CPU_KERNEL(unsqueeze, "Unsqueeze", "");
+EPSTACK_DECLARE_CPU_KERNEL(identity, "Identity", "");
+EPSTACK_DECLARE_CPU_KERNEL(dropout, "Dropout", "");
+EPSTACK_DECLARE_CPU_KERNEL(shape, "Shape", "");
+EPSTACK_DECLARE_CPU_KERNEL(size, "Size", "");
+EPSTACK_DECLARE_CPU_KERNEL(transpose, "Transpose", "");
+EPSTACK_DECLARE_CPU_KERNEL(concat, "Concat", "");
+EPSTACK_DECLARE_CPU_KERNEL(split, "Split", "");
+EPSTACK_DECLARE_CPU_KERNEL(slice, "Slice", "");
+EPSTACK_DECLARE_CPU_KERNEL(gather, "Gather", "");
+EPSTACK_DECLARE_CPU_KERNEL(gather_elements, "GatherElements", "");
+EPSTACK_DECLARE_CPU_KERNEL(expand, "Expand", "");
+EPSTACK_DECLARE_CPU_KERNEL(tile, "Tile", "");
+EPSTACK_DECLARE_CPU_KERNEL(pad, "Pad", "");
+EPSTACK_DECLARE_CPU_KERNEL(cast, "Cast", "");
+EPSTACK_DECLARE_CPU_KERNEL(constant, "Constant", "");
+EPSTACK_DECLARE_CPU_KERNEL(constant_of_shape, "ConstantOfShape", "");
+EPSTACK_DECLARE_CPU_KERNEL(range, "Range", "");
+EPSTACK_DECLARE_CPU_KERNEL(non_zero, "NonZero", "");
+EPSTACK_DECLARE_CPU_KERNEL(top_k, "TopK", "");
+EPSTACK_DECLARE_CPU_KERNEL(cum_sum, "CumSum", "");
+EPSTACK_DECLARE_CPU_KERNEL(resize, "Resize", "");
+// Control flow.
+EPSTACK_DECLARE_CPU_KERNEL(if_, "If", "");
+EPSTACK_DECLARE_CPU_KERNEL(loop, "Loop", "");
+EPSTACK_DECLARE_CPU_KERNEL(scan, "Scan", "");
+// clang-format on
+
+}  // namespace epstack::cpu::ops
+
+namespace epstack::cpu {
+
+/// Every kernel of the CPU provider.
+using all_kernels = boost::mp11::mp_list<
+    ops::relu, ops::neg, ops::abs, ops::exp, ops::log, ops::sqrt, ops::reciprocal, ops::sigmoid, ops::tanh, ops::erf,
+    ops::floor, ops::ceil, ops::sign, ops::not_, ops::leaky_relu, ops::clip, ops::gelu, ops::bias_gelu, ops::add,
+    ops::sub, ops::mul, ops::div, ops::pow, ops::equal, ops::greater, ops::less, ops::greater_or_equal,
+    ops::less_or_equal, ops::and_, ops::or_, ops::xor_, ops::where, ops::max, ops::min, ops::sum, ops::mean, ops::gemm,
+    ops::matmul, ops::fused_matmul, ops::einsum, ops::conv, ops::fused_conv, ops::max_pool, ops::average_pool,
+    ops::global_average_pool, ops::global_max_pool, ops::batch_normalization, ops::layer_normalization,
+    ops::layer_normalization_contrib, ops::skip_layer_normalization, ops::softmax, ops::log_softmax, ops::reduce_mean,
+    ops::reduce_sum, ops::reduce_max, ops::reduce_min, ops::reduce_prod, ops::reduce_sum_square, ops::reduce_l1,
+    ops::reduce_l2, ops::reduce_log_sum, ops::reduce_log_sum_exp, ops::arg_max, ops::arg_min, ops::reshape,
+    ops::flatten, ops::squeeze, ops::unsqueeze, ops::identity, ops::dropout, ops::shape, ops::size, ops::transpose,
+    ops::concat, ops::split, ops::slice, ops::gather, ops::gather_elements, ops::expand, ops::tile, ops::pad, ops::cast,
+    ops::constant, ops::constant_of_shape, ops::range, ops::non_zero, ops::top_k, ops::cum_sum, ops::resize, ops::if_,
+    ops::loop, ops::scan>;
+
+}  // namespace epstack::cpu

@@ -1,0 +1,481 @@
+// Element-wise kernels: unary math and activations, binary and n-ary ops with numpy broadcasting, comparisons,
+// logic, Where, Clip, and the contrib Gelu/BiasGelu. Loops are plain and branch-free so the compiler vectorises them;
+// large tensors are split across the intra-op threads.
+#include "broadcast.hpp"
+#include "kernel_util.hpp"
+
+namespace epstack::cpu {
+namespace impl {
+namespace {
+
+// ---------------------------------------------------------------------------------------------------------------
+// Unary
+
+template <class T, class Fn>
+compute_function unary_fn(std::string op, Fn fn) {
+  return make_fn(std::move(op), [fn](compute_context& ctx) -> Status {
+    const tensor& x = ctx.input(0);
+    if (x.type() != element_type_of_v<T>) return Status(errc::invalid_argument, "unexpected input element type");
+    tensor& y = ctx.allocate_output(0, x.type(), x.sizes());
+    const T* in = x.typed<T>();
+    T* out = y.typed<T>();
+    parallel_elements(ctx, x.element_count(), [&](std::size_t b, std::size_t e) {
+      for (std::size_t i = b; i < e; ++i) out[i] = fn(in[i]);
+    });
+    return {};
+  });
+}
+
+// Compiles a unary op over the types `Ts...`: Make(type_tag<T>) returns the functor for T.
+template <class... Ts, class Make>
+Result<compute_function> unary_over(const graph& g, node_id n, Make make) {
+  Result<compute_function> r = Status(errc::not_implemented, "unsupported element type");
+  dispatch<Ts...>(in_type(g, n, 0), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    r = unary_fn<T>(g.node(n).op_type, make(tag));
+  });
+  return r;
+}
+template <class... Ts>
+bool input_is(const graph& g, node_id n) {
+  const auto e = in_type(g, n, 0);
+  return ((element_type_of_v<Ts> == e) || ...);
+}
+
+#define EPSTACK_FLOATS float, double
+#define EPSTACK_SIGNED float, double, std::int8_t, std::int16_t, std::int32_t, std::int64_t
+
+// ---------------------------------------------------------------------------------------------------------------
+// Binary with broadcasting
+
+// y = fn(a, b) over the broadcast shape; R is the output element type.
+template <class T, class R, class Fn>
+Status binary_apply(compute_context& ctx, const tensor& a, const tensor& b, Fn fn) {
+  EPSTACK_ASSIGN_OR_RETURN(auto shape, broadcast_shape(a.sizes(), b.sizes()));
+  tensor& y = ctx.allocate_output(0, element_type_of_v<R>, shape);
+  const T* pa = a.typed<T>();
+  const T* pb = b.typed<T>();
+  R* py = y.typed<R>();
+  const std::size_t n = y.element_count();
+  if (n == 0) return {};
+  if (a.element_count() == n && b.element_count() == n) {
+    parallel_elements(ctx, n, [&](std::size_t s, std::size_t e) {
+      for (std::size_t i = s; i < e; ++i) py[i] = fn(pa[i], pb[i]);
+    });
+    return {};
+  }
+  if (b.element_count() == 1 && a.element_count() == n) {
+    const T vb = pb[0];
+    parallel_elements(ctx, n, [&](std::size_t s, std::size_t e) {
+      for (std::size_t i = s; i < e; ++i) py[i] = fn(pa[i], vb);
+    });
+    return {};
+  }
+  if (a.element_count() == 1 && b.element_count() == n) {
+    const T va = pa[0];
+    parallel_elements(ctx, n, [&](std::size_t s, std::size_t e) {
+      for (std::size_t i = s; i < e; ++i) py[i] = fn(va, pb[i]);
+    });
+    return {};
+  }
+  const broadcast_plan<2> plan(shape, {a.sizes(), b.sizes()});
+  const std::int64_t inner = plan.inner;
+  const auto sa = plan.inner_stride[0], sb = plan.inner_stride[1];
+  parallel_items(ctx, static_cast<std::size_t>(plan.rows), static_cast<std::size_t>(inner), [&](std::size_t r0, std::size_t r1) {
+    for (std::size_t r = r0; r < r1; ++r) {
+      const auto off = plan.row_offsets(static_cast<std::int64_t>(r));
+      const T* xa = pa + off[0];
+      const T* xb = pb + off[1];
+      R* out = py + static_cast<std::int64_t>(r) * inner;
+      if (sa && sb) for (std::int64_t i = 0; i < inner; ++i) out[i] = fn(xa[i], xb[i]);
+      else if (sa) { const T vb = *xb; for (std::int64_t i = 0; i < inner; ++i) out[i] = fn(xa[i], vb); }
+      else if (sb) { const T va = *xa; for (std::int64_t i = 0; i < inner; ++i) out[i] = fn(va, xb[i]); }
+      else { const R v = fn(*xa, *xb); for (std::int64_t i = 0; i < inner; ++i) out[i] = v; }
+    }
+  });
+  return {};
+}
+
+template <class T>
+Status check_same_type(const tensor& a, const tensor& b) {
+  if (a.type() != element_type_of_v<T> || b.type() != element_type_of_v<T>)
+    return Status(errc::invalid_argument, cat("inputs must both be ", std::string(to_string(element_type_of_v<T>)),
+                                              ", got ", std::string(to_string(a.type())), " and ",
+                                              std::string(to_string(b.type()))));
+  return {};
+}
+
+// An arithmetic binary op (output type = input type) over types Ts.
+template <class... Ts, class Make>
+Result<compute_function> arith_over(const graph& g, node_id n, Make make) {
+  Result<compute_function> r = Status(errc::not_implemented, "unsupported element type");
+  dispatch<Ts...>(in_type(g, n, 0), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    auto fn = make(tag);
+    r = make_fn(g.node(n).op_type, [fn](compute_context& ctx) -> Status {
+      EPSTACK_RETURN_IF_ERROR(check_same_type<T>(ctx.input(0), ctx.input(1)));
+      return binary_apply<T, T>(ctx, ctx.input(0), ctx.input(1), fn);
+    });
+  });
+  return r;
+}
+// A comparison (bool output) over types Ts.
+template <class... Ts, class Make>
+Result<compute_function> compare_over(const graph& g, node_id n, Make make) {
+  Result<compute_function> r = Status(errc::not_implemented, "unsupported element type");
+  dispatch<Ts...>(in_type(g, n, 0), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    auto fn = make(tag);
+    r = make_fn(g.node(n).op_type, [fn](compute_context& ctx) -> Status {
+      EPSTACK_RETURN_IF_ERROR(check_same_type<T>(ctx.input(0), ctx.input(1)));
+      return binary_apply<T, bool>(ctx, ctx.input(0), ctx.input(1), fn);
+    });
+  });
+  return r;
+}
+bool binary_types_match(const graph& g, node_id n) {
+  const auto a = in_type(g, n, 0), b = in_type(g, n, 1);
+  return a != element_type::undefined && a == b;
+}
+template <class... Ts>
+bool binary_is(const graph& g, node_id n) {
+  return binary_types_match(g, n) && input_is<Ts...>(g, n);
+}
+
+#define EPSTACK_ARITH float, double, std::int32_t, std::int64_t, std::int8_t, std::int16_t, std::uint8_t, \
+                      std::uint16_t, std::uint32_t, std::uint64_t
+
+// Integer division as ONNX (and numpy's C semantics for Div): truncation; division by zero gives 0 rather than a trap.
+template <class T>
+T safe_div(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) return a / b;
+  else {
+    if (b == 0) return 0;
+    if constexpr (std::is_signed_v<T>)
+      if (b == -1) return static_cast<T>(0 - a);
+    return static_cast<T>(a / b);
+  }
+}
+
+// Pow: base T, exponent of any numeric type E.
+template <class T, class E>
+T pow_value(T x, E y) {
+  if constexpr (std::is_integral_v<T>) {
+    if constexpr (std::is_integral_v<E>) {
+      if (y < 0) return static_cast<T>(x == 1 ? 1 : (x == -1 ? (y % 2 ? -1 : 1) : 0));
+      T r = 1, b = x;
+      for (auto e = static_cast<std::uint64_t>(y); e; e >>= 1, b = static_cast<T>(b * b))
+        if (e & 1) r = static_cast<T>(r * b);
+      return r;
+    } else {
+      return static_cast<T>(std::pow(static_cast<double>(x), static_cast<double>(y)));
+    }
+  } else {
+    return static_cast<T>(std::pow(x, static_cast<T>(y)));
+  }
+}
+
+Result<compute_function> compile_pow(const graph& g, node_id n) {
+  Result<compute_function> r = Status(errc::not_implemented, "unsupported element types");
+  const auto* ec = constant_input(g, n, 1);
+  // The common exporter pattern Pow(x, 2) with a float scalar exponent: a multiply.
+  if (in_type(g, n, 0) == element_type::float32 && ec != nullptr && ec->type() == element_type::float32 &&
+      ec->element_count() == 1) {
+    const float e = *ec->typed<float>();
+    if (e == 2.0f) return unary_fn<float>("Pow", [](float x) { return x * x; });
+    if (e == 1.0f) return unary_fn<float>("Pow", [](float x) { return x; });
+    if (e == 0.5f) return unary_fn<float>("Pow", [](float x) { return std::sqrt(x); });
+    if (e == 3.0f) return unary_fn<float>("Pow", [](float x) { return x * x * x; });
+  }
+  dispatch<float, double, std::int32_t, std::int64_t>(in_type(g, n, 0), [&](auto tb) {
+    using T = typename decltype(tb)::type;
+    dispatch<EPSTACK_ARITH>(in_type(g, n, 1), [&](auto te) {
+      using E = typename decltype(te)::type;
+      r = make_fn("Pow", [](compute_context& ctx) -> Status {
+        const tensor& a = ctx.input(0);
+        const tensor& b = ctx.input(1);
+        if (a.type() != element_type_of_v<T> || b.type() != element_type_of_v<E>)
+          return Status(errc::invalid_argument, "unexpected element types");
+        EPSTACK_ASSIGN_OR_RETURN(auto shape, broadcast_shape(a.sizes(), b.sizes()));
+        tensor& y = ctx.allocate_output(0, a.type(), shape);
+        const T* pa = a.typed<T>();
+        const E* pb = b.typed<E>();
+        T* py = y.typed<T>();
+        const broadcast_plan<2> plan(shape, {a.sizes(), b.sizes()});
+        for (std::int64_t row = 0; row < plan.rows; ++row) {
+          const auto off = plan.row_offsets(row);
+          for (std::int64_t i = 0; i < plan.inner; ++i)
+            py[row * plan.inner + i] = pow_value<T, E>(pa[off[0] + i * plan.inner_stride[0]], pb[off[1] + i * plan.inner_stride[1]]);
+        }
+        return {};
+      });
+    });
+  });
+  return r;
+}
+
+// Max, Min, Sum, Mean: variadic with broadcasting, folded pairwise into the output.
+template <class T, class Fn>
+Status nary_apply(compute_context& ctx, Fn fn, bool mean) {
+  const std::size_t k = ctx.input_count();
+  if (k == 0) return Status(errc::invalid_argument, "needs at least one input");
+  std::vector<std::span<const std::int64_t>> shapes;
+  for (std::size_t i = 0; i < k; ++i) {
+    if (ctx.input(i).type() != element_type_of_v<T>) return Status(errc::invalid_argument, "inputs differ in element type");
+    shapes.push_back(ctx.input(i).sizes());
+  }
+  EPSTACK_ASSIGN_OR_RETURN(auto shape, broadcast_shape(shapes));
+  tensor& y = ctx.allocate_output(0, element_type_of_v<T>, shape);
+  T* py = y.typed<T>();
+  const std::size_t n = y.element_count();
+  for (std::size_t i = 0; i < k; ++i) {
+    const tensor& x = ctx.input(i);
+    const T* px = x.typed<T>();
+    const broadcast_plan<1> plan(shape, {x.sizes()});
+    for (std::int64_t r = 0; r < plan.rows; ++r) {
+      const auto off = plan.row_offsets(r);
+      T* out = py + r * plan.inner;
+      for (std::int64_t j = 0; j < plan.inner; ++j) {
+        const T v = px[off[0] + j * plan.inner_stride[0]];
+        out[j] = i == 0 ? v : fn(out[j], v);
+      }
+    }
+  }
+  if (mean)
+    for (std::size_t i = 0; i < n; ++i) py[i] = static_cast<T>(py[i] / static_cast<T>(k));
+  return {};
+}
+template <class Make>
+Result<compute_function> nary_over(const graph& g, node_id n, Make make, bool mean) {
+  Result<compute_function> r = Status(errc::not_implemented, "unsupported element type");
+  dispatch<EPSTACK_ARITH>(in_type(g, n, 0), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    auto fn = make(tag);
+    r = make_fn(g.node(n).op_type, [fn, mean](compute_context& ctx) { return nary_apply<T>(ctx, fn, mean); });
+  });
+  return r;
+}
+
+// Where(cond, x, y) with three-way broadcasting, for any element type (strings included).
+template <class T>
+Status where_apply(compute_context& ctx) {
+  const tensor& c = ctx.input(0);
+  const tensor& x = ctx.input(1);
+  const tensor& y = ctx.input(2);
+  if (c.type() != element_type::boolean) return Status(errc::invalid_argument, "the condition must be bool");
+  if (x.type() != y.type()) return Status(errc::invalid_argument, "X and Y differ in element type");
+  const std::span<const std::int64_t> shapes[] = {c.sizes(), x.sizes(), y.sizes()};
+  EPSTACK_ASSIGN_OR_RETURN(auto shape, broadcast_shape(shapes));
+  tensor& out = ctx.allocate_output(0, x.type(), shape);
+  const bool* pc = c.typed<bool>();
+  const T* px = x.typed<T>();
+  const T* py = y.typed<T>();
+  T* po = out.typed<T>();
+  const broadcast_plan<3> plan(shape, {c.sizes(), x.sizes(), y.sizes()});
+  parallel_items(ctx, static_cast<std::size_t>(plan.rows), static_cast<std::size_t>(plan.inner), [&](std::size_t r0, std::size_t r1) {
+    for (std::size_t r = r0; r < r1; ++r) {
+      const auto off = plan.row_offsets(static_cast<std::int64_t>(r));
+      T* o = po + static_cast<std::int64_t>(r) * plan.inner;
+      for (std::int64_t j = 0; j < plan.inner; ++j)
+        o[j] = pc[off[0] + j * plan.inner_stride[0]] ? px[off[1] + j * plan.inner_stride[1]] : py[off[2] + j * plan.inner_stride[2]];
+    }
+  });
+  return {};
+}
+
+// Clip: min/max as attributes (opset < 11) or optional inputs.
+template <class T>
+compute_function clip_fn(bool from_inputs, T lo_attr, T hi_attr) {
+  return make_fn("Clip", [=](compute_context& ctx) -> Status {
+    T lo = lo_attr, hi = hi_attr;
+    if (from_inputs) {
+      lo = std::numeric_limits<T>::lowest();
+      hi = std::numeric_limits<T>::max();
+      if (ctx.has_input(1) && ctx.input(1).element_count() > 0) lo = *ctx.input(1).typed<T>();
+      if (ctx.has_input(2) && ctx.input(2).element_count() > 0) hi = *ctx.input(2).typed<T>();
+    }
+    const tensor& x = ctx.input(0);
+    tensor& y = ctx.allocate_output(0, x.type(), x.sizes());
+    const T* in = x.typed<T>();
+    T* out = y.typed<T>();
+    parallel_elements(ctx, x.element_count(), [&](std::size_t b, std::size_t e) {
+      for (std::size_t i = b; i < e; ++i) out[i] = std::min(std::max(in[i], lo), hi);
+    });
+    return {};
+  });
+}
+
+}  // namespace
+}  // namespace impl
+
+// ---------------------------------------------------------------------------------------------------------------
+// The kernel types.
+
+namespace ops {
+using namespace impl;
+
+// clang-format off
+bool relu::supports(const graph& g, node_id n) { return input_is<EPSTACK_SIGNED>(g, n); }
+Result<compute_function> relu::compile(const graph& g, node_id n) {
+  return unary_over<EPSTACK_SIGNED>(g, n, [](auto t) { using T = typename decltype(t)::type; return [](T x) { return x > T(0) ? x : T(0); }; });
+}
+bool neg::supports(const graph& g, node_id n) { return input_is<EPSTACK_SIGNED>(g, n); }
+Result<compute_function> neg::compile(const graph& g, node_id n) {
+  return unary_over<EPSTACK_SIGNED>(g, n, [](auto t) { using T = typename decltype(t)::type; return [](T x) { return static_cast<T>(-x); }; });
+}
+bool abs::supports(const graph& g, node_id n) { return input_is<EPSTACK_ARITH>(g, n); }
+Result<compute_function> abs::compile(const graph& g, node_id n) {
+  return unary_over<EPSTACK_ARITH>(g, n, [](auto t) {
+    using T = typename decltype(t)::type;
+    return [](T x) { if constexpr (std::is_unsigned_v<T>) return x; else return static_cast<T>(x < T(0) ? -x : x); };
+  });
+}
+bool sign::supports(const graph& g, node_id n) { return input_is<EPSTACK_ARITH>(g, n); }
+Result<compute_function> sign::compile(const graph& g, node_id n) {
+  return unary_over<EPSTACK_ARITH>(g, n, [](auto t) {
+    using T = typename decltype(t)::type;
+    return [](T x) { return static_cast<T>((T(0) < x) - (x < T(0))); };
+  });
+}
+bool exp::supports(const graph& g, node_id n) { return input_is<EPSTACK_FLOATS>(g, n); }
+Result<compute_function> exp::compile(const graph& g, node_id n) {
+  if (in_type(g, n, 0) == element_type::float32) return unary_fn<float>("Exp", [](float x) { return fast_exp(x); });
+  return unary_fn<double>("Exp", [](double x) { return std::exp(x); });
+}
+bool log::supports(const graph& g, node_id n) { return input_is<EPSTACK_FLOATS>(g, n); }
+Result<compute_function> log::compile(const graph& g, node_id n) {
+  return unary_over<EPSTACK_FLOATS>(g, n, [](auto t) { using T = typename decltype(t)::type; return [](T x) { return std::log(x); }; });
+}
+bool sqrt::supports(const graph& g, node_id n) { return input_is<EPSTACK_FLOATS>(g, n); }
+Result<compute_function> sqrt::compile(const graph& g, node_id n) {
+  return unary_over<EPSTACK_FLOATS>(g, n, [](auto t) { using T = typename decltype(t)::type; return [](T x) { return std::sqrt(x); }; });
+}
+bool reciprocal::supports(const graph& g, node_id n) { return input_is<EPSTACK_FLOATS>(g, n); }
+Result<compute_function> reciprocal::compile(const graph& g, node_id n) {
+  return unary_over<EPSTACK_FLOATS>(g, n, [](auto t) { using T = typename decltype(t)::type; return [](T x) { return T(1) / x; }; });
+}
+bool sigmoid::supports(const graph& g, node_id n) { return input_is<EPSTACK_FLOATS>(g, n); }
+Result<compute_function> sigmoid::compile(const graph& g, node_id n) {
+  if (in_type(g, n, 0) == element_type::float32) return unary_fn<float>("Sigmoid", [](float x) { return fast_sigmoid(x); });
+  return unary_fn<double>("Sigmoid", [](double x) { return 1.0 / (1.0 + std::exp(-x)); });
+}
+bool tanh::supports(const graph& g, node_id n) { return input_is<EPSTACK_FLOATS>(g, n); }
+Result<compute_function> tanh::compile(const graph& g, node_id n) {
+  return unary_over<EPSTACK_FLOATS>(g, n, [](auto t) { using T = typename decltype(t)::type; return [](T x) { return std::tanh(x); }; });
+}
+bool erf::supports(const graph& g, node_id n) { return input_is<EPSTACK_FLOATS>(g, n); }
+Result<compute_function> erf::compile(const graph& g, node_id n) {
+  if (in_type(g, n, 0) == element_type::float32) return unary_fn<float>("Erf", [](float x) { return fast_erf(x); });
+  return unary_fn<double>("Erf", [](double x) { return std::erf(x); });
+}
+bool floor::supports(const graph& g, node_id n) { return input_is<EPSTACK_FLOATS>(g, n); }
+Result<compute_function> floor::compile(const graph& g, node_id n) {
+  return unary_over<EPSTACK_FLOATS>(g, n, [](auto t) { using T = typename decltype(t)::type; return [](T x) { return std::floor(x); }; });
+}
+bool ceil::supports(const graph& g, node_id n) { return input_is<EPSTACK_FLOATS>(g, n); }
+Result<compute_function> ceil::compile(const graph& g, node_id n) {
+  return unary_over<EPSTACK_FLOATS>(g, n, [](auto t) { using T = typename decltype(t)::type; return [](T x) { return std::ceil(x); }; });
+}
+bool not_::supports(const graph& g, node_id n) { return in_type(g, n, 0) == element_type::boolean; }
+Result<compute_function> not_::compile(const graph&, node_id) { return unary_fn<bool>("Not", [](bool x) { return !x; }); }
+bool leaky_relu::supports(const graph& g, node_id n) { return input_is<EPSTACK_FLOATS>(g, n); }
+Result<compute_function> leaky_relu::compile(const graph& g, node_id n) {
+  const float alpha = attr_f(g.node(n), "alpha", 0.01f);
+  return unary_over<EPSTACK_FLOATS>(g, n, [alpha](auto t) {
+    using T = typename decltype(t)::type;
+    return [a = static_cast<T>(alpha)](T x) { return x >= T(0) ? x : a * x; };
+  });
+}
+bool gelu::supports(const graph& g, node_id n) { return in_type(g, n, 0) == element_type::float32; }
+Result<compute_function> gelu::compile(const graph&, node_id) { return unary_fn<float>("Gelu", [](float x) { return gelu_erf(x); }); }
+bool bias_gelu::supports(const graph& g, node_id n) { return binary_is<float>(g, n); }
+Result<compute_function> bias_gelu::compile(const graph&, node_id) {
+  return make_fn("BiasGelu", [](compute_context& ctx) -> Status {
+    EPSTACK_RETURN_IF_ERROR(check_same_type<float>(ctx.input(0), ctx.input(1)));
+    return binary_apply<float, float>(ctx, ctx.input(0), ctx.input(1), [](float a, float b) { return gelu_erf(a + b); });
+  });
+}
+// clang-format on
+
+bool clip::supports(const graph& g, node_id n) {
+  if (g.node(n).since_version < 11) return input_is<EPSTACK_FLOATS>(g, n);
+  return input_is<EPSTACK_ARITH>(g, n);
+}
+Result<compute_function> clip::compile(const graph& g, node_id n) {
+  const auto& nd = g.node(n);
+  const bool from_inputs = nd.since_version >= 11;
+  const float lo = attr_f(nd, "min", std::numeric_limits<float>::lowest());
+  const float hi = attr_f(nd, "max", std::numeric_limits<float>::max());
+  Result<compute_function> r = Status(errc::not_implemented, "unsupported element type");
+  dispatch<EPSTACK_ARITH>(in_type(g, n, 0), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    r = clip_fn<T>(from_inputs, static_cast<T>(std::max<double>(lo, static_cast<double>(std::numeric_limits<T>::lowest()))),
+                   static_cast<T>(std::min<double>(hi, static_cast<double>(std::numeric_limits<T>::max()))));
+  });
+  return r;
+}
+
+// clang-format off
+#define EPSTACK_ARITH_KERNEL(K, expr)                                                                  \
+  bool K::supports(const graph& g, node_id n) { return binary_is<EPSTACK_ARITH>(g, n); }             \
+  Result<compute_function> K::compile(const graph& g, node_id n) {                                    \
+    return arith_over<EPSTACK_ARITH>(g, n, [](auto t) { using T = typename decltype(t)::type; return [](T a, T b) { return static_cast<T>(expr); }; }); \
+  }
+EPSTACK_ARITH_KERNEL(add, a + b)
+EPSTACK_ARITH_KERNEL(sub, a - b)
+EPSTACK_ARITH_KERNEL(mul, a * b)
+EPSTACK_ARITH_KERNEL(div, safe_div<T>(a, b))
+
+#define EPSTACK_COMPARE_KERNEL(K, expr)                                                                \
+  bool K::supports(const graph& g, node_id n) { return binary_is<EPSTACK_ARITH, bool>(g, n); }       \
+  Result<compute_function> K::compile(const graph& g, node_id n) {                                    \
+    return compare_over<EPSTACK_ARITH, bool>(g, n, [](auto t) { using T = typename decltype(t)::type; return [](T a, T b) { return static_cast<bool>(expr); }; }); \
+  }
+EPSTACK_COMPARE_KERNEL(equal, a == b)
+EPSTACK_COMPARE_KERNEL(greater, a > b)
+EPSTACK_COMPARE_KERNEL(less, a < b)
+EPSTACK_COMPARE_KERNEL(greater_or_equal, a >= b)
+EPSTACK_COMPARE_KERNEL(less_or_equal, a <= b)
+
+#define EPSTACK_LOGIC_KERNEL(K, expr)                                                                  \
+  bool K::supports(const graph& g, node_id n) { return binary_is<bool>(g, n); }                      \
+  Result<compute_function> K::compile(const graph& g, node_id n) {                                    \
+    return compare_over<bool>(g, n, [](auto) { return [](bool a, bool b) { return static_cast<bool>(expr); }; }); \
+  }
+EPSTACK_LOGIC_KERNEL(and_, a && b)
+EPSTACK_LOGIC_KERNEL(or_, a || b)
+EPSTACK_LOGIC_KERNEL(xor_, a != b)
+
+#define EPSTACK_NARY_KERNEL(K, expr, is_mean)                                                          \
+  bool K::supports(const graph& g, node_id n) { return input_is<EPSTACK_ARITH>(g, n) && all_inputs(g, n, in_type(g, n, 0)); } \
+  Result<compute_function> K::compile(const graph& g, node_id n) {                                    \
+    return nary_over(g, n, [](auto t) { using T = typename decltype(t)::type; return [](T a, T b) { return static_cast<T>(expr); }; }, is_mean); \
+  }
+EPSTACK_NARY_KERNEL(max, std::max(a, b), false)
+EPSTACK_NARY_KERNEL(min, std::min(a, b), false)
+EPSTACK_NARY_KERNEL(sum, a + b, false)
+EPSTACK_NARY_KERNEL(mean, a + b, true)
+// clang-format on
+
+bool pow::supports(const graph& g, node_id n) {
+  const auto e = in_type(g, n, 1);
+  return input_is<float, double, std::int32_t, std::int64_t>(g, n) &&
+         (e == element_type::float32 || e == element_type::float64 || is_integer(e));
+}
+Result<compute_function> pow::compile(const graph& g, node_id n) { return compile_pow(g, n); }
+
+bool where::supports(const graph& g, node_id n) {
+  return in_type(g, n, 0) == element_type::boolean && in_type(g, n, 1) != element_type::undefined &&
+         in_type(g, n, 1) == in_type(g, n, 2);
+}
+Result<compute_function> where::compile(const graph& g, node_id n) {
+  Result<compute_function> r = Status(errc::not_implemented, "unsupported element type");
+  dispatch<EPSTACK_ALL_POD_TYPES, std::string>(in_type(g, n, 1), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    r = make_fn("Where", [](compute_context& ctx) { return where_apply<T>(ctx); });
+  });
+  return r;
+}
+
+}  // namespace ops
+}  // namespace epstack::cpu

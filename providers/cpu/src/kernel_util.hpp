@@ -1,0 +1,254 @@
+#pragma once
+// Helpers shared by the CPU provider's kernels: attribute access, graph facts, element-type dispatch, axis and shape
+// arithmetic, vectorisable math and parallel loops. Private to the epstack::cpu library.
+
+#include <epstack/attribute.hpp>
+#include <epstack/compute.hpp>
+#include <epstack/detail/cat.hpp>
+#include <epstack/graph.hpp>
+#include <epstack/providers/cpu/kernels.hpp>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+namespace epstack::cpu::impl {
+
+using epstack::detail::cat;
+using sizes_t = tensor_sizes;
+
+// ---- attributes ----
+inline const attribute* attr(const node& nd, std::string_view name) { return nd.attributes.find(name); }
+inline std::int64_t attr_i(const node& nd, std::string_view name, std::int64_t def) {
+  const auto* a = attr(nd, name);
+  if (a == nullptr) return def;
+  if (const auto* v = std::get_if<std::int64_t>(&a->value)) return *v;
+  return def;
+}
+inline float attr_f(const node& nd, std::string_view name, float def) {
+  const auto* a = attr(nd, name);
+  if (a == nullptr) return def;
+  if (const auto* v = std::get_if<float>(&a->value)) return *v;
+  return def;
+}
+inline std::string attr_s(const node& nd, std::string_view name, std::string def = {}) {
+  const auto* a = attr(nd, name);
+  if (a == nullptr) return def;
+  if (const auto* v = std::get_if<std::string>(&a->value)) return *v;
+  return def;
+}
+inline std::vector<std::int64_t> attr_ints(const node& nd, std::string_view name, std::vector<std::int64_t> def = {}) {
+  const auto* a = attr(nd, name);
+  if (a == nullptr) return def;
+  if (const auto* v = std::get_if<std::vector<std::int64_t>>(&a->value)) return *v;
+  return def;
+}
+inline std::vector<float> attr_floats(const node& nd, std::string_view name, std::vector<float> def = {}) {
+  const auto* a = attr(nd, name);
+  if (a == nullptr) return def;
+  if (const auto* v = std::get_if<std::vector<float>>(&a->value)) return *v;
+  return def;
+}
+inline const tensor* attr_t(const node& nd, std::string_view name) {
+  const auto* a = attr(nd, name);
+  return a == nullptr ? nullptr : std::get_if<tensor>(&a->value);
+}
+inline bool has_attr(const node& nd, std::string_view name) { return attr(nd, name) != nullptr; }
+
+// ---- graph facts ----
+inline element_type in_type(const graph& g, node_id n, std::size_t i) {
+  const auto& nd = g.node(n);
+  if (i >= nd.inputs.size() || nd.inputs[i] == no_id) return element_type::undefined;
+  const auto& t = g.value(nd.inputs[i]).type;
+  return t.kind == type_kind::tensor ? t.elem : element_type::undefined;
+}
+inline element_type out_type(const graph& g, node_id n, std::size_t i) {
+  const auto& nd = g.node(n);
+  if (i >= nd.outputs.size() || nd.outputs[i] == no_id) return element_type::undefined;
+  const auto& t = g.value(nd.outputs[i]).type;
+  return t.kind == type_kind::tensor ? t.elem : element_type::undefined;
+}
+inline bool has_in(const graph& g, node_id n, std::size_t i) {
+  return i < g.node(n).inputs.size() && g.node(n).inputs[i] != no_id;
+}
+/// The constant value of input i (an initializer that is not also a graph input), or null.
+inline const tensor* constant_input(const graph& g, node_id n, std::size_t i) {
+  if (!has_in(g, n, i)) return nullptr;
+  const auto& v = g.value(g.node(n).inputs[i]);
+  return v.initializer && !v.is_graph_input ? &*v.initializer : nullptr;
+}
+/// The rank of input i when shape inference knows it, else -1.
+inline int in_rank(const graph& g, node_id n, std::size_t i) {
+  if (!has_in(g, n, i)) return -1;
+  const auto& t = g.value(g.node(n).inputs[i]).type;
+  return t.kind == type_kind::tensor && t.dims ? static_cast<int>(t.dims->rank()) : -1;
+}
+inline bool is_float(element_type e) {
+  return e == element_type::float32 || e == element_type::float64 || e == element_type::float16 ||
+         e == element_type::bfloat16;
+}
+inline bool is_integer(element_type e) {
+  switch (e) {
+    case element_type::int8: case element_type::int16: case element_type::int32: case element_type::int64:
+    case element_type::uint8: case element_type::uint16: case element_type::uint32: case element_type::uint64:
+      return true;
+    default: return false;
+  }
+}
+/// True when every present input of the node has element type `e`.
+inline bool all_inputs(const graph& g, node_id n, element_type e) {
+  const auto& nd = g.node(n);
+  for (std::size_t i = 0; i < nd.inputs.size(); ++i)
+    if (nd.inputs[i] != no_id && in_type(g, n, i) != e) return false;
+  return true;
+}
+
+// ---- element-type dispatch ----
+template <class T>
+struct type_tag {
+  using type = T;
+};
+/// Calls f(type_tag<T>{}) for the T of `e` among `Ts...`; false when `e` is none of them.
+template <class... Ts, class F>
+bool dispatch(element_type e, F&& f) {
+  return ((element_type_of_v<Ts> == e ? (f(type_tag<Ts>{}), true) : false) || ...);
+}
+/// The numeric types most kernels handle.
+#define EPSTACK_NUMERIC_TYPES float, double, std::int32_t, std::int64_t, std::int8_t, std::uint8_t, std::int16_t, \
+                              std::uint16_t, std::uint32_t, std::uint64_t
+#define EPSTACK_ALL_POD_TYPES EPSTACK_NUMERIC_TYPES, bool, ::epstack::float16, ::epstack::bfloat16
+
+// ---- shapes and axes ----
+inline std::int64_t product(std::span<const std::int64_t> s, std::size_t from = 0, std::size_t to = SIZE_MAX) {
+  std::int64_t p = 1;
+  for (std::size_t i = from; i < std::min(to, s.size()); ++i) p *= s[i];
+  return p;
+}
+/// Axis in [-rank, rank) mapped to [0, rank); nullopt when out of range.
+inline std::optional<std::size_t> normalize_axis(std::int64_t axis, std::size_t rank) {
+  const auto r = static_cast<std::int64_t>(rank);
+  if (axis < -r || axis >= r) return std::nullopt;
+  return static_cast<std::size_t>(axis < 0 ? axis + r : axis);
+}
+inline Status bad_axis(std::int64_t axis, std::size_t rank) {
+  return Status(errc::invalid_argument, cat("axis ", std::to_string(axis), " is out of range for rank ", std::to_string(rank)));
+}
+inline std::string dims_string(std::span<const std::int64_t> s) {
+  std::string r = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (i) r.push_back(',');
+    r.append(std::to_string(s[i]));
+  }
+  r.push_back(']');
+  return r;
+}
+/// Reads an int64 or int32 tensor's values as int64.
+inline std::vector<std::int64_t> to_int64s(const tensor& t) {
+  std::vector<std::int64_t> r(t.element_count());
+  if (t.type() == element_type::int64) std::copy_n(t.typed<std::int64_t>(), r.size(), r.begin());
+  else if (t.type() == element_type::int32) std::copy_n(t.typed<std::int32_t>(), r.size(), r.begin());
+  else throw std::invalid_argument(cat("expected an int64 or int32 tensor, got ", std::string(to_string(t.type()))));
+  return r;
+}
+
+// ---- vectorisable math (plain float arithmetic, no branches: compilers vectorise loops over these) ----
+/// exp(x) with a relative error below 2e-7 on [-87, 88]; saturates outside.
+inline float fast_exp(float x) {
+  x = std::min(std::max(x, -87.3f), 88.3f);
+  const float t = x * 1.44269504088896341f;  // x / ln 2
+  // Round to nearest by adding and subtracting 1.5 * 2^23 (std::floor would keep the loop from vectorising).
+  const float n = (t + 12582912.0f) - 12582912.0f;
+  const float r = x - n * 0.693359375f - n * -2.12194440e-4f;  // x - n ln 2, in two parts
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const auto bits = static_cast<std::int32_t>(n) + 127;
+  return p * std::bit_cast<float>(bits << 23);
+}
+/// erf(x) with an absolute error below 3e-7: its Taylor series for |x| < 0.5 (relative accuracy near 0), else
+/// Abramowitz and Stegun 7.1.26 (a degree-5 polynomial in t = 1/(1+p|x|) times exp(-x^2)). Both are computed and one
+/// selected, so loops stay branch-free.
+inline float fast_erf(float x) {
+  const float a = std::fabs(x);
+  const float t = 1.0f / (1.0f + 0.3275911f * a);
+  float y = 1.061405429f;
+  y = y * t - 1.453152027f;
+  y = y * t + 1.421413741f;
+  y = y * t - 0.284496736f;
+  y = y * t + 0.254829592f;
+  y = std::copysign(1.0f - y * t * fast_exp(-a * a), x);
+  const float x2 = x * x;
+  // erf(x) * sqrt(pi) / 2 = x - x^3/3 + x^5/10 - x^7/42 + x^9/216 - x^11/1320 + ...
+  float s = -1.0f / 1320.0f;
+  s = s * x2 + 1.0f / 216.0f;
+  s = s * x2 - 1.0f / 42.0f;
+  s = s * x2 + 1.0f / 10.0f;
+  s = s * x2 - 1.0f / 3.0f;
+  s = s * x2 + 1.0f;
+  const float small = 1.12837916709551257f * x * s;
+  return a < 0.5f ? small : y;
+}
+inline float gelu_erf(float x) { return 0.5f * x * (1.0f + fast_erf(x * 0.70710678118654752f)); }
+inline float fast_sigmoid(float x) { return 1.0f / (1.0f + fast_exp(-x)); }
+
+// ---- reductions ----
+/// Independent accumulators of a reduction loop (32: g++ vectorises even the max/min lanes).
+inline constexpr std::size_t lanes = 32;
+/// Folds the `lanes` accumulators into one, halving with fixed widths (compilers turn each step into one vector op).
+template <class T, class F>
+T fold_lanes(T* acc, const F& f) {
+  static_assert(lanes == 32);
+  for (std::size_t j = 0; j < 16; ++j) acc[j] = f(acc[j], acc[j + 16]);
+  for (std::size_t j = 0; j < 8; ++j) acc[j] = f(acc[j], acc[j + 8]);
+  for (std::size_t j = 0; j < 4; ++j) acc[j] = f(acc[j], acc[j + 4]);
+  return f(f(acc[0], acc[2]), f(acc[1], acc[3]));
+}
+
+// ---- parallel loops ----
+/// Element-wise work over n items on the intra-op threads, in chunks worth spreading (about 16k items).
+template <class F>
+void parallel_elements(const compute_context& ctx, std::size_t n, F&& f) {
+  constexpr std::size_t grain = 16384;
+  if (n <= grain || ctx.thread_count() == 1) {
+    f(std::size_t{0}, n);
+    return;
+  }
+  ctx.parallel_for(n, std::max<std::size_t>(grain, n / static_cast<std::size_t>(ctx.thread_count() * 4)), f);
+}
+/// Work over n items that each cost about `cost` element operations.
+template <class F>
+void parallel_items(const compute_context& ctx, std::size_t n, std::size_t cost, F&& f) {
+  const std::size_t per = std::max<std::size_t>(1, 16384 / std::max<std::size_t>(cost, 1));
+  if (n <= per || ctx.thread_count() == 1) {
+    f(std::size_t{0}, n);
+    return;
+  }
+  ctx.parallel_for(n, per, f);
+}
+
+/// Wraps a compute body so that a C++ exception becomes a Status naming the operator.
+template <class F>
+compute_function make_fn(std::string op, F&& body) {
+  return [op = std::move(op), body = std::forward<F>(body)](compute_context& ctx) -> Status {
+    try {
+      return body(ctx);
+    } catch (const std::exception& e) {
+      return Status(errc::invalid_argument, cat(op, ": ", e.what()));
+    }
+  };
+}
+
+}  // namespace epstack::cpu::impl

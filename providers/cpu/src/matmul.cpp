@@ -1,0 +1,231 @@
+// Matrix products: Gemm, MatMul (numpy batching and broadcasting), the contrib FusedMatMul. Eigen 3.4 computes each
+// product (cache-blocked, vectorised for the target's ISA); epstack splits the work across the intra-op threads
+// itself, by output columns or rows or by batch, so Eigen runs single-threaded inside each piece.
+#define EIGEN_DONT_PARALLELIZE
+#include "broadcast.hpp"
+#include "gemm.hpp"
+#include "kernel_util.hpp"
+
+#include <Eigen/Core>
+
+namespace epstack::cpu {
+namespace impl {
+
+template <class T>
+using row_matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <class T>
+using cmap = Eigen::Map<const row_matrix<T>, Eigen::Unaligned, Eigen::OuterStride<>>;
+template <class T>
+using mmap = Eigen::Map<row_matrix<T>, Eigen::Unaligned, Eigen::OuterStride<>>;
+
+template <class T>
+void gemm_block(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, T alpha, const T* a, std::int64_t lda,
+                const T* b, std::int64_t ldb, T* y, std::int64_t ldy, bool accumulate) {
+  if (M == 0 || N == 0) return;
+  mmap<T> Y(y, M, N, Eigen::OuterStride<>(ldy));
+  if (K == 0) {
+    if (!accumulate) Y.setZero();
+    return;
+  }
+  const cmap<T> A(a, ta ? K : M, ta ? M : K, Eigen::OuterStride<>(lda));
+  const cmap<T> B(b, tb ? N : K, tb ? K : N, Eigen::OuterStride<>(ldb));
+  const auto run = [&](const auto& opA, const auto& opB) {
+    if (accumulate) Y.noalias() += alpha * (opA * opB);
+    else if (alpha == T(1)) Y.noalias() = opA * opB;
+    else Y.noalias() = alpha * (opA * opB);
+  };
+  if (!ta && !tb) run(A, B);
+  else if (!ta && tb) run(A, B.transpose());
+  else if (ta && !tb) run(A.transpose(), B);
+  else run(A.transpose(), B.transpose());
+}
+
+template <class T>
+void gemm_parallel(const compute_context& ctx, bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, T alpha,
+                   const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T* y, std::int64_t ldy, bool accumulate) {
+  const double flops = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
+  const int threads = ctx.thread_count();
+  if (threads == 1 || flops < 2e5) {
+    gemm_block(ta, tb, M, N, K, alpha, a, lda, b, ldb, y, ldy, accumulate);
+    return;
+  }
+  if (N >= M || M < 4 * threads) {
+    // Column blocks of 64 (a multiple of every vector width).
+    const std::int64_t blocks = (N + 63) / 64;
+    const std::size_t pieces = static_cast<std::size_t>(std::min<std::int64_t>(blocks, threads));
+    ctx.parallel_for(pieces, 1, [&](std::size_t p0, std::size_t p1) {
+      for (std::size_t p = p0; p < p1; ++p) {
+        const std::int64_t c0 = blocks * static_cast<std::int64_t>(p) / static_cast<std::int64_t>(pieces) * 64;
+        const std::int64_t c1 = std::min(N, blocks * static_cast<std::int64_t>(p + 1) / static_cast<std::int64_t>(pieces) * 64);
+        if (c1 <= c0) continue;
+        const T* bp = tb ? b + c0 * ldb : b + c0;
+        gemm_block(ta, tb, M, c1 - c0, K, alpha, a, lda, bp, ldb, y + c0, ldy, accumulate);
+      }
+    });
+  } else {
+    const std::size_t pieces = static_cast<std::size_t>(threads);
+    ctx.parallel_for(pieces, 1, [&](std::size_t p0, std::size_t p1) {
+      for (std::size_t p = p0; p < p1; ++p) {
+        const std::int64_t r0 = M * static_cast<std::int64_t>(p) / threads, r1 = M * static_cast<std::int64_t>(p + 1) / threads;
+        if (r1 <= r0) continue;
+        const T* ap = ta ? a + r0 : a + r0 * lda;
+        gemm_block(ta, tb, r1 - r0, N, K, alpha, ap, lda, b, ldb, y + r0 * ldy, ldy, accumulate);
+      }
+    });
+  }
+}
+
+namespace {
+
+template <class T>
+Status gemm_compute(compute_context& ctx, bool ta, bool tb, T alpha, T beta) {
+  const tensor& a = ctx.input(0);
+  const tensor& b = ctx.input(1);
+  if (a.rank() != 2 || b.rank() != 2)
+    return Status(errc::invalid_argument, cat("A and B must be matrices, got ", dims_string(a.sizes()), " and ", dims_string(b.sizes())));
+  const auto M = ta ? a.sizes()[1] : a.sizes()[0], K = ta ? a.sizes()[0] : a.sizes()[1];
+  const auto Kb = tb ? b.sizes()[1] : b.sizes()[0], N = tb ? b.sizes()[0] : b.sizes()[1];
+  if (K != Kb)
+    return Status(errc::invalid_argument, cat("inner dimensions differ: op(A) is ", std::to_string(M), "x", std::to_string(K),
+                                              ", op(B) is ", std::to_string(Kb), "x", std::to_string(N)));
+  const std::int64_t out[] = {M, N};
+  tensor& y = ctx.allocate_output(0, element_type_of_v<T>, out);
+  T* py = y.typed<T>();
+  bool accumulate = false;
+  if (ctx.has_input(2) && beta != T(0)) {
+    const tensor& c = ctx.input(2);
+    EPSTACK_ASSIGN_OR_RETURN(auto shape, broadcast_shape(c.sizes(), std::span<const std::int64_t>(out)));
+    if (shape.size() != 2 || shape[0] != M || shape[1] != N)
+      return Status(errc::invalid_argument, cat("C of shape ", dims_string(c.sizes()), " does not broadcast to ", dims_string(out)));
+    const T* pc = c.typed<T>();
+    const broadcast_plan<1> plan(out, {c.sizes()});
+    for (std::int64_t r = 0; r < plan.rows; ++r) {
+      const auto off = plan.row_offsets(r);
+      for (std::int64_t j = 0; j < plan.inner; ++j) py[r * plan.inner + j] = beta * pc[off[0] + j * plan.inner_stride[0]];
+    }
+    accumulate = true;
+  }
+  gemm_parallel<T>(ctx, ta, tb, M, N, K, alpha, a.typed<T>(), a.sizes()[1], b.typed<T>(), b.sizes()[1], py, N, accumulate);
+  return {};
+}
+
+// MatMul with numpy semantics (1-D operands promoted, batch dims broadcast), optionally transposing the last two
+// dims of either operand and scaling (FusedMatMul).
+template <class T>
+Status matmul_compute(compute_context& ctx, bool ta, bool tb, T alpha) {
+  const tensor& a = ctx.input(0);
+  const tensor& b = ctx.input(1);
+  if (a.rank() == 0 || b.rank() == 0) return Status(errc::invalid_argument, "MatMul operands must have rank >= 1");
+  tensor_sizes as(a.sizes().begin(), a.sizes().end()), bs(b.sizes().begin(), b.sizes().end());
+  const bool a_vec = as.size() == 1, b_vec = bs.size() == 1;
+  if (a_vec) as.insert(as.begin(), 1);  // [K] -> [1,K]
+  if (b_vec) bs.push_back(1);           // [K] -> [K,1]
+  const std::size_t ra = as.size(), rb = bs.size();
+  const std::int64_t M = ta ? as[ra - 1] : as[ra - 2], K = ta ? as[ra - 2] : as[ra - 1];
+  const std::int64_t Kb = tb ? bs[rb - 1] : bs[rb - 2], N = tb ? bs[rb - 2] : bs[rb - 1];
+  if (K != Kb)
+    return Status(errc::invalid_argument, cat("inner dimensions differ: ", dims_string(a.sizes()), " x ", dims_string(b.sizes())));
+  const std::span<const std::int64_t> abatch(as.data(), ra - 2), bbatch(bs.data(), rb - 2);
+  EPSTACK_ASSIGN_OR_RETURN(auto batch, broadcast_shape(abatch, bbatch));
+  tensor_sizes out(batch.begin(), batch.end());
+  if (!a_vec) out.push_back(M);
+  if (!b_vec) out.push_back(N);
+  tensor& y = ctx.allocate_output(0, element_type_of_v<T>, out);
+  const T* pa = a.typed<T>();
+  const T* pb = b.typed<T>();
+  T* py = y.typed<T>();
+  const std::int64_t nbatch = product(batch);
+  const std::int64_t lda = as[ra - 1], ldb = bs[rb - 1];
+  const std::int64_t a_mat = as[ra - 2] * as[ra - 1], b_mat = bs[rb - 2] * bs[rb - 1];
+  if (nbatch == 0 || M == 0 || N == 0) return {};
+  // B shared by every batch and A's batches contiguous, not transposed: one product with the batches stacked as rows.
+  if (product(bbatch) == 1 && !ta && product(abatch) == nbatch) {
+    gemm_parallel<T>(ctx, false, tb, nbatch * M, N, K, alpha, pa, lda, pb, ldb, py, N, false);
+    return {};
+  }
+  const auto sa = broadcast_strides(abatch, batch), sb = broadcast_strides(bbatch, batch);
+  const auto offsets = [&](std::int64_t i) {
+    std::int64_t oa = 0, ob = 0;
+    for (std::size_t d = batch.size(); d-- > 0;) {
+      const std::int64_t idx = i % batch[d];
+      i /= batch[d];
+      oa += idx * sa[d];
+      ob += idx * sb[d];
+    }
+    return std::pair{oa * a_mat, ob * b_mat};
+  };
+  const int threads = ctx.thread_count();
+  if (nbatch >= threads) {
+    const std::size_t cost = static_cast<std::size_t>(M * N * K);
+    parallel_items(ctx, static_cast<std::size_t>(nbatch), cost, [&](std::size_t b0, std::size_t b1) {
+      for (std::size_t i = b0; i < b1; ++i) {
+        const auto [oa, ob] = offsets(static_cast<std::int64_t>(i));
+        gemm_block<T>(ta, tb, M, N, K, alpha, pa + oa, lda, pb + ob, ldb, py + static_cast<std::int64_t>(i) * M * N, N, false);
+      }
+    });
+  } else {
+    for (std::int64_t i = 0; i < nbatch; ++i) {
+      const auto [oa, ob] = offsets(i);
+      gemm_parallel<T>(ctx, ta, tb, M, N, K, alpha, pa + oa, lda, pb + ob, ldb, py + i * M * N, N, false);
+    }
+  }
+  return {};
+}
+
+bool float_pair(const graph& g, node_id n) {
+  const auto a = in_type(g, n, 0);
+  return (a == element_type::float32 || a == element_type::float64) && in_type(g, n, 1) == a;
+}
+
+}  // namespace
+
+template void gemm_parallel<float>(const compute_context&, bool, bool, std::int64_t, std::int64_t, std::int64_t, float,
+                                   const float*, std::int64_t, const float*, std::int64_t, float*, std::int64_t, bool);
+template void gemm_block<float>(bool, bool, std::int64_t, std::int64_t, std::int64_t, float, const float*, std::int64_t,
+                                const float*, std::int64_t, float*, std::int64_t, bool);
+template void gemm_parallel<double>(const compute_context&, bool, bool, std::int64_t, std::int64_t, std::int64_t, double,
+                                    const double*, std::int64_t, const double*, std::int64_t, double*, std::int64_t, bool);
+template void gemm_block<double>(bool, bool, std::int64_t, std::int64_t, std::int64_t, double, const double*,
+                                 std::int64_t, const double*, std::int64_t, double*, std::int64_t, bool);
+
+}  // namespace impl
+
+namespace ops {
+using namespace impl;
+
+bool gemm::supports(const graph& g, node_id n) {
+  // Opset 6 and earlier broadcast C only with the `broadcast` attribute; those versions are handled as opset 7.
+  return float_pair(g, n) && (!has_in(g, n, 2) || in_type(g, n, 2) == in_type(g, n, 0));
+}
+Result<compute_function> gemm::compile(const graph& g, node_id n) {
+  const auto& nd = g.node(n);
+  const bool ta = attr_i(nd, "transA", 0) != 0, tb = attr_i(nd, "transB", 0) != 0;
+  const float alpha = attr_f(nd, "alpha", 1.0f), beta = attr_f(nd, "beta", 1.0f);
+  if (in_type(g, n, 0) == element_type::float32)
+    return make_fn("Gemm", [=](compute_context& ctx) { return gemm_compute<float>(ctx, ta, tb, alpha, beta); });
+  return make_fn("Gemm", [=](compute_context& ctx) {
+    return gemm_compute<double>(ctx, ta, tb, static_cast<double>(alpha), static_cast<double>(beta));
+  });
+}
+
+bool matmul::supports(const graph& g, node_id n) { return float_pair(g, n); }
+Result<compute_function> matmul::compile(const graph& g, node_id n) {
+  if (in_type(g, n, 0) == element_type::float32)
+    return make_fn("MatMul", [](compute_context& ctx) { return matmul_compute<float>(ctx, false, false, 1.0f); });
+  return make_fn("MatMul", [](compute_context& ctx) { return matmul_compute<double>(ctx, false, false, 1.0); });
+}
+
+bool fused_matmul::supports(const graph& g, node_id n) {
+  const auto& nd = g.node(n);
+  return in_type(g, n, 0) == element_type::float32 && in_type(g, n, 1) == element_type::float32 &&
+         attr_i(nd, "transBatchA", 0) == 0 && attr_i(nd, "transBatchB", 0) == 0;
+}
+Result<compute_function> fused_matmul::compile(const graph& g, node_id n) {
+  const auto& nd = g.node(n);
+  const bool ta = attr_i(nd, "transA", 0) != 0, tb = attr_i(nd, "transB", 0) != 0;
+  const float alpha = attr_f(nd, "alpha", 1.0f);
+  return make_fn("FusedMatMul", [=](compute_context& ctx) { return matmul_compute<float>(ctx, ta, tb, alpha); });
+}
+
+}  // namespace ops
+}  // namespace epstack::cpu
