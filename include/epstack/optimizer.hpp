@@ -1,0 +1,45 @@
+#pragma once
+/// @file optimizer.hpp
+/// @brief Graph transformations before partitioning, by ONNX Runtime's optimisation levels: constant folding, shape
+/// folding, dead-node and Identity elimination (basic); provider-independent fusions into ONNX Runtime's contrib ops
+/// of domain `com.microsoft` (FusedConv, Gelu, BiasGelu, SkipLayerNormalization, LayerNormalization, FusedMatMul) and
+/// Conv+BatchNormalization folding (extended and all). Compiled once in `epstack::runtime`.
+
+#include <epstack/compute.hpp>
+#include <epstack/errors.hpp>
+#include <epstack/model.hpp>
+#include <epstack/session_options.hpp>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace epstack {
+
+/// Compiles one node into a function (the stack's CPU provider): used to fold constant nodes before partitioning.
+/// Returns not_implemented when it has no kernel for the node.
+using node_compiler = std::function<Result<compute_function>(const graph&, node_id)>;
+
+/// The domain of the fused operators the optimiser writes (ONNX Runtime's contrib operators).
+inline constexpr std::string_view contrib_domain = "com.microsoft";
+
+/// @brief What graph optimisation did, for the plan and for tests.
+struct optimization_report {
+  std::size_t nodes_before = 0, nodes_after = 0;
+  std::size_t constant_folded = 0;  ///< nodes replaced by their constant outputs
+  std::size_t shapes_folded = 0;    ///< Shape/Size nodes whose input shape was known
+  std::size_t removed = 0;          ///< dead nodes and Identity/Dropout nodes removed
+  std::vector<std::string> fusions; ///< one entry per fusion applied, e.g. "FusedConv <- /conv1 + /relu1"
+};
+
+/// Options of `optimize`.
+struct optimizer_options {
+  graph_optimization_level level = graph_optimization_level::all;
+  node_compiler fold;  ///< without it, constant folding is skipped
+  int threads = 1;     ///< threads for folding kernels
+};
+
+/// @brief Transforms `m` in place (main graph and subgraphs). The result computes the same outputs for every input.
+[[nodiscard]] Result<optimization_report> optimize(model& m, const optimizer_options& options);
+
+}  // namespace epstack

@@ -1,0 +1,86 @@
+#pragma once
+/// @file session_core.hpp
+/// @brief The runtime-typed part of a session, compiled once in `epstack::runtime`: graph optimisation, partitioning
+/// over the providers it is given, one compile call per provider, and the executor (nodes in a precomputed order, an
+/// arena per concurrent run whose blocks are recycled after each value's last use and across runs, subgraphs for
+/// If/Loop/Scan). `session<P...>` is a thin template over it.
+
+#include <epstack/compute.hpp>
+#include <epstack/model.hpp>
+#include <epstack/optimizer.hpp>
+#include <epstack/partition_plan.hpp>
+#include <epstack/partitioner.hpp>
+#include <epstack/session_options.hpp>
+
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace epstack {
+
+/// A named input for `run`.
+struct named_tensor {
+  std::string name;
+  tensor value;
+};
+/// A named input that may be a sequence or none, for `run_values`.
+struct named_value {
+  std::string name;
+  ivalue value;
+};
+
+/// @brief Name, type and shape (symbolic dims kept) of a session input or output.
+struct io_info {
+  std::string name;
+  type_info type;
+};
+
+/// @brief A provider as the session core sees it: its key, `get_capability` and `compile`.
+struct provider_binding {
+  std::string_view type_key;
+  std::function<std::vector<capability>(const graph_view<graph>&)> get_capability;
+  std::function<Result<std::vector<compute_function>>(std::span<const partition>)> compile;
+};
+
+/// @brief A prepared model: immutable after `build`; `run` is safe from many threads at once.
+class session_core {
+ public:
+  /// @brief Optimises `m` (at `options.optimization_level()`, folding constants with `fold`), partitions it over
+  /// `providers` (priority order), compiles each provider's partitions in one call, and plans execution.
+  [[nodiscard]] static Result<std::shared_ptr<const session_core>> build(model m, std::vector<provider_binding> providers,
+                                                                         const session_options& options,
+                                                                         const node_compiler& fold);
+  ~session_core();
+  session_core(const session_core&) = delete;
+  session_core& operator=(const session_core&) = delete;
+
+  /// @brief Runs the model. `outputs` names the outputs wanted (all, in graph order, when empty). invalid_argument,
+  /// naming the input, for an unknown, repeated or missing input or a wrong element type, rank or dimension.
+  [[nodiscard]] Result<std::vector<ivalue>> run(std::span<const named_value> feeds,
+                                                std::span<const std::string> outputs) const;
+
+  [[nodiscard]] const std::vector<io_info>& inputs() const noexcept;
+  [[nodiscard]] const std::vector<io_info>& outputs() const noexcept;
+  [[nodiscard]] const partition_plan& plan() const noexcept;
+  [[nodiscard]] const model& get_model() const noexcept;
+  [[nodiscard]] const optimization_report& optimizations() const noexcept;
+  /// Threads a kernel may use.
+  [[nodiscard]] int intra_op_threads() const noexcept;
+
+  /// Memory the executor keeps between runs: one arena per run that was ever concurrent.
+  struct memory_stats {
+    std::size_t run_contexts = 0;  ///< arenas (the most runs that were in flight at once)
+    std::size_t arena_bytes = 0;   ///< bytes they reserved in all
+  };
+  [[nodiscard]] memory_stats memory() const;
+
+ private:
+  session_core();
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace epstack

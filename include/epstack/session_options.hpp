@@ -1,0 +1,84 @@
+#pragma once
+/// @file session_options.hpp
+/// @brief Session options: ONNX Runtime's configuration keys as strings, and the intra-op thread count.
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <cstdint>
+
+namespace epstack {
+
+/// ONNX Runtime's session configuration keys (onnxruntime_session_options_config_keys.h), the same strings.
+namespace config_keys {
+inline constexpr std::string_view disable_cpu_ep_fallback = "session.disable_cpu_ep_fallback";
+inline constexpr std::string_view external_initializers_folder = "session.model_external_initializers_file_folder_path";
+inline constexpr std::string_view disable_model_compile = "session.disable_model_compile";
+inline constexpr std::string_view ep_context_enable = "ep.context_enable";
+inline constexpr std::string_view ep_context_file_path = "ep.context_file_path";
+inline constexpr std::string_view ep_context_embed_mode = "ep.context_embed_mode";
+inline constexpr std::string_view ep_context_node_name_prefix = "ep.context_node_name_prefix";
+inline constexpr std::string_view ep_share_contexts = "ep.share_ep_contexts";
+inline constexpr std::string_view ep_stop_share_contexts = "ep.stop_share_ep_contexts";
+inline constexpr std::string_view ep_context_external_initializers_file = "ep.context_model_external_initializers_file_name";
+}  // namespace config_keys
+
+/// Graph transformations before partitioning, as ONNX Runtime's `GraphOptimizationLevel`.
+enum class graph_optimization_level : std::uint8_t {
+  disable,   ///< none
+  basic,     ///< constant folding, shape folding, dead-node and Identity elimination
+  extended,  ///< also provider-independent fusions (Conv+BatchNormalization, Conv+activation, Gelu, LayerNorm, ...)
+  all,       ///< everything (the default, as in ONNX Runtime)
+};
+
+/// @brief Options of a session, as ONNX Runtime's `SessionOptions`: config entries, the intra-op thread count, the
+/// graph optimisation level and where to save the optimised model.
+class session_options {
+ public:
+  /// Sets a config entry (ONNX Runtime's `AddConfigEntry`); a later call for the same key replaces the value.
+  session_options& set_config(std::string_view key, std::string_view value) {
+    config_[std::string(key)] = std::string(value);
+    return *this;
+  }
+  /// The value of `key`, if set.
+  [[nodiscard]] std::optional<std::string_view> config(std::string_view key) const {
+    auto it = config_.find(key);
+    if (it == config_.end()) return std::nullopt;
+    return std::string_view(it->second);
+  }
+  /// True when `key` is set to "1".
+  [[nodiscard]] bool flag(std::string_view key) const { return config(key) == std::optional<std::string_view>("1"); }
+  [[nodiscard]] const std::map<std::string, std::string, std::less<>>& config_entries() const noexcept { return config_; }
+
+  /// Intra-op threads for kernels that parallelise (0: the machine's cores).
+  session_options& set_intra_op_threads(int n) {
+    intra_op_threads_ = n;
+    return *this;
+  }
+  [[nodiscard]] int intra_op_threads() const noexcept { return intra_op_threads_; }
+
+  /// ONNX Runtime's `graph_optimization_level` (default: all).
+  session_options& set_graph_optimization_level(graph_optimization_level l) {
+    opt_level_ = l;
+    return *this;
+  }
+  [[nodiscard]] graph_optimization_level optimization_level() const noexcept { return opt_level_; }
+
+  /// ONNX Runtime's `optimized_model_filepath`: after the graph transformations, the model is saved there (before
+  /// partitioning, so the file runs on any provider stack).
+  session_options& set_optimized_model_filepath(std::filesystem::path p) {
+    optimized_model_path_ = std::move(p);
+    return *this;
+  }
+  [[nodiscard]] const std::filesystem::path& optimized_model_filepath() const noexcept { return optimized_model_path_; }
+
+ private:
+  std::map<std::string, std::string, std::less<>> config_;
+  int intra_op_threads_ = 0;
+  graph_optimization_level opt_level_ = graph_optimization_level::all;
+  std::filesystem::path optimized_model_path_;
+};
+
+}  // namespace epstack

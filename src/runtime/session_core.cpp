@@ -1,0 +1,547 @@
+// The session core: optimisation, partitioning, one compile call per provider, and the executor.
+//
+// Memory: every concurrent run takes a run context (an arena and reusable vectors) from the session's pool. Kernels
+// allocate their outputs from the arena; after each step the executor finds, by address, the arena block each output
+// lives in (so views such as Reshape's share their input's block) and counts its references; a value's last use
+// releases them, and a block without references goes back to the arena's free list for the next allocation, in this
+// run or the next. Graph outputs are allocated outside the arena (they leave the run).
+#include <epstack/session_core.hpp>
+
+#include <epstack/graph_algorithms.hpp>
+#include <epstack/onnx_io.hpp>
+
+#include <boost/container/flat_map.hpp>
+
+#include <algorithm>
+#include <mutex>
+#include <new>
+#include <unordered_map>
+
+namespace epstack {
+namespace {
+
+using detail::cat;
+
+// ---------------------------------------------------------------------------------------------------------------
+// The arena: 64-byte aligned blocks, recycled best-fit.
+class arena {
+ public:
+  arena() = default;
+  arena(const arena&) = delete;
+  arena& operator=(const arena&) = delete;
+  ~arena() {
+    for (auto& [p, b] : live_) ::operator delete(p, std::align_val_t{tensor_alignment});
+    for (auto& [s, p] : free_) ::operator delete(p, std::align_val_t{tensor_alignment});
+  }
+
+  std::byte* allocate(std::size_t bytes) {
+    bytes = (std::max<std::size_t>(bytes, 1) + 255) & ~std::size_t{255};
+    std::byte* p = nullptr;
+    std::size_t size = bytes;
+    // Best fit among free blocks that do not waste more than the request (plus a little).
+    auto it = free_.lower_bound(bytes);
+    if (it != free_.end() && it->first <= 2 * bytes + 65536) {
+      size = it->first;
+      p = it->second;
+      free_.erase(it);
+    } else {
+      p = static_cast<std::byte*>(::operator new(bytes, std::align_val_t{tensor_alignment}));
+      reserved_ += bytes;
+    }
+    live_.emplace(p, block{size, 0});
+    fresh_.push_back(p);
+    return p;
+  }
+
+  /// The base of the live block holding `p`, or null.
+  std::byte* find(const std::byte* p) {
+    if (p == nullptr || live_.empty()) return nullptr;
+    auto it = live_.upper_bound(const_cast<std::byte*>(p));
+    if (it == live_.begin()) return nullptr;
+    --it;
+    return p < it->first + it->second.size ? it->first : nullptr;
+  }
+  void add_ref(std::byte* base) { ++live_.find(base)->second.refs; }
+  void release(std::byte* base) {
+    auto it = live_.find(base);
+    if (--it->second.refs <= 0) retire(it);
+  }
+
+  /// Blocks allocated from here on belong to the step that asked for the mark.
+  [[nodiscard]] std::size_t mark() const noexcept { return fresh_.size(); }
+  /// Frees the blocks allocated since `m` that no value references (scratch, unused outputs).
+  void end_step(std::size_t m) {
+    for (std::size_t i = m; i < fresh_.size(); ++i) {
+      auto it = live_.find(fresh_[i]);
+      if (it != live_.end() && it->second.refs <= 0) retire(it);
+    }
+    fresh_.resize(m);
+  }
+  [[nodiscard]] std::size_t reserved_bytes() const noexcept { return reserved_; }
+
+ private:
+  struct block {
+    std::size_t size;
+    int refs;
+  };
+  void retire(boost::container::flat_map<std::byte*, block>::iterator it) {
+    free_.emplace(it->second.size, it->first);
+    live_.erase(it);
+  }
+  boost::container::flat_map<std::byte*, block> live_;
+  boost::container::flat_multimap<std::size_t, std::byte*> free_;
+  std::vector<std::byte*> fresh_;
+  std::size_t reserved_ = 0;
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+// The compiled plan of one graph.
+
+struct step {
+  const compute_function* fn = nullptr;
+  std::string label;                   // "node 'x' (Op)" or "partition 'P'", for messages
+  std::vector<value_id> inputs, outputs;
+  std::vector<value_id> release;       // values whose last use is this step
+  std::unique_ptr<bool[]> persistent;  // outputs that leave the graph
+};
+
+struct graph_exec {
+  const graph* g = nullptr;
+  std::vector<step> steps;
+  std::vector<ivalue> constants;  // initializers, by value id (none elsewhere)
+  std::vector<bool> is_constant;
+  // Values this graph uses but an enclosing graph defines: (levels up, value id there).
+  std::vector<std::pair<value_id, std::pair<std::size_t, value_id>>> outer;
+  std::unordered_map<const graph*, std::unique_ptr<graph_exec>> subgraphs;
+};
+
+struct run_context {
+  arena mem;
+  std::vector<ivalue> env;              // main graph values
+  std::vector<std::byte*> blocks;       // main graph: arena block per value
+};
+
+Status check_input(const value& decl, const ivalue& given) {
+  const auto& ty = decl.type;
+  if (ty.kind == type_kind::sequence) {
+    if (!given.is_sequence()) return Status(errc::invalid_argument, cat("input '", decl.name, "' must be a sequence"));
+    return {};
+  }
+  if (!ty.is_tensor()) return {};
+  if (!given.is_tensor())
+    return Status(errc::invalid_argument, cat("input '", decl.name, "' must be a tensor, got a ", given.kind_name()));
+  const tensor& t = given.as_tensor();
+  if (t.empty()) return Status(errc::invalid_argument, cat("input '", decl.name, "' is an empty tensor"));
+  if (t.type() != ty.elem)
+    return Status(errc::invalid_argument, cat("input '", decl.name, "': expected element type ", to_string(ty.elem),
+                                              ", got ", to_string(t.type())));
+  if (!ty.dims) return {};
+  if (t.rank() != ty.dims->rank())
+    return Status(errc::invalid_argument, cat("input '", decl.name, "': expected rank ", std::to_string(ty.dims->rank()),
+                                              " ", ty.dims->to_string(), ", got rank ", std::to_string(t.rank())));
+  for (std::size_t i = 0; i < t.rank(); ++i)
+    if ((*ty.dims)[i].is_known() && (*ty.dims)[i].value != t.sizes()[i])
+      return Status(errc::invalid_argument,
+                    cat("input '", decl.name, "': dimension ", std::to_string(i), " must be ",
+                        std::to_string((*ty.dims)[i].value), " ", ty.dims->to_string(), ", got ",
+                        std::to_string(t.sizes()[i])));
+  return {};
+}
+
+tensor clone_if(const tensor& t, bool needed) { return needed ? t.clone() : t; }
+
+// ---------------------------------------------------------------------------------------------------------------
+// A frame: one execution of one graph.
+class frame final : public execution_frame {
+ public:
+  frame(const graph_exec& ge, run_context& rc, thread_pool* pool, std::vector<ivalue>& env,
+        std::vector<std::byte*>& blocks, const frame* parent)
+      : ge_(ge), rc_(rc), pool_(pool), env_(env), blocks_(blocks), parent_(parent) {}
+
+  tensor allocate(element_type type, std::span<const std::int64_t> sizes, bool persistent) override {
+    if (persistent || type == element_type::string) return tensor::uninitialized(type, sizes);
+    const auto n = element_count(sizes);
+    if (!n) throw std::length_error("allocate: invalid sizes");
+    const std::size_t bytes = static_cast<std::size_t>(*n) * element_size(type);
+    return tensor::borrow(type, sizes, rc_.mem.allocate(bytes), nullptr);
+  }
+
+  Status run_subgraph(const graph& body, std::span<const ivalue> inputs, std::vector<ivalue>& outputs) override {
+    const auto it = ge_.subgraphs.find(&body);
+    if (it == ge_.subgraphs.end())
+      return Status(errc::fail, cat("graph '", body.name(), "' is not a subgraph of a node of graph '", ge_.g->name(), "'"));
+    const graph_exec& sub = *it->second;
+    std::vector<ivalue> env(body.value_count());
+    std::vector<std::byte*> blocks(body.value_count(), nullptr);
+    frame f(sub, rc_, pool_, env, blocks, this);
+    struct release_guard {
+      frame& f;
+      ~release_guard() { f.release_all(); }
+    } guard{f};
+    const auto& formal = body.inputs();
+    std::size_t k = 0;
+    for (value_id v : formal) {
+      if (sub.is_constant[v]) continue;
+      if (k >= inputs.size())
+        return Status(errc::invalid_argument, cat("subgraph '", body.name(), "' takes ", std::to_string(formal.size()),
+                                                  " inputs, got ", std::to_string(inputs.size())));
+      env[v] = inputs[k++];
+    }
+    EPSTACK_RETURN_IF_ERROR(f.execute());
+    outputs.clear();
+    for (value_id v : body.outputs()) {
+      const ivalue& x = f.get(v);
+      outputs.push_back(x.is_tensor() ? ivalue(clone_if(x.as_tensor(), blocks[v] != nullptr || sub.is_constant[v])) : x);
+    }
+    return {};
+  }
+
+  // Looks a value up by name in this frame or an enclosing one.
+  [[nodiscard]] const ivalue& lookup(std::size_t levels, value_id v) const {
+    const frame* f = this;
+    for (std::size_t i = 0; i < levels; ++i) f = f->parent_;
+    return f->get(v);
+  }
+  // An initializer that is also a graph input is a default the caller may override.
+  [[nodiscard]] const ivalue& get(value_id v) const {
+    if (ge_.is_constant[v]) return env_[v].is_none() ? ge_.constants[v] : env_[v];
+    return env_[v];
+  }
+
+  // Runs every step. The caller collects outputs, then calls release_all() (also after a failure).
+  Status execute() {
+    // src.first counts enclosing graphs from this one: 1 is the parent frame.
+    for (const auto& [v, src] : ge_.outer) env_[v] = parent_->lookup(src.first - 1, src.second);
+    return run_steps();
+  }
+
+  // Main graph: the outputs named by `wanted`, owned by the caller.
+  Status collect(std::span<const value_id> wanted, const std::vector<const void*>& shared_owners,
+                 std::vector<ivalue>& out) {
+    for (value_id v : wanted) {
+      const ivalue& x = get(v);
+      if (!x.is_tensor()) {
+        out.push_back(x);
+        continue;
+      }
+      const tensor& t = x.as_tensor();
+      // An output must not share storage with the session (initializers), the arena, or an input the caller owns.
+      const bool shared = blocks_[v] != nullptr || (t.owner() == nullptr && t.is_borrowed()) ||
+                          std::binary_search(shared_owners.begin(), shared_owners.end(), t.owner().get());
+      out.push_back(clone_if(t, shared));
+    }
+    return {};
+  }
+
+  void release_all() {
+    for (value_id v = 0; v < env_.size(); ++v) {
+      if (blocks_[v] != nullptr) {
+        rc_.mem.release(blocks_[v]);
+        blocks_[v] = nullptr;
+      }
+      env_[v] = ivalue();
+    }
+  }
+
+ private:
+  Status run_steps() {
+    std::vector<ivalue> ins, outs;
+    for (const auto& s : ge_.steps) {
+      ins.clear();
+      for (value_id v : s.inputs) ins.push_back(v == no_id ? ivalue() : get(v));
+      outs.assign(s.outputs.size(), ivalue());
+      const std::size_t mark = rc_.mem.mark();
+      compute_context ctx(ins, outs, this, pool_, std::span<const bool>(s.persistent.get(), s.outputs.size()));
+      Status st;
+      try {
+        st = (*s.fn)(ctx);
+      } catch (const std::exception& e) {
+        st = Status(errc::runtime_exception, e.what());
+      }
+      if (!st) {
+        rc_.mem.end_step(mark);
+        return std::move(st).with_context(s.label);
+      }
+      for (std::size_t i = 0; i < s.outputs.size(); ++i) {
+        const value_id v = s.outputs[i];
+        if (v == no_id) continue;
+        ivalue& o = outs[i];
+        if (o.is_sequence()) {
+          // Sequences hold owned tensors: copy any element that lives in the arena.
+          bool arena_items = false;
+          for (const auto& t : o.as_sequence().items) arena_items = arena_items || rc_.mem.find(t.data()) != nullptr;
+          if (arena_items) {
+            tensor_sequence copy;
+            copy.elem = o.as_sequence().elem;
+            for (const auto& t : o.as_sequence().items) copy.items.push_back(t.clone());
+            o = ivalue(std::move(copy));
+          }
+        } else if (o.is_tensor()) {
+          if (std::byte* b = rc_.mem.find(o.as_tensor().data())) {
+            rc_.mem.add_ref(b);
+            blocks_[v] = b;
+          }
+        }
+        env_[v] = std::move(o);
+      }
+      ins.clear();
+      rc_.mem.end_step(mark);
+      for (value_id v : s.release) {
+        env_[v] = ivalue();
+        if (blocks_[v] != nullptr) {
+          rc_.mem.release(blocks_[v]);
+          blocks_[v] = nullptr;
+        }
+      }
+    }
+    return {};
+  }
+
+  const graph_exec& ge_;
+  run_context& rc_;
+  thread_pool* pool_;
+  std::vector<ivalue>& env_;
+  std::vector<std::byte*>& blocks_;
+  const frame* parent_;
+};
+
+// Where a value a subgraph uses comes from: (levels up, value id there), or nullopt.
+std::optional<std::pair<std::size_t, value_id>> resolve_outer(const std::vector<const graph*>& scopes,
+                                                              const std::string& name) {
+  for (std::size_t up = 1; up <= scopes.size(); ++up) {
+    const graph* s = scopes[scopes.size() - up];
+    const auto v = s->find_value(name);
+    if (v != no_id && s->is_defined_here(v)) return std::pair{up, v};
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------------------
+
+struct session_core::impl {
+  model m;
+  optimization_report report;
+  partition_plan plan;
+  std::vector<compute_function> functions;  // one per partition, over every graph (see function_index)
+  std::unique_ptr<graph_exec> main;
+  std::vector<io_info> inputs, outputs;
+  std::vector<const void*> shared_owners;  // storage owners of initializers (sorted)
+  std::unique_ptr<thread_pool> pool;
+  mutable std::mutex mu;
+  mutable std::vector<std::unique_ptr<run_context>> idle;
+
+  // Builds the executor of one graph from its plan. `indices[i][k]` is the function of partition k of `plans[i]`.
+  Result<std::unique_ptr<graph_exec>> build_exec(const graph_plan& gp, std::vector<const graph*>& scopes,
+                                                 const std::vector<graph_plan*>& plans,
+                                                 const std::vector<std::vector<std::size_t>>& indices) {
+    const auto& fn_index =
+        indices[static_cast<std::size_t>(std::find(plans.begin(), plans.end(), &gp) - plans.begin())];
+    auto ge = std::make_unique<graph_exec>();
+    const graph& g = *gp.g;
+    ge->g = &g;
+    ge->constants.resize(g.value_count());
+    ge->is_constant.assign(g.value_count(), false);
+    for (value_id v : g.initializers()) {
+      ge->constants[v] = *g.value(v).initializer;
+      ge->is_constant[v] = true;
+      if (const void* o = g.value(v).initializer->owner().get()) shared_owners.push_back(o);
+    }
+    // Values used here but defined in an enclosing graph.
+    for (value_id v = 0; v < g.value_count(); ++v) {
+      const bool used = !g.value(v).consumers.empty() || g.value(v).is_graph_output;
+      if (g.is_defined_here(v) || !used) continue;
+      auto src = resolve_outer(scopes, g.value(v).name);
+      if (!src) return Status(errc::invalid_graph, cat("graph '", g.name(), "' uses value '", g.value(v).name,
+                                                       "', which no enclosing graph defines"));
+      ge->outer.emplace_back(v, *src);
+    }
+    scopes.push_back(&g);
+    for (const auto& s : gp.subgraphs) {
+      EPSTACK_ASSIGN_OR_RETURN(auto sub, build_exec(*s.plan, scopes, plans, indices));
+      ge->subgraphs.emplace(s.plan->g, std::move(sub));
+    }
+    scopes.pop_back();
+    // Steps in execution order, with the last use of every value.
+    std::vector<std::size_t> last_use(g.value_count(), no_index);
+    for (std::size_t i = 0; i < gp.execution_order.size(); ++i) {
+      const std::size_t k = gp.execution_order[i];
+      const auto& part = gp.partitions[k];
+      step s;
+      s.fn = &functions[fn_index[k]];
+      s.label = part.is_fused() ? cat("partition '", part.name, "'") : cat("node ", g.describe(part.nodes.front()));
+      s.inputs = part.inputs;
+      s.outputs = part.outputs;
+      s.persistent = std::make_unique<bool[]>(std::max<std::size_t>(s.outputs.size(), 1));
+      for (std::size_t o = 0; o < s.outputs.size(); ++o)
+        s.persistent[o] = s.outputs[o] != no_id && g.value(s.outputs[o]).is_graph_output;
+      for (value_id v : part.inputs)
+        if (v != no_id) last_use[v] = i;
+      for (node_id n : part.nodes)
+        for (value_id v : g.node(n).implicit_inputs) last_use[v] = i;
+      for (value_id v : part.outputs)
+        if (v != no_id && last_use[v] == no_index) last_use[v] = i;  // produced and never used: free at once
+      ge->steps.push_back(std::move(s));
+    }
+    for (value_id v = 0; v < g.value_count(); ++v) {
+      const auto& rec = g.value(v);
+      if (last_use[v] == no_index || rec.is_graph_output || ge->is_constant[v]) continue;
+      ge->steps[last_use[v]].release.push_back(v);
+    }
+    return ge;
+  }
+};
+
+namespace {
+// Every graph plan of the model, parents before their subgraphs.
+void collect_plans(graph_plan& gp, std::vector<graph_plan*>& out) {
+  out.push_back(&gp);
+  for (auto& s : gp.subgraphs) collect_plans(*s.plan, out);
+}
+}  // namespace
+
+session_core::session_core() : impl_(std::make_unique<impl>()) {}
+session_core::~session_core() = default;
+
+Result<std::shared_ptr<const session_core>> session_core::build(model m, std::vector<provider_binding> providers,
+                                                                 const session_options& options,
+                                                                 const node_compiler& fold) {
+  auto core = std::shared_ptr<session_core>(new session_core());
+  auto& d = *core->impl_;
+  d.m = std::move(m);
+  d.pool = std::make_unique<thread_pool>(options.intra_op_threads());
+
+  optimizer_options oo;
+  oo.level = options.optimization_level();
+  oo.fold = fold;
+  EPSTACK_ASSIGN_OR_RETURN(d.report, optimize(d.m, oo));
+  if (!options.optimized_model_filepath().empty()) {
+    save_options so;
+    so.mode = external_data_mode::above_threshold;
+    so.threshold_bytes = 1024;
+    EPSTACK_RETURN_IF_ERROR(save_model(d.m, options.optimized_model_filepath(), so)
+                                .with_context("saving the optimised model (optimized_model_filepath)"));
+  }
+
+  std::vector<provider_entry> entries;
+  for (const auto& p : providers) entries.push_back({p.type_key, p.get_capability});
+  partition_options po;
+  po.disable_cpu_fallback = options.flag(config_keys::disable_cpu_ep_fallback);
+  EPSTACK_ASSIGN_OR_RETURN(d.plan, partition_graph(d.m.graph, entries, po));
+
+  // One compile call per provider with all of its partitions, over the main graph and every subgraph.
+  std::vector<graph_plan*> plans;
+  collect_plans(d.plan.main, plans);
+  std::vector<std::vector<std::size_t>> indices(plans.size());
+  std::size_t total = 0;
+  for (std::size_t i = 0; i < plans.size(); ++i) {
+    indices[i].resize(plans[i]->partitions.size());
+    for (auto& x : indices[i]) x = total++;
+  }
+  d.functions.resize(total);
+  for (std::size_t p = 0; p < providers.size(); ++p) {
+    std::vector<partition> parts;
+    std::vector<std::size_t> where;
+    for (std::size_t i = 0; i < plans.size(); ++i)
+      for (std::size_t k = 0; k < plans[i]->partitions.size(); ++k)
+        if (plans[i]->partition_provider[k] == p) {
+          parts.push_back(plans[i]->partitions[k]);
+          where.push_back(indices[i][k]);
+        }
+    if (parts.empty()) continue;
+    auto fns = providers[p].compile(parts);
+    if (!fns) return Status(fns.code(), cat("provider ", providers[p].type_key, ": compile: ", fns.status().message()));
+    if (fns->size() != parts.size())
+      return Status(errc::ep_fail, cat("provider ", providers[p].type_key, " compiled ", std::to_string(fns->size()),
+                                       " functions for ", std::to_string(parts.size()), " partitions"));
+    for (std::size_t i = 0; i < where.size(); ++i) d.functions[where[i]] = std::move((*fns)[i]);
+  }
+  std::vector<const graph*> scopes;
+  EPSTACK_ASSIGN_OR_RETURN(d.main, d.build_exec(d.plan.main, scopes, plans, indices));
+  std::sort(d.shared_owners.begin(), d.shared_owners.end());
+  d.shared_owners.erase(std::unique(d.shared_owners.begin(), d.shared_owners.end()), d.shared_owners.end());
+
+  const auto& g = d.m.graph;
+  for (value_id v : g.inputs())
+    if (!g.value(v).initializer) d.inputs.push_back({g.value(v).name, g.value(v).type});
+  for (value_id v : g.outputs()) d.outputs.push_back({g.value(v).name, g.value(v).type});
+  return std::shared_ptr<const session_core>(std::move(core));
+}
+
+Result<std::vector<ivalue>> session_core::run(std::span<const named_value> feeds, std::span<const std::string> names) const {
+  const auto& d = *impl_;
+  const auto& g = d.m.graph;
+  std::vector<value_id> wanted;
+  if (names.empty()) wanted = g.outputs();
+  for (const auto& name : names) {
+    const value_id v = g.find_value(name);
+    if (v == no_id || !g.value(v).is_graph_output)
+      return Status(errc::invalid_argument, cat("'", name, "' is not an output of the model"));
+    wanted.push_back(v);
+  }
+  std::unique_ptr<run_context> rc;
+  {
+    std::lock_guard lock(d.mu);
+    if (!d.idle.empty()) {
+      rc = std::move(d.idle.back());
+      d.idle.pop_back();
+    }
+  }
+  if (!rc) rc = std::make_unique<run_context>();
+  rc->env.resize(g.value_count());
+  rc->blocks.assign(g.value_count(), nullptr);
+  frame f(*d.main, *rc, d.pool.get(), rc->env, rc->blocks, nullptr);
+
+  std::vector<const void*> owners = d.shared_owners;
+  Status st;
+  for (const auto& feed : feeds) {
+    const value_id v = g.find_value(feed.name);
+    if (v == no_id || !g.value(v).is_graph_input) {
+      st = Status(errc::invalid_argument, cat("input '", feed.name, "' is not an input of the model"));
+      break;
+    }
+    if (!rc->env[v].is_none()) {
+      st = Status(errc::invalid_argument, cat("input '", feed.name, "' is given twice"));
+      break;
+    }
+    if (st = check_input(g.value(v), feed.value); !st) break;
+    rc->env[v] = feed.value;
+    if (feed.value.is_tensor() && feed.value.as_tensor().owner()) owners.push_back(feed.value.as_tensor().owner().get());
+  }
+  if (st)
+    for (value_id v : g.inputs())
+      if (rc->env[v].is_none() && !g.value(v).initializer) {
+        st = Status(errc::invalid_argument, cat("input '", g.value(v).name, "' is missing"));
+        break;
+      }
+  std::vector<ivalue> result;
+  if (st) {
+    std::sort(owners.begin(), owners.end());
+    st = f.execute();
+    if (st) st = f.collect(wanted, owners, result);
+  }
+  f.release_all();
+  {
+    std::lock_guard lock(d.mu);
+    d.idle.push_back(std::move(rc));
+  }
+  if (!st) return st;
+  return result;
+}
+
+const std::vector<io_info>& session_core::inputs() const noexcept { return impl_->inputs; }
+const std::vector<io_info>& session_core::outputs() const noexcept { return impl_->outputs; }
+const partition_plan& session_core::plan() const noexcept { return impl_->plan; }
+const model& session_core::get_model() const noexcept { return impl_->m; }
+const optimization_report& session_core::optimizations() const noexcept { return impl_->report; }
+int session_core::intra_op_threads() const noexcept { return impl_->pool->size(); }
+session_core::memory_stats session_core::memory() const {
+  std::lock_guard lock(impl_->mu);
+  memory_stats s;
+  s.run_contexts = impl_->idle.size();
+  for (const auto& rc : impl_->idle) s.arena_bytes += rc->mem.reserved_bytes();
+  return s;
+}
+
+}  // namespace epstack

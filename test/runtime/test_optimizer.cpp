@@ -1,0 +1,188 @@
+// Graph transformations: what each level does, and that the transformed model computes the same outputs.
+#include <epstack/model_zoo.hpp>
+#include <epstack/onnx_io.hpp>
+#include <epstack/providers/cpu.hpp>
+#include <epstack/session.hpp>
+
+#include "../support/temp_dir.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <map>
+
+using namespace epstack;
+using cpu_session = session<cpu_provider>;
+
+namespace {
+
+node make_node(std::string name, std::string op, attribute_list attrs = {}) {
+  node n;
+  n.name = std::move(name);
+  n.op_type = std::move(op);
+  n.attributes = std::move(attrs);
+  return n;
+}
+model wrap(graph g) {
+  model m;
+  m.opsets = {{"", 13}};
+  m.graph = std::move(g);
+  return m;
+}
+cpu_session make(const model& m, graph_optimization_level level) {
+  session_options so;
+  so.set_graph_optimization_level(level);
+  auto s = cpu_session::create(m, so);
+  REQUIRE_MESSAGE(s.has_value(), s.status().to_string());
+  return std::move(*s);
+}
+std::map<std::string, int> op_counts(const graph& g) {
+  std::map<std::string, int> r;
+  for (node_id n = 0; n < g.node_count(); ++n)
+    r[(g.node(n).domain.empty() ? std::string() : g.node(n).domain + ".") + g.node(n).op_type]++;
+  return r;
+}
+std::map<std::string, int> fusion_kinds(const optimization_report& r) {
+  std::map<std::string, int> k;
+  for (const auto& f : r.fusions) k[f.substr(0, f.find(':'))]++;
+  return k;
+}
+void check_same(const std::vector<tensor>& a, const std::vector<tensor>& b, double tol) {
+  REQUIRE(a.size() == b.size());
+  for (std::size_t k = 0; k < a.size(); ++k) {
+    REQUIRE(a[k].element_count() == b[k].element_count());
+    const float* x = a[k].typed<float>();
+    const float* y = b[k].typed<float>();
+    double worst = 0;
+    for (std::size_t i = 0; i < a[k].element_count(); ++i)
+      worst = std::max(worst, std::fabs(double(x[i]) - double(y[i])) / (1.0 + std::fabs(double(y[i]))));
+    CHECK_MESSAGE(worst <= tol, "output " << k << ": worst relative difference " << worst);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("basic: constants and known shapes fold, Identity and dead nodes go, outputs stay the same") {
+  graph g("basic");
+  g.add_input("x", type_info::tensor_of(element_type::float32, shape{2, 3}));
+  g.add_initializer("c1", tensor::from<float>({3}, {1, 2, 3}));
+  g.add_initializer("c2", tensor::from<float>({3}, {10, 20, 30}));
+  g.add_node(make_node("const_add", "Add"), {"c1", "c2"}, {"c12"});           // constant: folds
+  g.add_node(make_node("scale", "Mul"), {"x", "c12"}, {"scaled"});
+  g.add_node(make_node("shape", "Shape"), {"x"}, {"shp"});                    // x's shape is known: folds
+  g.add_node(make_node("count", "ReduceProd"), {"shp"}, {"count"});           // then this folds too
+  g.add_node(make_node("id", "Identity"), {"scaled"}, {"scaled_id"});         // removed
+  g.add_node(make_node("unused", "Neg"), {"x"}, {"nobody"});                   // dead
+  g.add_node(make_node("flatten", "Reshape"), {"scaled_id", "count"}, {"y_pre"});
+  g.add_node(make_node("relu", "Relu"), {"y_pre"}, {"y"});
+  g.add_output("y");
+  const auto m = wrap(std::move(g));
+  auto plain = make(m, graph_optimization_level::disable);
+  auto basic = make(m, graph_optimization_level::basic);
+  const auto& r = basic.optimizations();
+  CHECK(r.nodes_before == 8);
+  CHECK(r.constant_folded == 2);  // the constant Add, and the ReduceProd of the folded shape
+  CHECK(r.shapes_folded == 1);
+  CHECK(r.removed == 2);          // Identity and the dead Neg
+  CHECK(r.nodes_after == 3);
+  CHECK(op_counts(basic.get_model().graph) == std::map<std::string, int>{{"Mul", 1}, {"Relu", 1}, {"Reshape", 1}});
+  CHECK(plain.optimizations().nodes_after == 8);
+  const auto x = tensor::from<float>({2, 3}, {1, -1, 2, -2, 3, -3});
+  auto a = plain.run({{"x", x}});
+  auto b = basic.run({{"x", x}});
+  REQUIRE_MESSAGE(a.has_value(), a.status().to_string());
+  REQUIRE(b.has_value());
+  check_same(*a, *b, 0);
+}
+
+TEST_CASE("Conv+BatchNormalization folds, and Conv+Add+Relu becomes FusedConv with the residual, same outputs") {
+  const auto m = zoo::make_convnet({8, 16}, 32, 10);
+  auto plain = make(m, graph_optimization_level::disable);
+  auto basic = make(m, graph_optimization_level::basic);
+  auto all = make(m, graph_optimization_level::all);
+  CHECK(fusion_kinds(basic.optimizations())["Conv+BatchNormalization"] == 6);
+  CHECK(op_counts(basic.get_model().graph)["BatchNormalization"] == 0);
+  const auto fused = op_counts(all.get_model().graph);
+  CHECK(fused.count("Conv") == 0);
+  CHECK(fused.at("com.microsoft.FusedConv") == 6);
+  CHECK(fused.count("Relu") == 0);
+  CHECK(fused.count("Add") == 0);  // both residual Adds went into a FusedConv as Z
+  CHECK(all.get_model().opset("com.microsoft") == 1);
+  const auto x = zoo::random_tensor({2, 3, 32, 32}, 3, 1.0f);
+  auto a = plain.run({{"image", x}});
+  auto b = basic.run({{"image", x}});
+  auto c = all.run({{"image", x}});
+  REQUIRE(a.has_value());
+  REQUIRE(b.has_value());
+  REQUIRE_MESSAGE(c.has_value(), c.status().to_string());
+  check_same(*a, *b, 1e-5);
+  check_same(*a, *c, 1e-5);
+}
+
+TEST_CASE("a transformer's LayerNorm, residual Add, bias and GELU fuse into contrib ops, same outputs") {
+  zoo::transformer_config cfg;
+  cfg.layers = 2;
+  const auto m = zoo::make_transformer(cfg);
+  auto plain = make(m, graph_optimization_level::disable);
+  auto all = make(m, graph_optimization_level::all);
+  const auto kinds = fusion_kinds(all.optimizations());
+  CHECK(kinds.at("LayerNormalization") == 5);        // embeddings + 2 per layer
+  CHECK(kinds.at("SkipLayerNormalization") == 5);    // each takes the Add before it (the residual, or the positions)
+  CHECK(kinds.at("BiasGelu") == 2);
+  const auto ops = op_counts(all.get_model().graph);
+  CHECK(ops.count("ReduceMean") == 0);
+  CHECK(ops.count("Erf") == 0);
+  CHECK(ops.at("com.microsoft.SkipLayerNormalization") == 5);
+  CHECK(ops.count("com.microsoft.LayerNormalization") == 0);
+  CHECK(ops.at("com.microsoft.BiasGelu") == 2);
+  tensor ids(element_type::int64, {2, 9});
+  for (std::size_t i = 0; i < ids.element_count(); ++i) ids.typed<std::int64_t>()[i] = static_cast<std::int64_t>((i * 37) % 512);
+  auto a = plain.run({{"input_ids", ids}});
+  auto b = all.run({{"input_ids", ids}});
+  REQUIRE_MESSAGE(a.has_value(), a.status().to_string());
+  REQUIRE_MESSAGE(b.has_value(), b.status().to_string());
+  check_same(*a, *b, 1e-4);
+}
+
+TEST_CASE("the optimised model is saved (optimized_model_filepath), loads back and computes the same") {
+  test::temp_dir dir;
+  const auto m = zoo::make_transformer();
+  session_options so;
+  so.set_optimized_model_filepath(dir / "optimized.onnx");
+  auto s = cpu_session::create(m, so);
+  REQUIRE_MESSAGE(s.has_value(), s.status().to_string());
+  auto back = cpu_session::create(dir / "optimized.onnx");
+  REQUIRE_MESSAGE(back.has_value(), back.status().to_string());
+  CHECK(back->optimizations().fusions.empty());  // nothing left to fuse
+  tensor ids(element_type::int64, {1, 16});
+  for (std::size_t i = 0; i < ids.element_count(); ++i) ids.typed<std::int64_t>()[i] = static_cast<std::int64_t>(i * 5);
+  auto a = s->run({{"input_ids", ids}});
+  auto b = back->run({{"input_ids", ids}});
+  REQUIRE(a.has_value());
+  REQUIRE(b.has_value());
+  check_same(*a, *b, 0);
+}
+
+TEST_CASE("values a subgraph uses are neither removed nor fused away") {
+  graph then_g("then");
+  then_g.add_node(make_node("t", "Neg"), {"kept"}, {"t_out"});
+  then_g.add_output("t_out", type_info::tensor_of(element_type::float32, shape{2}));
+  graph else_g("else");
+  else_g.add_node(make_node("e", "Abs"), {"kept"}, {"e_out"});
+  else_g.add_output("e_out", type_info::tensor_of(element_type::float32, shape{2}));
+  graph g("outer");
+  g.add_input("c", type_info::tensor_of(element_type::boolean, shape{}));
+  g.add_input("x", type_info::tensor_of(element_type::float32, shape{2}));
+  g.add_node(make_node("id", "Identity"), {"x"}, {"kept"});  // only the branches use it
+  attribute_list attrs;
+  attrs.set("then_branch", make_subgraph(std::move(then_g)));
+  attrs.set("else_branch", make_subgraph(std::move(else_g)));
+  g.add_node(make_node("if", "If", std::move(attrs)), {"c"}, {"y"});
+  g.add_output("y");
+  auto s = make(wrap(std::move(g)), graph_optimization_level::all);
+  CHECK(op_counts(s.get_model().graph).at("Identity") == 1);
+  auto r = s.run({{"c", tensor::scalar(true)}, {"x", tensor::from<float>({2}, {1, -2})}});
+  REQUIRE_MESSAGE(r.has_value(), r.status().to_string());
+  CHECK((*r)[0].typed<float>()[0] == -1.0f);
+  CHECK((*r)[0].typed<float>()[1] == 2.0f);
+}
