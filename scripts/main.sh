@@ -1,6 +1,7 @@
 #!/bin/sh
-# The main job: build the epstack tool, generate a model with epstack's own IR (weights in external data), and
-# inspect it. Usage: scripts/main.sh [BUILD_DIR]   (default: build)
+# The main job: build the epstack tool, write a residual convolutional network with epstack's own model-building API
+# (epstack::zoo; weights in an external data file), show its partition plan, and run it on the default provider stack,
+# printing a summary of its outputs and the timing. Usage: scripts/main.sh [BUILD_DIR]   (default: build)
 set -eu
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
@@ -9,6 +10,8 @@ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=
 cmake --build "$BUILD" --target epstack_cli -j "$(nproc)"
 OUT="$BUILD/main-job"
 mkdir -p "$OUT"
-rm -f "$OUT/mlp.onnx" "$OUT/mlp.onnx.data"
-"$BUILD/tools/epstack" generate mlp "$OUT/mlp.onnx" --widths 1024,4096,4096,1024,10 --external
-"$BUILD/tools/epstack" inspect "$OUT/mlp.onnx"
+rm -f "$OUT/convnet.onnx" "$OUT/convnet.onnx.data"
+"$BUILD/tools/epstack" generate convnet "$OUT/convnet.onnx" --channels 32,64,128 --size 128 --external
+"$BUILD/tools/epstack" inspect "$OUT/convnet.onnx"
+"$BUILD/tools/epstack" partition "$OUT/convnet.onnx" | head -n 12
+"$BUILD/tools/epstack" run "$OUT/convnet.onnx" --dims N=4

@@ -1,0 +1,164 @@
+// epstack inspect and epstack generate.
+#include "cli.hpp"
+
+#include <epstack/graph_algorithms.hpp>
+#include <epstack/model_zoo.hpp>
+#include <epstack/onnx_io.hpp>
+
+#include <cstdio>
+#include <iostream>
+#include <map>
+
+namespace epstack::cli {
+namespace {
+
+std::string human_bytes(std::uint64_t b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(b);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[64];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.2f %s", v, units[u]);
+  return buf;
+}
+
+struct counts {
+  std::map<std::string, std::size_t> ops;
+  std::size_t nodes = 0, subgraph_nodes = 0;
+};
+
+void count_nodes(const graph& g, counts& c, bool sub) {
+  for (node_id n = 0; n < g.node_count(); ++n) {
+    const auto& nd = g.node(n);
+    c.ops[nd.domain.empty() ? nd.op_type : nd.domain + "." + nd.op_type]++;
+    (sub ? c.subgraph_nodes : c.nodes)++;
+    for (const auto& a : nd.attributes) {
+      if (const auto* s = std::get_if<subgraph>(&a.value); s && *s) count_nodes(**s, c, true);
+      if (const auto* v = std::get_if<std::vector<subgraph>>(&a.value))
+        for (const auto& s : *v)
+          if (s) count_nodes(*s, c, true);
+    }
+  }
+}
+
+int inspect_model(const std::string& path) {
+  auto m = load_model(path);
+  if (!m) return fail(m.status());
+  const auto& g = m->graph;
+  std::cout << "model: " << path << "\n";
+  std::cout << "  ir_version " << m->ir_version << ", producer '" << m->producer_name << "'"
+            << (m->producer_version.empty() ? "" : " " + m->producer_version) << ", graph '" << g.name() << "'\n";
+  std::cout << "opsets:";
+  for (const auto& o : m->opsets) std::cout << " " << (o.domain.empty() ? "ai.onnx" : o.domain) << "=" << o.version;
+  std::cout << "\ninputs:\n";
+  for (value_id v : g.inputs())
+    if (!g.value(v).initializer) std::cout << "  " << g.value(v).name << ": " << g.value(v).type.to_string() << "\n";
+  std::cout << "outputs:\n";
+  for (value_id v : g.outputs()) std::cout << "  " << g.value(v).name << ": " << g.value(v).type.to_string() << "\n";
+  counts c;
+  count_nodes(g, c, false);
+  std::cout << "nodes: " << c.nodes;
+  if (c.subgraph_nodes) std::cout << " (+" << c.subgraph_nodes << " in subgraphs)";
+  std::cout << "\n";
+  for (const auto& [op, n] : c.ops) std::cout << "  " << op << ": " << n << "\n";
+  std::uint64_t params = 0, bytes = 0, mapped = 0;
+  for (value_id v : g.initializers()) {
+    const auto& t = *g.value(v).initializer;
+    params += t.element_count();
+    bytes += t.byte_size();
+    if (t.is_borrowed()) mapped += t.byte_size();
+  }
+  std::cout << "initializers: " << g.initializers().size() << ", parameters: " << params
+            << ", bytes: " << bytes << " (" << human_bytes(bytes) << ")\n";
+  std::cout << "  not copied at load: " << human_bytes(mapped) << " (memory-mapped external data or buffers taken over)\n";
+  if (!m->metadata.empty()) {
+    std::cout << "metadata:\n";
+    for (const auto& [k, v] : m->metadata) std::cout << "  " << k << " = " << v << "\n";
+  }
+  if (!m->functions.empty()) std::cout << "functions: " << m->functions.size() << "\n";
+  return 0;
+}
+
+// "256,512,10" -> sizes, each positive.
+Result<std::vector<std::int64_t>> parse_sizes(const std::string& s, const char* what) {
+  std::vector<std::int64_t> r;
+  for (std::size_t p = 0; p <= s.size();) {
+    const auto q = s.find(',', p);
+    const auto tok = s.substr(p, q == std::string::npos ? std::string::npos : q - p);
+    EPSTACK_ASSIGN_OR_RETURN(auto v, to_int(tok, what));
+    if (v <= 0) return Status(errc::invalid_argument, std::string(what) + ": sizes must be positive");
+    r.push_back(v);
+    if (q == std::string::npos) break;
+    p = q + 1;
+  }
+  return r;
+}
+
+int generate_impl(const std::vector<std::string>& argv) {
+  const char* usage = "usage: epstack generate mlp|convnet|transformer OUT.onnx [--widths 256,512,10] [--channels 16,32,64]\n"
+                      "       [--size 64] [--layers 2] [--hidden 64] [--external]";
+  auto a = args::parse(argv, {"--widths", "--channels", "--size", "--layers", "--hidden"}, {"--external"});
+  if (!a) return usage_error(a.status().message());
+  if (a->positional.size() != 2) return usage_error(usage);
+  const auto& kind = a->positional[0];
+  const auto& out = a->positional[1];
+  model m;
+  if (kind == "mlp") {
+    std::vector<std::int64_t> widths{256, 512, 512, 10};
+    if (auto w = a->get("--widths")) {
+      auto r = parse_sizes(*w, "--widths");
+      if (!r) return fail(r.status());
+      if (r->size() < 2) return fail(Status(errc::invalid_argument, "--widths needs at least two sizes"));
+      widths = *r;
+    }
+    m = zoo::make_mlp(widths);
+  } else if (kind == "convnet") {
+    std::vector<std::int64_t> channels{16, 32, 64};
+    std::int64_t size = 64;
+    if (auto c = a->get("--channels")) {
+      auto r = parse_sizes(*c, "--channels");
+      if (!r) return fail(r.status());
+      channels = *r;
+    }
+    if (auto sz = a->get("--size")) {
+      auto r = to_int(*sz, "--size");
+      if (!r || *r < 8) return fail(Status(errc::invalid_argument, "--size must be an integer of at least 8"));
+      size = *r;
+    }
+    m = zoo::make_convnet(channels, size);
+  } else if (kind == "transformer") {
+    zoo::transformer_config cfg;
+    if (auto l = a->get("--layers")) {
+      auto r = to_int(*l, "--layers");
+      if (!r || *r < 1) return fail(Status(errc::invalid_argument, "--layers must be a positive integer"));
+      cfg.layers = *r;
+    }
+    if (auto h = a->get("--hidden")) {
+      auto r = to_int(*h, "--hidden");
+      if (!r || *r < cfg.heads || *r % cfg.heads != 0)
+        return fail(Status(errc::invalid_argument, "--hidden must be a positive multiple of 4 (the head count)"));
+      cfg.hidden = *r;
+    }
+    m = zoo::make_transformer(cfg);
+  } else {
+    return usage_error(usage);
+  }
+  save_options so;
+  if (a->flag("--external")) so.mode = external_data_mode::all_external;
+  if (auto st = save_model(m, out, so); !st) return fail(st);
+  std::cout << "wrote " << out << "\n";
+  return 0;
+}
+
+}  // namespace
+
+int inspect(const std::vector<std::string>& argv) {
+  if (argv.size() != 1) return usage_error("usage: epstack inspect MODEL");
+  return inspect_model(argv[0]);
+}
+int generate(const std::vector<std::string>& argv) { return generate_impl(argv); }
+
+}  // namespace epstack::cli
