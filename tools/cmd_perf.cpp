@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <numeric>
 #include <thread>
 
@@ -137,6 +138,32 @@ Status dump(json& j, const fs::path& dir, const std::string& prefix, std::size_t
   return {};
 }
 
+// Per-op-type totals and the costliest steps, per run, on stderr.
+void print_profile(const std::vector<session_core::step_profile>& steps, double runs) {
+  std::map<std::string, std::pair<double, std::uint64_t>> by_kind;
+  double total = 0;
+  for (const auto& s : steps) {
+    by_kind[s.kind].first += s.total_ms;
+    by_kind[s.kind].second += s.calls;
+    total += s.total_ms;
+  }
+  std::vector<std::pair<std::string, std::pair<double, std::uint64_t>>> kinds(by_kind.begin(), by_kind.end());
+  std::sort(kinds.begin(), kinds.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+  char line[256];
+  std::snprintf(line, sizeof line, "[epstack perf] profile: %.3f ms per run in %zu steps\n", total / runs, steps.size());
+  std::cerr << line;
+  for (const auto& [k, v] : kinds) {
+    std::snprintf(line, sizeof line, "  %-40s %8.3f ms/run %5.1f%%  %6.1f calls/run\n", k.c_str(), v.first / runs,
+                  100.0 * v.first / std::max(total, 1e-9), static_cast<double>(v.second) / runs);
+    std::cerr << line;
+  }
+  std::cerr << "  costliest steps:\n";
+  for (std::size_t i = 0; i < steps.size() && i < 12; ++i) {
+    std::snprintf(line, sizeof line, "    %8.3f ms/run  %s\n", steps[i].total_ms / runs, steps[i].label.c_str());
+    std::cerr << line;
+  }
+}
+
 struct perf_options {
   std::string model;
   int threads = 2, warmup = 5, iters = 50, creates = 5;
@@ -149,6 +176,7 @@ int perf_with(const args& a, const perf_options& po) {
   auto so = session_options_from(a);
   if (!so) return fail(so.status());
   so->set_intra_op_threads(po.threads);
+  if (a.flag("--profile")) so->enable_profiling();
   auto rule = input_rule_from(a);
   if (!rule) return fail(rule.status());
   const std::string model_name = fs::path(po.model).stem().string();
@@ -197,6 +225,7 @@ int perf_with(const args& a, const perf_options& po) {
   }
   const double peak_rss = peak_rss_mib();
   const double loop_ms = ms_since(loop0);
+  if (a.flag("--profile")) print_profile(s->profile(), static_cast<double>(po.warmup + static_cast<int>(times.size())));
   std::optional<double> foreign;
   if (loop_ms >= 1000) foreign = foreign_cpu_pct(cpu0, sample_cpu());
   if (foreign && *foreign > 10)
@@ -285,7 +314,8 @@ int perf_with(const args& a, const perf_options& po) {
 
 int perf(const std::vector<std::string>& argv) {
   auto a = args::parse(argv, {"--model", "--providers", "--threads", "--warmup", "--iters", "--creates", "--dims",
-                              "--out-dir", "--max-seconds", "--seed", "--id-max", "--opt", "--config"});
+                              "--out-dir", "--max-seconds", "--seed", "--id-max", "--opt", "--config"},
+                       {"--profile"});
   if (!a) return usage_error(a.status().message());
   perf_options po;
   po.model = a->get("--model").value_or(a->positional.empty() ? std::string() : a->positional[0]);

@@ -18,7 +18,7 @@ int usage(std::ostream& os, int code) {
         "  partition MODEL [--providers P] [--dot FILE] [--opt L] [--config k=v]...\n"
         "                                the graph optimisations and the partition plan (table; Graphviz DOT to FILE)\n"
         "  perf --model M [--providers P] [--threads N] [--warmup W] [--iters I] [--creates C] [--dims k=v,...]\n"
-        "       [--out-dir DIR] [--max-seconds S] [--seed S] [--id-max N] [--opt L] [--config k=v]...\n"
+        "       [--out-dir DIR] [--max-seconds S] [--seed S] [--id-max N] [--opt L] [--config k=v]... [--profile]\n"
         "                                benchmark with the peer protocol (shared/bench/inputs.md): one JSON line\n"
         "  generate mlp|convnet|transformer OUT.onnx [--widths 256,512,10] [--channels 16,32,64] [--size 64]\n"
         "           [--layers 2] [--hidden 64] [--external]\n"

@@ -130,6 +130,8 @@ class basic_session {
   [[nodiscard]] const providers_type& providers() const noexcept { return *providers_; }
   /// Memory the executor keeps for reuse between runs.
   [[nodiscard]] session_core::memory_stats memory() const { return core_->memory(); }
+  /// Time per step over every run so far (empty unless `session_options::enable_profiling`).
+  [[nodiscard]] std::vector<session_core::step_profile> profile() const { return core_->profile(); }
 
  private:
   static Result<basic_session> create_prepared(model m, const session_options& options, providers_type providers) {

@@ -77,6 +77,16 @@ class session_core {
   };
   [[nodiscard]] memory_stats memory() const;
 
+  /// With profiling on (`session_options::enable_profiling`): time spent in each step (node or fused partition) over
+  /// every run so far, the costliest first.
+  struct step_profile {
+    std::string label;  ///< "node 'name' (Op)" or "partition 'name'"
+    std::string kind;   ///< the op type (domain-qualified outside the ONNX domain), or "<provider> partition"
+    std::uint64_t calls = 0;
+    double total_ms = 0;
+  };
+  [[nodiscard]] std::vector<step_profile> profile() const;
+
  private:
   session_core();
   struct impl;

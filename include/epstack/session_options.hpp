@@ -74,11 +74,19 @@ class session_options {
   }
   [[nodiscard]] const std::filesystem::path& optimized_model_filepath() const noexcept { return optimized_model_path_; }
 
+  /// ONNX Runtime's `enable_profiling`: time every step of every run (see `profile()` on the session).
+  session_options& enable_profiling(bool on = true) {
+    profiling_ = on;
+    return *this;
+  }
+  [[nodiscard]] bool profiling() const noexcept { return profiling_; }
+
  private:
   std::map<std::string, std::string, std::less<>> config_;
   int intra_op_threads_ = 0;
   graph_optimization_level opt_level_ = graph_optimization_level::all;
   std::filesystem::path optimized_model_path_;
+  bool profiling_ = false;
 };
 
 }  // namespace epstack

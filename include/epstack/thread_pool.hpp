@@ -59,12 +59,14 @@ class thread_pool {
     j.chunks = chunks;
     j.ctx = const_cast<void*>(static_cast<const void*>(&f));
     j.call = [](void* ctx, std::size_t b, std::size_t e) { (*static_cast<std::remove_reference_t<F>*>(ctx))(b, e); };
+    bool wake = false;
     {
       std::lock_guard lock(mu_);
       queue_.push_back(&j);
       pending_.fetch_add(1, std::memory_order_release);
+      wake = sleepers_ > 0;
     }
-    cv_.notify_all();
+    if (wake) cv_.notify_all();  // spinning workers see `pending_` without a system call
     run_chunks(j);
     {
       std::lock_guard lock(mu_);
@@ -74,8 +76,10 @@ class thread_pool {
       }
     }
     // No worker can join the job now; wait for those still inside it.
-    while (j.done.load(std::memory_order_acquire) < j.chunks || j.active.load(std::memory_order_acquire) != 0)
-      std::this_thread::yield();
+    for (unsigned spin = 0;
+         j.done.load(std::memory_order_acquire) < j.chunks || j.active.load(std::memory_order_acquire) != 0; ++spin)
+      if (spin < 4096) cpu_relax();
+      else std::this_thread::yield();
   }
 
   /// @brief The chunk size that gives each thread about `per_thread` chunks of a range of `n` items.
@@ -92,6 +96,14 @@ class thread_pool {
     std::atomic<int> active{0};
   };
 
+  static void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#else
+    std::this_thread::yield();
+#endif
+  }
+
   static void run_chunks(job& j) {
     for (;;) {
       const std::size_t c = j.next.fetch_add(1, std::memory_order_relaxed);
@@ -104,15 +116,19 @@ class thread_pool {
 
   void work() {
     for (;;) {
-      // Spin briefly before sleeping: the next operator's loop usually follows within microseconds.
-      for (int spin = 0; spin < 20000 && pending_.load(std::memory_order_acquire) == 0 &&
-                         !stopping_.load(std::memory_order_relaxed);
+      // Spin before sleeping: during a run the next operator's loop follows within microseconds. First with the
+      // CPU's pause hint (no system call), then yielding, then asleep until a loop arrives.
+      for (unsigned spin = 0; spin < 300000 && pending_.load(std::memory_order_acquire) == 0 &&
+                              !stopping_.load(std::memory_order_relaxed);
            ++spin)
-        std::this_thread::yield();
+        if (spin < 100000) cpu_relax();
+        else std::this_thread::yield();
       job* j = nullptr;
       {
         std::unique_lock lock(mu_);
+        ++sleepers_;
         cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+        --sleepers_;
         if (stop_ && queue_.empty()) return;
         j = queue_.front();
         j->active.fetch_add(1, std::memory_order_acq_rel);
@@ -136,6 +152,7 @@ class thread_pool {
   std::condition_variable cv_;
   std::deque<job*> queue_;
   std::atomic<int> pending_{0};
+  int sleepers_ = 0;  // workers waiting on cv_ (guarded by mu_)
   bool stop_ = false;
   std::atomic<bool> stopping_{false};
 };

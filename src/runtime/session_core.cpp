@@ -13,6 +13,8 @@
 #include <boost/container/flat_map.hpp>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <mutex>
 #include <new>
 #include <unordered_map>
@@ -100,9 +102,13 @@ class arena {
 struct step {
   const compute_function* fn = nullptr;
   std::string label;                   // "node 'x' (Op)" or "partition 'P'", for messages
+  std::string kind;                    // the op type, or the partition's provider, for the profile
   std::vector<value_id> inputs, outputs;
   std::vector<value_id> release;       // values whose last use is this step
   std::unique_ptr<bool[]> persistent;  // outputs that leave the graph
+  // Profiling counters (written only when profiling is on).
+  std::unique_ptr<std::atomic<std::uint64_t>> ns = std::make_unique<std::atomic<std::uint64_t>>(0);
+  std::unique_ptr<std::atomic<std::uint64_t>> calls = std::make_unique<std::atomic<std::uint64_t>>(0);
 };
 
 struct graph_exec {
@@ -155,8 +161,8 @@ tensor clone_if(const tensor& t, bool needed) { return needed ? t.clone() : t; }
 class frame final : public execution_frame {
  public:
   frame(const graph_exec& ge, run_context& rc, thread_pool* pool, std::vector<ivalue>& env,
-        std::vector<std::byte*>& blocks, const frame* parent)
-      : ge_(ge), rc_(rc), pool_(pool), env_(env), blocks_(blocks), parent_(parent) {}
+        std::vector<std::byte*>& blocks, const frame* parent, bool profiling)
+      : ge_(ge), rc_(rc), pool_(pool), env_(env), blocks_(blocks), parent_(parent), profiling_(profiling) {}
 
   tensor allocate(element_type type, std::span<const std::int64_t> sizes, bool persistent) override {
     if (persistent || type == element_type::string) return tensor::uninitialized(type, sizes);
@@ -173,7 +179,7 @@ class frame final : public execution_frame {
     const graph_exec& sub = *it->second;
     std::vector<ivalue> env(body.value_count());
     std::vector<std::byte*> blocks(body.value_count(), nullptr);
-    frame f(sub, rc_, pool_, env, blocks, this);
+    frame f(sub, rc_, pool_, env, blocks, this, profiling_);
     struct release_guard {
       frame& f;
       ~release_guard() { f.release_all(); }
@@ -253,10 +259,17 @@ class frame final : public execution_frame {
       const std::size_t mark = rc_.mem.mark();
       compute_context ctx(ins, outs, this, pool_, std::span<const bool>(s.persistent.get(), s.outputs.size()));
       Status st;
+      const auto t0 = profiling_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
       try {
         st = (*s.fn)(ctx);
       } catch (const std::exception& e) {
         st = Status(errc::runtime_exception, e.what());
+      }
+      if (profiling_) {
+        s.ns->fetch_add(static_cast<std::uint64_t>(
+                            std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count()),
+                        std::memory_order_relaxed);
+        s.calls->fetch_add(1, std::memory_order_relaxed);
       }
       if (!st) {
         rc_.mem.end_step(mark);
@@ -303,6 +316,7 @@ class frame final : public execution_frame {
   std::vector<ivalue>& env_;
   std::vector<std::byte*>& blocks_;
   const frame* parent_;
+  bool profiling_;
 };
 
 // Where a value a subgraph uses comes from: (levels up, value id there), or nullopt.
@@ -331,6 +345,7 @@ struct session_core::impl {
   std::unique_ptr<thread_pool> pool;
   mutable std::mutex mu;
   mutable std::vector<std::unique_ptr<run_context>> idle;
+  bool profiling = false;
 
   // Builds the executor of one graph from its plan. `indices[i][k]` is the function of partition k of `plans[i]`.
   Result<std::unique_ptr<graph_exec>> build_exec(const graph_plan& gp, std::vector<const graph*>& scopes,
@@ -371,6 +386,10 @@ struct session_core::impl {
       step s;
       s.fn = &functions[fn_index[k]];
       s.label = part.is_fused() ? cat("partition '", part.name, "'") : cat("node ", g.describe(part.nodes.front()));
+      s.kind = part.is_fused() ? cat(plan.providers[gp.partition_provider[k]], " partition")
+                               : (g.node(part.nodes.front()).domain.empty()
+                                      ? g.node(part.nodes.front()).op_type
+                                      : cat(g.node(part.nodes.front()).domain, ".", g.node(part.nodes.front()).op_type));
       s.inputs = part.inputs;
       s.outputs = part.outputs;
       s.persistent = std::make_unique<bool[]>(std::max<std::size_t>(s.outputs.size(), 1));
@@ -411,6 +430,7 @@ Result<std::shared_ptr<const session_core>> session_core::build(model m, std::ve
   auto& d = *core->impl_;
   d.m = std::move(m);
   d.pool = std::make_unique<thread_pool>(options.intra_op_threads());
+  d.profiling = options.profiling();
 
   optimizer_options oo;
   oo.level = options.optimization_level();
@@ -491,7 +511,7 @@ Result<std::vector<ivalue>> session_core::run(std::span<const named_value> feeds
   if (!rc) rc = std::make_unique<run_context>();
   rc->env.resize(g.value_count());
   rc->blocks.assign(g.value_count(), nullptr);
-  frame f(*d.main, *rc, d.pool.get(), rc->env, rc->blocks, nullptr);
+  frame f(*d.main, *rc, d.pool.get(), rc->env, rc->blocks, nullptr, d.profiling);
 
   std::vector<const void*> owners = d.shared_owners;
   Status st;
@@ -536,6 +556,22 @@ const partition_plan& session_core::plan() const noexcept { return impl_->plan; 
 const model& session_core::get_model() const noexcept { return impl_->m; }
 const optimization_report& session_core::optimizations() const noexcept { return impl_->report; }
 int session_core::intra_op_threads() const noexcept { return impl_->pool->size(); }
+namespace {
+void collect_profile(const graph_exec& ge, std::vector<session_core::step_profile>& out) {
+  for (const auto& s : ge.steps)
+    out.push_back({s.label, s.kind, s.calls->load(std::memory_order_relaxed),
+                   static_cast<double>(s.ns->load(std::memory_order_relaxed)) / 1e6});
+  for (const auto& [g, sub] : ge.subgraphs) collect_profile(*sub, out);
+}
+}  // namespace
+
+std::vector<session_core::step_profile> session_core::profile() const {
+  std::vector<step_profile> r;
+  collect_profile(*impl_->main, r);
+  std::stable_sort(r.begin(), r.end(), [](const auto& a, const auto& b) { return a.total_ms > b.total_ms; });
+  return r;
+}
+
 session_core::memory_stats session_core::memory() const {
   std::lock_guard lock(impl_->mu);
   memory_stats s;

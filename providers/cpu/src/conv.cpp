@@ -7,6 +7,14 @@
 // product split across the threads.
 #include "gemm.hpp"
 #include "kernel_util.hpp"
+#include "sgemm.hpp"
+
+#include <memory>
+#include <new>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 namespace epstack::cpu {
 namespace impl {
@@ -115,77 +123,104 @@ Result<geometry> make_geometry(const conv_attrs& at, std::span<const std::int64_
   return g;
 }
 
-// im2col of output columns [c0, c1) of one image and group: col[(c*K + k), j - c0] for c < Cg, k < kernel_size.
-void im2col(const geometry& g, const float* x, std::int64_t c0, std::int64_t c1, float* col) {
-  const std::int64_t cols = c1 - c0;
+// Row `r` (input channel r / kernel_size, kernel tap r % kernel_size) of the im2col matrix of one image and group,
+// for output columns [c0, c1), into `dst` (c1 - c0 floats).
+void im2col_row(const geometry& g, const float* x, std::int64_t r, std::int64_t c0, std::int64_t c1, float* dst) {
+  const std::int64_t c = r / g.kernel_size, k = r % g.kernel_size;
+  const float* src = x + c * g.in_size;
   if (g.spatial == 2) {
-    const std::int64_t IH = g.in[0], IW = g.in[1], KH = g.kernel[0], KW = g.kernel[1], OW = g.out[1];
+    const std::int64_t IH = g.in[0], IW = g.in[1], KW = g.kernel[1], OW = g.out[1];
     const std::int64_t sh = g.stride[0], sw = g.stride[1], dh = g.dilation[0], dw = g.dilation[1];
     const std::int64_t ph = g.pad_begin[0], pw = g.pad_begin[1];
-    for (std::int64_t c = 0; c < g.Cg; ++c)
-      for (std::int64_t ki = 0; ki < KH; ++ki)
-        for (std::int64_t kj = 0; kj < KW; ++kj) {
-          float* dst = col + ((c * KH + ki) * KW + kj) * cols;
-          const float* src = x + c * IH * IW;
-          std::int64_t j = c0;
-          while (j < c1) {
-            const std::int64_t oh = j / OW, ow0 = j % OW;
-            const std::int64_t run = std::min(OW - ow0, c1 - j);
-            const std::int64_t ih = oh * sh - ph + ki * dh;
-            float* d = dst + (j - c0);
-            if (ih < 0 || ih >= IH) {
-              std::fill_n(d, run, 0.0f);
-            } else {
-              const float* row = src + ih * IW;
-              // Valid ow: 0 <= ow*sw - pw + kj*dw < IW.
-              const std::int64_t off = kj * dw - pw;
-              std::int64_t lo = off >= 0 ? 0 : (-off + sw - 1) / sw;
-              std::int64_t hi = IW - off > 0 ? (IW - off + sw - 1) / sw : 0;
-              lo = std::clamp(lo - ow0, std::int64_t{0}, run);
-              hi = std::clamp(hi - ow0, lo, run);
-              std::fill_n(d, lo, 0.0f);
-              if (sw == 1) std::memcpy(d + lo, row + (ow0 + lo) + off, static_cast<std::size_t>(hi - lo) * sizeof(float));
-              else
-                for (std::int64_t t = lo; t < hi; ++t) d[t] = row[(ow0 + t) * sw + off];
-              std::fill_n(d + hi, run - hi, 0.0f);
-            }
-            j += run;
-          }
-        }
+    const std::int64_t ki = k / KW, kj = k % KW;
+    const std::int64_t off = kj * dw - pw;
+    // Valid ow: 0 <= ow*sw + off < IW.
+    const std::int64_t ow_lo = off >= 0 ? 0 : (-off + sw - 1) / sw;
+    const std::int64_t ow_hi = IW - off > 0 ? (IW - off + sw - 1) / sw : 0;
+    std::int64_t j = c0;
+    while (j < c1) {
+      const std::int64_t oh = j / OW, ow0 = j % OW;
+      const std::int64_t run = std::min(OW - ow0, c1 - j);
+      const std::int64_t ih = oh * sh - ph + ki * dh;
+      float* d = dst + (j - c0);
+      if (ih < 0 || ih >= IH) {
+        std::fill_n(d, run, 0.0f);
+      } else {
+        const float* row = src + ih * IW;
+        const std::int64_t lo = std::clamp(ow_lo - ow0, std::int64_t{0}, run);
+        const std::int64_t hi = std::clamp(ow_hi - ow0, lo, run);
+        std::fill_n(d, lo, 0.0f);
+        if (sw == 1) std::memcpy(d + lo, row + (ow0 + lo) + off, static_cast<std::size_t>(hi - lo) * sizeof(float));
+        else
+          for (std::int64_t t = lo; t < hi; ++t) d[t] = row[(ow0 + t) * sw + off];
+        std::fill_n(d + hi, run - hi, 0.0f);
+      }
+      j += run;
+    }
     return;
   }
   // Any spatial rank: decompose indices.
   const std::size_t S = g.spatial;
   tensor_sizes kidx(S), oidx(S);
-  for (std::int64_t c = 0; c < g.Cg; ++c)
-    for (std::int64_t k = 0; k < g.kernel_size; ++k) {
-      std::int64_t r = k;
-      for (std::size_t i = S; i-- > 0;) {
-        kidx[i] = r % g.kernel[i];
-        r /= g.kernel[i];
-      }
-      float* dst = col + (c * g.kernel_size + k) * cols;
-      for (std::int64_t j = c0; j < c1; ++j) {
-        std::int64_t q = j, off = 0;
-        bool inside = true;
-        for (std::size_t i = S; i-- > 0;) {
-          oidx[i] = q % g.out[i];
-          q /= g.out[i];
-        }
-        for (std::size_t i = 0; i < S; ++i) {
-          const std::int64_t p = oidx[i] * g.stride[i] - g.pad_begin[i] + kidx[i] * g.dilation[i];
-          inside = inside && p >= 0 && p < g.in[i];
-          off = off * g.in[i] + p;
-        }
-        dst[j - c0] = inside ? x[c * g.in_size + off] : 0.0f;
-      }
+  std::int64_t q = k;
+  for (std::size_t i = S; i-- > 0;) {
+    kidx[i] = q % g.kernel[i];
+    q /= g.kernel[i];
+  }
+  for (std::int64_t jj = c0; jj < c1; ++jj) {
+    std::int64_t rest = jj, off = 0;
+    bool inside = true;
+    for (std::size_t i = S; i-- > 0;) {
+      oidx[i] = rest % g.out[i];
+      rest /= g.out[i];
     }
+    for (std::size_t i = 0; i < S; ++i) {
+      const std::int64_t pos = oidx[i] * g.stride[i] - g.pad_begin[i] + kidx[i] * g.dilation[i];
+      inside = inside && pos >= 0 && pos < g.in[i];
+      off = off * g.in[i] + pos;
+    }
+    dst[jj - c0] = inside ? src[off] : 0.0f;
+  }
+}
+
+// im2col of output columns [c0, c1): col[r, j - c0] for every row r < Cg * kernel_size.
+void im2col(const geometry& g, const float* x, std::int64_t c0, std::int64_t c1, float* col) {
+  for (std::int64_t r = 0; r < g.Cg * g.kernel_size; ++r) im2col_row(g, x, r, c0, c1, col + r * (c1 - c0));
+}
+
+// The im2col matrix (or, for a pointwise convolution, the input itself) of output columns [c0, c1), written straight
+// into sgemm's packed-B layout. `row` is scratch of c1 - c0 floats.
+void pack_columns(const geometry& g, bool pointwise, const float* x, std::int64_t c0, std::int64_t c1, float* dst, float* row) {
+  const std::int64_t K = g.Cg * g.kernel_size, n = c1 - c0;
+  const std::int64_t npad = b_panels(n) * sgemm_nr;
+  for (std::int64_t r = 0; r < K; ++r) {
+    const float* values;
+    if (pointwise) {
+      values = x + r * g.in_size + c0;
+    } else {
+      im2col_row(g, x, r, c0, c1, row);
+      values = row;
+    }
+    const std::int64_t k0 = r / sgemm_kc * sgemm_kc, kc = std::min(sgemm_kc, K - k0), kk = r - k0;
+    float* block = dst + k0 * npad;
+    for (std::int64_t q = 0; q * sgemm_nr < n; ++q) {
+      float* out = block + q * kc * sgemm_nr + kk * sgemm_nr;
+      const std::int64_t cols = std::min(sgemm_nr, n - q * sgemm_nr);
+      std::memcpy(out, values + q * sgemm_nr, static_cast<std::size_t>(cols) * sizeof(float));
+      for (std::int64_t t = cols; t < sgemm_nr; ++t) out[t] = 0.0f;
+    }
+  }
 }
 
 struct conv_plan {
   conv_attrs attrs;
   activation act;
   bool fused = false;  // FusedConv: inputs X, W, B, Z
+  // Weights packed for sgemm at compile time (W constant): one packed A per group, `group_stride` floats apart,
+  // for W of shape `w_sizes`.
+  std::shared_ptr<const float> packed_w;
+  std::size_t group_stride = 0;
+  tensor_sizes w_sizes;
 };
 
 // Bias, residual and activation on rows [0, Mg) x columns [c0, c1) of one image and group's output.
@@ -206,29 +241,230 @@ void epilogue(const conv_plan& p, float* y, const float* bias, const float* z, s
   }
 }
 
-// Depthwise: one input and one output channel per group, 2-D.
-void depthwise2d(const geometry& g, const float* x, const float* w, float* y) {
+#if defined(__AVX512F__)
+// Depthwise 3x3, stride 1 or 2, dilation 1, AVX-512: 16 output columns at a time, all nine taps accumulated in one
+// register from masked loads (masks drop the columns that fall into the padding, and never touch memory there), then
+// the residual and activation before the only store. Stride-2 input rows are first split into even and odd columns,
+// once per plane, so every load is contiguous. `phase_buf` holds IH * (IW + 2) floats.
+bool depthwise3x3_avx512(const geometry& g, const conv_plan& p, const float* x, const float* w, float bias, const float* z,
+                         float* y, float* phase_buf) {
+  const std::int64_t IH = g.in[0], IW = g.in[1], OH = g.out[0], OW = g.out[1];
+  const std::int64_t s = g.stride[0], ph = g.pad_begin[0], pw = g.pad_begin[1];
+  if (g.kernel[0] != 3 || g.kernel[1] != 3 || g.stride[1] != s || (s != 1 && s != 2) || g.dilation[0] != 1 ||
+      g.dilation[1] != 1)
+    return false;
+  if (!(p.act.kind == act_kind::none || p.act.kind == act_kind::relu || p.act.kind == act_kind::clip)) return false;
+  // Per kernel column: which phase row and what shift give input column ow*s + kj - pw, and how long the phase is.
+  const float* src = x;
+  std::int64_t ld = IW, len[3], shift[3], phase_of[3];
+  if (s == 2) {
+    const std::int64_t half = (IW + 1) / 2;
+    ld = 2 * half;
+    const __m512i even_idx = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd_idx = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    for (std::int64_t r = 0; r < IH; ++r) {
+      const float* in = x + r * IW;
+      float* ev = phase_buf + r * ld;
+      float* od = ev + half;
+      std::int64_t c = 0;
+      for (; c + 32 <= IW; c += 32) {
+        const __m512 a = _mm512_loadu_ps(in + c), b = _mm512_loadu_ps(in + c + 16);
+        _mm512_storeu_ps(ev + c / 2, _mm512_permutex2var_ps(a, even_idx, b));
+        _mm512_storeu_ps(od + c / 2, _mm512_permutex2var_ps(a, odd_idx, b));
+      }
+      for (; c < IW; ++c) (c % 2 ? od : ev)[c / 2] = in[c];
+    }
+    src = phase_buf;
+    for (int kj = 0; kj < 3; ++kj) {
+      const std::int64_t d = kj - pw, q = ((d % 2) + 2) % 2;
+      phase_of[kj] = q * half;
+      shift[kj] = (d - q) / 2;
+      len[kj] = q == 0 ? half : IW / 2;
+    }
+  } else {
+    for (int kj = 0; kj < 3; ++kj) {
+      phase_of[kj] = 0;
+      shift[kj] = kj - pw;
+      len[kj] = IW;
+    }
+  }
+  __m512 wv[9];
+  for (int t = 0; t < 9; ++t) wv[t] = _mm512_set1_ps(w[t]);
+  const __m512 vb = _mm512_set1_ps(bias);
+  const __m512 lo = _mm512_set1_ps(p.act.kind == act_kind::clip ? p.act.a : 0.0f);
+  const __m512 hi = _mm512_set1_ps(p.act.kind == act_kind::clip ? p.act.b : 0.0f);
+  // Lanes [a, b) of the vector starting at column ow0.
+  const auto lanes_mask = [](std::int64_t a, std::int64_t b) -> __mmask16 {
+    a = std::clamp<std::int64_t>(a, 0, 16);
+    b = std::clamp<std::int64_t>(b, 0, 16);
+    if (b <= a) return 0;
+    const unsigned m = (b == 16 ? 0xFFFFu : ((1u << b) - 1)) & ~((1u << a) - 1);
+    return static_cast<__mmask16>(m);
+  };
+  for (std::int64_t oh = 0; oh < OH; ++oh) {
+    const float* rows[3];
+    for (int ki = 0; ki < 3; ++ki) {
+      const std::int64_t ih = oh * s - ph + ki;
+      rows[ki] = ih >= 0 && ih < IH ? src + ih * ld : nullptr;
+    }
+    float* out = y + oh * OW;
+    const float* zr = z != nullptr ? z + oh * OW : nullptr;
+    for (std::int64_t ow0 = 0; ow0 < OW; ow0 += 16) {
+      const __mmask16 store = lanes_mask(0, OW - ow0);
+      __m512 acc = vb;
+      for (int kj = 0; kj < 3; ++kj) {
+        // Input index ow + shift must lie in [0, len).
+        const __mmask16 m = lanes_mask(-shift[kj] - ow0, len[kj] - shift[kj] - ow0) & store;
+        const std::int64_t off = phase_of[kj] + ow0 + shift[kj];
+        for (int ki = 0; ki < 3; ++ki)
+          if (rows[ki] != nullptr) acc = _mm512_fmadd_ps(wv[ki * 3 + kj], _mm512_maskz_loadu_ps(m, rows[ki] + off), acc);
+      }
+      if (zr != nullptr) acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(store, zr + ow0));
+      if (p.act.kind == act_kind::relu) acc = _mm512_max_ps(acc, _mm512_setzero_ps());
+      else if (p.act.kind == act_kind::clip) acc = _mm512_min_ps(_mm512_max_ps(acc, lo), hi);
+      _mm512_mask_storeu_ps(out + ow0, store, acc);
+    }
+  }
+  return true;
+}
+#endif
+
+// Depthwise: one input and one output channel per group, 2-D. One output row at a time, all taps accumulated into
+// it while it sits in L1, starting from the bias and finishing with the epilogue (residual, activation). Strided rows
+// are first split into phases (even and odd columns for stride 2), so every inner loop is unit-stride.
+void depthwise2d(const geometry& g, const conv_plan& p, const float* x, const float* w, float bias, const float* z,
+                 float* y, float* phase_buf) {
+#if defined(__AVX512F__)
+  if (depthwise3x3_avx512(g, p, x, w, bias, z, y, phase_buf)) return;
+#endif
   const std::int64_t IH = g.in[0], IW = g.in[1], KH = g.kernel[0], KW = g.kernel[1], OH = g.out[0], OW = g.out[1];
   const std::int64_t sh = g.stride[0], sw = g.stride[1], dh = g.dilation[0], dw = g.dilation[1];
   const std::int64_t ph = g.pad_begin[0], pw = g.pad_begin[1];
-  std::fill_n(y, OH * OW, 0.0f);
-  for (std::int64_t ki = 0; ki < KH; ++ki)
-    for (std::int64_t kj = 0; kj < KW; ++kj) {
-      const float wv = w[ki * KW + kj];
-      const std::int64_t off = kj * dw - pw;
-      const std::int64_t lo = off >= 0 ? 0 : std::min(OW, (-off + sw - 1) / sw);
-      const std::int64_t hi = std::max(lo, std::min(OW, IW - off > 0 ? (IW - off + sw - 1) / sw : 0));
-      for (std::int64_t oh = 0; oh < OH; ++oh) {
-        const std::int64_t ih = oh * sh - ph + ki * dh;
-        if (ih < 0 || ih >= IH) continue;
-        const float* row = x + ih * IW + off;
-        float* out = y + oh * OW;
-        if (sw == 1)
-          for (std::int64_t ow = lo; ow < hi; ++ow) out[ow] += wv * row[ow];
-        else
-          for (std::int64_t ow = lo; ow < hi; ++ow) out[ow] += wv * row[ow * sw];
+  // Valid output column range per kernel column: 0 <= ow*sw + kj*dw - pw < IW.
+  std::int64_t lo[16], hi[16];
+  const bool small_kernel = KW <= 16;
+  for (std::int64_t kj = 0; kj < KW && small_kernel; ++kj) {
+    const std::int64_t off = kj * dw - pw;
+    lo[kj] = off >= 0 ? 0 : std::min(OW, (-off + sw - 1) / sw);
+    hi[kj] = std::max(lo[kj], std::min(OW, IW - off > 0 ? (IW - off + sw - 1) / sw : 0));
+  }
+  const std::int64_t phase_len = (IW + sw - 1) / sw;
+  for (std::int64_t oh = 0; oh < OH; ++oh) {
+    float* out = y + oh * OW;
+    std::fill_n(out, OW, bias);
+    for (std::int64_t ki = 0; ki < KH; ++ki) {
+      const std::int64_t ih = oh * sh - ph + ki * dh;
+      if (ih < 0 || ih >= IH) continue;
+      const float* row = x + ih * IW;
+      if (sw > 1 && small_kernel) {
+        // phase q holds columns q, q + sw, q + 2 sw, ...
+        for (std::int64_t q = 0; q < sw; ++q)
+          for (std::int64_t c = 0; q + c * sw < IW; ++c) phase_buf[q * phase_len + c] = row[q + c * sw];
+      }
+      const float* wr = w + ki * KW;
+      for (std::int64_t kj = 0; kj < KW; ++kj) {
+        const float wv = wr[kj];
+        const std::int64_t off = kj * dw - pw;
+        std::int64_t a, b;
+        if (small_kernel) {
+          a = lo[kj];
+          b = hi[kj];
+        } else {
+          a = off >= 0 ? 0 : std::min(OW, (-off + sw - 1) / sw);
+          b = std::max(a, std::min(OW, IW - off > 0 ? (IW - off + sw - 1) / sw : 0));
+        }
+        if (sw == 1) {
+          const float* r = row + off;
+          for (std::int64_t ow = a; ow < b; ++ow) out[ow] += wv * r[ow];
+        } else if (small_kernel) {
+          // column ow*sw + off = (phase q) + sw * (ow + shift)
+          const std::int64_t q = ((off % sw) + sw) % sw, shift = (off - q) / sw;
+          const float* r = phase_buf + q * phase_len + shift;
+          for (std::int64_t ow = a; ow < b; ++ow) out[ow] += wv * r[ow];
+        } else {
+          for (std::int64_t ow = a; ow < b; ++ow) out[ow] += wv * row[ow * sw + off];
+        }
       }
     }
+    if (z != nullptr) {
+      const float* zr = z + oh * OW;
+      for (std::int64_t ow = 0; ow < OW; ++ow) out[ow] += zr[ow];
+    }
+    p.act.apply(out, static_cast<std::size_t>(OW));
+  }
+}
+
+thread_local std::unique_ptr<float[]> conv_row_buffer;
+thread_local std::size_t conv_row_capacity = 0;
+float* row_scratch(std::size_t n) {
+  if (n > conv_row_capacity) {
+    conv_row_buffer = std::make_unique<float[]>(n);
+    conv_row_capacity = n;
+  }
+  return conv_row_buffer.get();
+}
+
+// The packed-SGEMM path: weights packed once (at compile time when constant), the im2col matrix packed per column
+// tile straight from the input. Many tiles: tiles across the threads, each packed, multiplied and finished (epilogue)
+// by one thread while in cache. Few columns (late, small feature maps): one packing of all columns, then the rows of
+// W split across the threads.
+Status conv_packed(const conv_plan& p, compute_context& ctx, const geometry& g, bool pointwise, const float* px,
+                   const float* pw, const float* bias, const float* z, float* py) {
+  const std::int64_t HW = g.out_size, K = g.Cg * g.kernel_size;
+  const std::size_t a_size = packed_a_size(g.Mg, K);
+  const float* packed = nullptr;
+  tensor packed_scratch;
+  const bool prepacked = p.packed_w && std::equal(p.w_sizes.begin(), p.w_sizes.end(), ctx.input(1).sizes().begin(),
+                                                  ctx.input(1).sizes().end());
+  if (prepacked) {
+    packed = p.packed_w.get();
+  } else {
+    packed_scratch = ctx.scratch(element_type::float32, a_size * static_cast<std::size_t>(g.group) + 16);
+    float* dst = align64(packed_scratch.typed<float>());
+    for (std::int64_t gr = 0; gr < g.group; ++gr) pack_a(dst + gr * static_cast<std::int64_t>(a_size), pw + gr * g.Mg * K, K, false, g.Mg, K);
+    packed = dst;
+  }
+  const std::size_t group_stride = prepacked ? p.group_stride : a_size;
+  const int threads = ctx.thread_count();
+  std::int64_t tile = std::clamp<std::int64_t>((HW + 4 * threads - 1) / (4 * threads), 128, 512);
+  tile = (tile + sgemm_nr - 1) / sgemm_nr * sgemm_nr;
+  const std::int64_t tiles = (HW + tile - 1) / tile;
+  const bool by_tiles = tiles >= 2 * threads || threads == 1 || a_panels(g.Mg) < 2 * threads;
+  for (std::int64_t n = 0; n < g.N; ++n)
+    for (std::int64_t gr = 0; gr < g.group; ++gr) {
+      const float* xg = px + (n * g.C + gr * g.Cg) * g.in_size;
+      const float* pa = packed + gr * static_cast<std::int64_t>(group_stride);
+      float* yg = py + (n * g.M + gr * g.Mg) * HW;
+      const float* bg = bias != nullptr ? bias + gr * g.Mg : nullptr;
+      const float* zg = z != nullptr ? z + (n * g.M + gr * g.Mg) * HW : nullptr;
+      if (by_tiles) {
+        const std::size_t tile_floats = packed_b_size(K, tile) + 16;
+        tensor buf = ctx.scratch(element_type::float32, tile_floats * static_cast<std::size_t>(tiles));
+        float* base = buf.typed<float>();
+        ctx.parallel_for(static_cast<std::size_t>(tiles), 1, [&](std::size_t t0, std::size_t t1) {
+          float* row = row_scratch(static_cast<std::size_t>(tile));
+          for (std::size_t t = t0; t < t1; ++t) {
+            const std::int64_t c0 = static_cast<std::int64_t>(t) * tile, c1 = std::min(HW, c0 + tile);
+            float* pb = align64(base + t * tile_floats);
+            pack_columns(g, pointwise, xg, c0, c1, pb, row);
+            sgemm_packed(g.Mg, c1 - c0, K, pa, pb, yg + c0, HW, 1.0f, false, 0, a_panels(g.Mg), 0, b_panels(c1 - c0));
+            epilogue(p, yg, bg, zg, g.Mg, HW, c0, c1);
+          }
+        });
+      } else {
+        tensor buf = ctx.scratch(element_type::float32, packed_b_size(K, HW) + 16);
+        float* pb = align64(buf.typed<float>());
+        pack_columns(g, pointwise, xg, 0, HW, pb, row_scratch(static_cast<std::size_t>(HW)));
+        const std::int64_t panels = a_panels(g.Mg);
+        ctx.parallel_for(static_cast<std::size_t>(panels), 1, [&](std::size_t q0, std::size_t q1) {
+          const auto p0 = static_cast<std::int64_t>(q0), p1 = static_cast<std::int64_t>(q1);
+          sgemm_packed(g.Mg, HW, K, pa, pb, yg, HW, 1.0f, false, p0, p1, 0, b_panels(HW));
+          const std::int64_t r0 = p0 * sgemm_mr, r1 = std::min(g.Mg, p1 * sgemm_mr);
+          epilogue(p, yg + r0 * HW, bg != nullptr ? bg + r0 : nullptr, zg != nullptr ? zg + r0 * HW : nullptr, r1 - r0, HW, 0, HW);
+        });
+      }
+    }
+  return {};
 }
 
 Status conv_compute(const conv_plan& p, compute_context& ctx) {
@@ -263,19 +499,28 @@ Status conv_compute(const conv_plan& p, compute_context& ctx) {
   const bool depthwise = g.Cg == 1 && g.Mg == 1 && g.spatial == 2;
   if (depthwise) {
     const std::size_t planes = static_cast<std::size_t>(g.N * g.M);
-    parallel_items(ctx, planes, static_cast<std::size_t>(HW * g.kernel_size), [&](std::size_t b0, std::size_t b1) {
-      for (std::size_t pl = b0; pl < b1; ++pl) {
-        const std::int64_t n = static_cast<std::int64_t>(pl) / g.M, m = static_cast<std::int64_t>(pl) % g.M;
-        float* out = py + static_cast<std::int64_t>(pl) * HW;
-        depthwise2d(g, px + (n * g.C + m) * g.in_size, pw + m * g.kernel_size, out);
-        epilogue(p, out, bias != nullptr ? bias + m : nullptr, z != nullptr ? z + static_cast<std::int64_t>(pl) * HW : nullptr, 1, HW, 0, HW);
-      }
+    // One phase buffer per chunk of planes: a whole input plane, split by stride (2 floats of padding per row).
+    const std::int64_t phase = g.in[0] * (g.in[1] + 2) + 16;
+    const std::size_t cost = static_cast<std::size_t>(HW * g.kernel_size);
+    const std::size_t per = std::max<std::size_t>(1, 16384 / std::max<std::size_t>(cost, 1));
+    const std::size_t chunks = (planes + per - 1) / per;
+    tensor buf = ctx.scratch(element_type::float32, static_cast<std::size_t>(phase) * std::max<std::size_t>(chunks, 1));
+    float* pbuf = buf.typed<float>();
+    ctx.parallel_for(chunks, 1, [&](std::size_t c0, std::size_t c1) {
+      for (std::size_t c = c0; c < c1; ++c)
+        for (std::size_t pl = c * per; pl < std::min(planes, (c + 1) * per); ++pl) {
+          const std::int64_t n = static_cast<std::int64_t>(pl) / g.M, m = static_cast<std::int64_t>(pl) % g.M;
+          depthwise2d(g, p, px + (n * g.C + m) * g.in_size, pw + m * g.kernel_size, bias != nullptr ? bias[m] : 0.0f,
+                      z != nullptr ? z + static_cast<std::int64_t>(pl) * HW : nullptr, py + static_cast<std::int64_t>(pl) * HW,
+                      pbuf + static_cast<std::int64_t>(c) * phase);
+        }
     });
     return {};
   }
 
   bool pointwise = g.kernel_size == 1;
   for (std::size_t i = 0; i < g.spatial && pointwise; ++i) pointwise = g.stride[i] == 1 && g.pad_begin[i] == 0 && g.in[i] == g.out[i];
+  if (sgemm_packed_available()) return conv_packed(p, ctx, g, pointwise, px, pw, bias, z, py);
   const int threads = ctx.thread_count();
   // Column tiles: enough to keep every thread busy, each a few hundred columns at least.
   const std::int64_t tile = std::max<std::int64_t>(256, (HW + 4 * threads - 1) / (4 * threads));
@@ -314,17 +559,7 @@ Status conv_compute(const conv_plan& p, compute_context& ctx) {
       } else {
         const float* bmat = xg;
         if (!pointwise) {
-          // im2col of the whole image, rows split across threads by input channel.
-          if (g.Cg >= threads && threads > 1) {
-            geometry one = g;
-            one.Cg = 1;
-            ctx.parallel_for(static_cast<std::size_t>(g.Cg), 1, [&](std::size_t c0, std::size_t c1) {
-              for (std::size_t c = c0; c < c1; ++c)
-                im2col(one, xg + static_cast<std::int64_t>(c) * g.in_size, 0, HW, pcol + static_cast<std::int64_t>(c) * g.kernel_size * HW);
-            });
-          } else {
-            im2col(g, xg, 0, HW, pcol);
-          }
+          im2col(g, xg, 0, HW, pcol);
           bmat = pcol;
         }
         gemm_parallel<float>(ctx, false, false, g.Mg, HW, K, 1.0f, wg, K, bmat, HW, yg, HW, false);
@@ -351,6 +586,20 @@ Result<conv_plan> make_plan(const graph& gr, node_id n, bool fused) {
   p.attrs.group = attr_i(nd, "group", 1);
   if (fused) {
     EPSTACK_ASSIGN_OR_RETURN(p.act, parse_activation(nd));
+  }
+  // Constant weights are packed for sgemm once, here.
+  const tensor* w = constant_input(gr, n, 1);
+  if (w != nullptr && sgemm_packed_available() && w->type() == element_type::float32 && w->rank() >= 3 && p.attrs.group > 0 &&
+      w->sizes()[0] % p.attrs.group == 0 && !(w->sizes()[1] == 1 && w->sizes()[0] == p.attrs.group)) {
+    const std::int64_t Mg = w->sizes()[0] / p.attrs.group;
+    const std::int64_t K = static_cast<std::int64_t>(w->element_count()) / w->sizes()[0];
+    p.group_stride = (packed_a_size(Mg, K) + 15) / 16 * 16;
+    const std::size_t total = p.group_stride * static_cast<std::size_t>(p.attrs.group);
+    auto* data = static_cast<float*>(::operator new(total * sizeof(float), std::align_val_t{64}));
+    for (std::int64_t g = 0; g < p.attrs.group; ++g)
+      pack_a(data + g * static_cast<std::int64_t>(p.group_stride), w->typed<float>() + g * Mg * K, K, false, Mg, K);
+    p.packed_w = std::shared_ptr<const float>(data, [](const float* q) { ::operator delete(const_cast<float*>(q), std::align_val_t{64}); });
+    p.w_sizes.assign(w->sizes().begin(), w->sizes().end());
   }
   return p;
 }

@@ -204,6 +204,12 @@ inline float fast_erf(float x) {
 inline float gelu_erf(float x) { return 0.5f * x * (1.0f + fast_erf(x * 0.70710678118654752f)); }
 inline float fast_sigmoid(float x) { return 1.0f / (1.0f + fast_exp(-x)); }
 
+/// The first 64-byte aligned address at or after `p` (scratch is allocated with 16 floats to spare for this).
+inline float* align64(float* p) {
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  return reinterpret_cast<float*>((a + 63) & ~std::uintptr_t{63});
+}
+
 // ---- reductions ----
 /// Independent accumulators of a reduction loop (32: g++ vectorises even the max/min lanes).
 inline constexpr std::size_t lanes = 32;

@@ -5,6 +5,9 @@
 #include "broadcast.hpp"
 #include "gemm.hpp"
 #include "kernel_util.hpp"
+#include "sgemm.hpp"
+
+#include <new>
 
 #include <Eigen/Core>
 
@@ -18,10 +21,54 @@ using cmap = Eigen::Map<const row_matrix<T>, Eigen::Unaligned, Eigen::OuterStrid
 template <class T>
 using mmap = Eigen::Map<row_matrix<T>, Eigen::Unaligned, Eigen::OuterStride<>>;
 
+namespace {
+// A per-thread packing buffer, 64-byte aligned, grown as needed and kept (so steady-state runs do not allocate).
+class aligned_buffer {
+ public:
+  aligned_buffer() = default;
+  aligned_buffer(const aligned_buffer&) = delete;
+  aligned_buffer& operator=(const aligned_buffer&) = delete;
+  ~aligned_buffer() { release(); }
+  float* get(std::size_t n) {
+    if (n > cap_) {
+      release();
+      p_ = static_cast<float*>(::operator new(n * sizeof(float), std::align_val_t{64}));
+      cap_ = n;
+    }
+    return p_;
+  }
+
+ private:
+  void release() {
+    if (p_ != nullptr) ::operator delete(p_, std::align_val_t{64});
+    p_ = nullptr;
+    cap_ = 0;
+  }
+  float* p_ = nullptr;
+  std::size_t cap_ = 0;
+};
+thread_local aligned_buffer packed_a_buffer, packed_b_buffer;
+
+// The packed kernel pays for packing both operands; matrix-vector shapes are better served by Eigen's GEMV.
+bool use_packed(bool tb, std::int64_t M, std::int64_t N, std::int64_t K) {
+  return sgemm_packed_available() && M > 2 && N > 2 && K > 0 && !(tb && M <= 4);
+}
+}  // namespace
+
 template <class T>
 void gemm_block(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, T alpha, const T* a, std::int64_t lda,
                 const T* b, std::int64_t ldb, T* y, std::int64_t ldy, bool accumulate) {
   if (M == 0 || N == 0) return;
+  if constexpr (std::is_same_v<T, float>) {
+    if (use_packed(tb, M, N, K)) {
+      float* pa = packed_a_buffer.get(packed_a_size(M, K));
+      float* pb = packed_b_buffer.get(packed_b_size(K, N));
+      pack_a(pa, a, lda, ta, M, K);
+      pack_b(pb, b, ldb, tb, K, N);
+      sgemm_packed(M, N, K, pa, pb, y, ldy, alpha, accumulate, 0, a_panels(M), 0, b_panels(N));
+      return;
+    }
+  }
   mmap<T> Y(y, M, N, Eigen::OuterStride<>(ldy));
   if (K == 0) {
     if (!accumulate) Y.setZero();
@@ -77,8 +124,58 @@ void gemm_parallel(const compute_context& ctx, bool ta, bool tb, std::int64_t M,
 
 namespace {
 
+// A constant B operand packed for sgemm once, at compile time. `source` is the data it was packed from: a run whose B
+// input is another tensor (an initializer overridden by a feed) takes the unpacked path.
+struct prepacked_b {
+  std::shared_ptr<const float> data;
+  std::int64_t K = 0, N = 0;
+  const std::byte* source = nullptr;
+  [[nodiscard]] bool matches(const tensor& b) const { return data != nullptr && b.data() == source; }
+};
+
+// Packs the constant B input of node `n` (2-D float; transposed when `tb`) when the packed kernel is available.
+prepacked_b prepack_constant_b(const graph& g, node_id n, bool tb) {
+  prepacked_b r;
+  const tensor* b = constant_input(g, n, 1);
+  if (b == nullptr || !sgemm_packed_available() || b->type() != element_type::float32 || b->rank() != 2) return r;
+  r.K = tb ? b->sizes()[1] : b->sizes()[0];
+  r.N = tb ? b->sizes()[0] : b->sizes()[1];
+  if (r.K == 0 || r.N == 0) return r;
+  auto* data = static_cast<float*>(::operator new(packed_b_size(r.K, r.N) * sizeof(float), std::align_val_t{64}));
+  pack_b(data, b->typed<float>(), b->sizes()[1], tb, r.K, r.N);
+  r.data = std::shared_ptr<const float>(data, [](const float* q) { ::operator delete(const_cast<float*>(q), std::align_val_t{64}); });
+  r.source = b->data();
+  return r;
+}
+
+// Y[M, N] = alpha * op(A) * B (+ Y) with B prepacked: A packed once into scratch, then the B panels (or, when there
+// are few, the A panels) split across the threads.
+void gemm_prepacked(compute_context& ctx, bool ta, std::int64_t M, const float* a, std::int64_t lda, float alpha,
+                    const prepacked_b& pre, float* y, std::int64_t ldy, bool accumulate) {
+  const std::int64_t N = pre.N, K = pre.K;
+  if (M == 0) return;
+  tensor buf = ctx.scratch(element_type::float32, packed_a_size(M, K) + 16);
+  float* pa = align64(buf.typed<float>());
+  pack_a(pa, a, lda, ta, M, K);
+  const std::int64_t ap = a_panels(M), bp = b_panels(N);
+  const int threads = ctx.thread_count();
+  if (threads == 1 || 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K) < 2e5) {
+    sgemm_packed(M, N, K, pa, pre.data.get(), y, ldy, alpha, accumulate, 0, ap, 0, bp);
+  } else if (bp >= 2 * threads || ap < 2 * threads) {
+    ctx.parallel_for(static_cast<std::size_t>(bp), 1, [&](std::size_t q0, std::size_t q1) {
+      sgemm_packed(M, N, K, pa, pre.data.get(), y, ldy, alpha, accumulate, 0, ap, static_cast<std::int64_t>(q0),
+                   static_cast<std::int64_t>(q1));
+    });
+  } else {
+    ctx.parallel_for(static_cast<std::size_t>(ap), 1, [&](std::size_t p0, std::size_t p1) {
+      sgemm_packed(M, N, K, pa, pre.data.get(), y, ldy, alpha, accumulate, static_cast<std::int64_t>(p0),
+                   static_cast<std::int64_t>(p1), 0, bp);
+    });
+  }
+}
+
 template <class T>
-Status gemm_compute(compute_context& ctx, bool ta, bool tb, T alpha, T beta) {
+Status gemm_compute(compute_context& ctx, bool ta, bool tb, T alpha, T beta, const prepacked_b* pre = nullptr) {
   const tensor& a = ctx.input(0);
   const tensor& b = ctx.input(1);
   if (a.rank() != 2 || b.rank() != 2)
@@ -105,6 +202,12 @@ Status gemm_compute(compute_context& ctx, bool ta, bool tb, T alpha, T beta) {
     }
     accumulate = true;
   }
+  if constexpr (std::is_same_v<T, float>) {
+    if (pre != nullptr && pre->matches(b)) {
+      gemm_prepacked(ctx, ta, M, a.typed<float>(), a.sizes()[1], alpha, *pre, py, N, accumulate);
+      return {};
+    }
+  }
   gemm_parallel<T>(ctx, ta, tb, M, N, K, alpha, a.typed<T>(), a.sizes()[1], b.typed<T>(), b.sizes()[1], py, N, accumulate);
   return {};
 }
@@ -112,7 +215,7 @@ Status gemm_compute(compute_context& ctx, bool ta, bool tb, T alpha, T beta) {
 // MatMul with numpy semantics (1-D operands promoted, batch dims broadcast), optionally transposing the last two
 // dims of either operand and scaling (FusedMatMul).
 template <class T>
-Status matmul_compute(compute_context& ctx, bool ta, bool tb, T alpha) {
+Status matmul_compute(compute_context& ctx, bool ta, bool tb, T alpha, const prepacked_b* pre = nullptr) {
   const tensor& a = ctx.input(0);
   const tensor& b = ctx.input(1);
   if (a.rank() == 0 || b.rank() == 0) return Status(errc::invalid_argument, "MatMul operands must have rank >= 1");
@@ -140,6 +243,12 @@ Status matmul_compute(compute_context& ctx, bool ta, bool tb, T alpha) {
   if (nbatch == 0 || M == 0 || N == 0) return {};
   // B shared by every batch and A's batches contiguous, not transposed: one product with the batches stacked as rows.
   if (product(bbatch) == 1 && !ta && product(abatch) == nbatch) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (pre != nullptr && pre->matches(b) && !b_vec) {
+        gemm_prepacked(ctx, false, nbatch * M, pa, lda, alpha, *pre, py, N, false);
+        return {};
+      }
+    }
     gemm_parallel<T>(ctx, false, tb, nbatch * M, N, K, alpha, pa, lda, pb, ldb, py, N, false);
     return {};
   }
@@ -201,8 +310,10 @@ Result<compute_function> gemm::compile(const graph& g, node_id n) {
   const auto& nd = g.node(n);
   const bool ta = attr_i(nd, "transA", 0) != 0, tb = attr_i(nd, "transB", 0) != 0;
   const float alpha = attr_f(nd, "alpha", 1.0f), beta = attr_f(nd, "beta", 1.0f);
-  if (in_type(g, n, 0) == element_type::float32)
-    return make_fn("Gemm", [=](compute_context& ctx) { return gemm_compute<float>(ctx, ta, tb, alpha, beta); });
+  if (in_type(g, n, 0) == element_type::float32) {
+    auto pre = std::make_shared<const prepacked_b>(prepack_constant_b(g, n, tb));
+    return make_fn("Gemm", [=](compute_context& ctx) { return gemm_compute<float>(ctx, ta, tb, alpha, beta, pre.get()); });
+  }
   return make_fn("Gemm", [=](compute_context& ctx) {
     return gemm_compute<double>(ctx, ta, tb, static_cast<double>(alpha), static_cast<double>(beta));
   });
@@ -210,8 +321,10 @@ Result<compute_function> gemm::compile(const graph& g, node_id n) {
 
 bool matmul::supports(const graph& g, node_id n) { return float_pair(g, n); }
 Result<compute_function> matmul::compile(const graph& g, node_id n) {
-  if (in_type(g, n, 0) == element_type::float32)
-    return make_fn("MatMul", [](compute_context& ctx) { return matmul_compute<float>(ctx, false, false, 1.0f); });
+  if (in_type(g, n, 0) == element_type::float32) {
+    auto pre = std::make_shared<const prepacked_b>(prepack_constant_b(g, n, false));
+    return make_fn("MatMul", [pre](compute_context& ctx) { return matmul_compute<float>(ctx, false, false, 1.0f, pre.get()); });
+  }
   return make_fn("MatMul", [](compute_context& ctx) { return matmul_compute<double>(ctx, false, false, 1.0); });
 }
 
@@ -224,7 +337,8 @@ Result<compute_function> fused_matmul::compile(const graph& g, node_id n) {
   const auto& nd = g.node(n);
   const bool ta = attr_i(nd, "transA", 0) != 0, tb = attr_i(nd, "transB", 0) != 0;
   const float alpha = attr_f(nd, "alpha", 1.0f);
-  return make_fn("FusedMatMul", [=](compute_context& ctx) { return matmul_compute<float>(ctx, ta, tb, alpha); });
+  auto pre = std::make_shared<const prepacked_b>(prepack_constant_b(g, n, tb));
+  return make_fn("FusedMatMul", [=](compute_context& ctx) { return matmul_compute<float>(ctx, ta, tb, alpha, pre.get()); });
 }
 
 }  // namespace ops

@@ -1,0 +1,40 @@
+#pragma once
+// Single-precision matrix products for the CPU provider: a cache-blocked SGEMM over packed panels with an AVX-512
+// micro-kernel (12 rows x 32 columns of C held in 24 registers), in the manner of BLIS and MLAS. Operands are packed
+// into panels (A: 12 rows, B: 32 columns, each in blocks of KC along K) once per call, or once at compile time for
+// constant weights. Built without AVX-512, the same entry points run Eigen 3.4's product instead.
+#include <cstddef>
+#include <cstdint>
+
+namespace epstack::cpu::impl {
+
+/// True when the packed AVX-512 path is compiled in (the build's -march has AVX-512F).
+bool sgemm_packed_available() noexcept;
+
+inline constexpr std::int64_t sgemm_mr = 12;   ///< rows of a packed A panel
+inline constexpr std::int64_t sgemm_nr = 32;   ///< columns of a packed B panel
+inline constexpr std::int64_t sgemm_kc = 256;  ///< depth of a K block
+
+/// Floats needed to pack an M x K operand A (rows padded to whole panels).
+std::size_t packed_a_size(std::int64_t M, std::int64_t K) noexcept;
+/// Floats needed to pack a K x N operand B (columns padded to whole panels).
+std::size_t packed_b_size(std::int64_t K, std::int64_t N) noexcept;
+
+/// Packs op(A) (M x K; A stored [M,K] with leading dimension lda, or [K,M] when `ta`) into `dst`, 64-byte aligned,
+/// of packed_a_size(M, K) floats.
+void pack_a(float* dst, const float* a, std::int64_t lda, bool ta, std::int64_t M, std::int64_t K);
+/// Packs op(B) (K x N; B stored [K,N] with leading dimension ldb, or [N,K] when `tb`) into `dst`, 64-byte aligned,
+/// of packed_b_size(K, N) floats.
+void pack_b(float* dst, const float* b, std::int64_t ldb, bool tb, std::int64_t K, std::int64_t N);
+
+/// @brief C[M,N] (leading dimension ldc) = alpha * A * B (+ C when `accumulate`) for packed A and B, computing only
+/// the A panels [p0, p1) and B panels [q0, q1) (so threads can split the work by panels). Single-threaded.
+void sgemm_packed(std::int64_t M, std::int64_t N, std::int64_t K, const float* pa, const float* pb, float* c,
+                  std::int64_t ldc, float alpha, bool accumulate, std::int64_t p0, std::int64_t p1, std::int64_t q0,
+                  std::int64_t q1);
+
+/// Panels of an M x K A / a K x N B.
+inline std::int64_t a_panels(std::int64_t M) noexcept { return (M + sgemm_mr - 1) / sgemm_mr; }
+inline std::int64_t b_panels(std::int64_t N) noexcept { return (N + sgemm_nr - 1) / sgemm_nr; }
+
+}  // namespace epstack::cpu::impl
