@@ -25,32 +25,41 @@ namespace {
 using detail::cat;
 
 // ---------------------------------------------------------------------------------------------------------------
-// The arena: 64-byte aligned blocks, recycled best-fit.
+// The arena: 64-byte aligned blocks at varied page offsets, recycled best-fit.
 class arena {
  public:
   arena() = default;
   arena(const arena&) = delete;
   arena& operator=(const arena&) = delete;
   ~arena() {
-    for (auto& [p, b] : live_) ::operator delete(p, std::align_val_t{tensor_alignment});
-    for (auto& [s, p] : free_) ::operator delete(p, std::align_val_t{tensor_alignment});
+    for (auto& [p, b] : live_) ::operator delete(b.raw, std::align_val_t{tensor_alignment});
+    for (auto& f : free_) ::operator delete(f.raw, std::align_val_t{tensor_alignment});
   }
 
   std::byte* allocate(std::size_t bytes) {
     bytes = (std::max<std::size_t>(bytes, 1) + 255) & ~std::size_t{255};
     std::byte* p = nullptr;
     std::size_t size = bytes;
-    // Best fit among free blocks that do not waste more than the request (plus a little).
-    auto it = free_.lower_bound(bytes);
-    if (it != free_.end() && it->first <= 2 * bytes + 65536) {
-      size = it->first;
-      p = it->second;
-      free_.erase(it);
+    std::byte* raw = nullptr;
+    // Best fit among the free blocks that do not waste more than the request (plus a little), the most recently
+    // freed among equals (warmest in cache). Best fit makes every run after the first reuse the same blocks.
+    auto it = free_.rend();
+    for (auto f = free_.rbegin(); f != free_.rend(); ++f)
+      if (f->size >= bytes && f->size <= 2 * bytes + 65536 && (it == free_.rend() || f->size < it->size)) it = f;
+    if (it != free_.rend()) {
+      size = it->size;
+      p = it->p;
+      raw = it->raw;
+      free_.erase(std::next(it).base());
     } else {
-      p = static_cast<std::byte*>(::operator new(bytes, std::align_val_t{tensor_alignment}));
-      reserved_ += bytes;
+      // Blocks start at different offsets within a page ("colours"), so that a kernel reading one block while writing
+      // another does not have its loads falsely depend on its stores (4 KiB aliasing).
+      const std::size_t colour = (created_++ * 11 % 63 + 1) * 64;
+      raw = static_cast<std::byte*>(::operator new(bytes + colour, std::align_val_t{tensor_alignment}));
+      p = raw + colour;
+      reserved_ += bytes + colour;
     }
-    live_.emplace(p, block{size, 0});
+    live_.emplace(p, block{size, 0, raw});
     fresh_.push_back(p);
     return p;
   }
@@ -85,13 +94,20 @@ class arena {
   struct block {
     std::size_t size;
     int refs;
+    std::byte* raw;  // what operator new returned
+  };
+  struct free_block {
+    std::size_t size;
+    std::byte* p;
+    std::byte* raw;
   };
   void retire(boost::container::flat_map<std::byte*, block>::iterator it) {
-    free_.emplace(it->second.size, it->first);
+    free_.push_back({it->second.size, it->first, it->second.raw});
     live_.erase(it);
   }
   boost::container::flat_map<std::byte*, block> live_;
-  boost::container::flat_multimap<std::size_t, std::byte*> free_;
+  std::vector<free_block> free_;  // in the order they were freed
+  std::size_t created_ = 0;
   std::vector<std::byte*> fresh_;
   std::size_t reserved_ = 0;
 };

@@ -123,9 +123,26 @@ Result<geometry> make_geometry(const conv_attrs& at, std::span<const std::int64_
   return g;
 }
 
+// dst[t] = src[2 t] for t < n (every other element; vectorised with a permute on AVX-512).
+inline void copy_stride2(float* dst, const float* src, std::int64_t n) {
+  std::int64_t t = 0;
+#if defined(__AVX512F__)
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  for (; t + 16 <= n; t += 16) {
+    // The last element read is src[2t + 30] (< 2n - 1): the second load stops short of it for the final vector.
+    const __m512 a = _mm512_loadu_ps(src + 2 * t);
+    const __m512 b = _mm512_maskz_loadu_ps(0x7FFF, src + 2 * t + 16);
+    _mm512_storeu_ps(dst + t, _mm512_permutex2var_ps(a, even, b));
+  }
+#endif
+  for (; t < n; ++t) dst[t] = src[2 * t];
+}
+
 // Row `r` (input channel r / kernel_size, kernel tap r % kernel_size) of the im2col matrix of one image and group,
-// for output columns [c0, c1), into `dst` (c1 - c0 floats).
-void im2col_row(const geometry& g, const float* x, std::int64_t r, std::int64_t c0, std::int64_t c1, float* dst) {
+// for output columns [c0, c1): `put(j, n, src, stride)` receives runs of n columns starting at column j, copied from
+// src with the given element stride (or zeros when src is null).
+template <class Put>
+void im2col_row_runs(const geometry& g, const float* x, std::int64_t r, std::int64_t c0, std::int64_t c1, Put&& put) {
   const std::int64_t c = r / g.kernel_size, k = r % g.kernel_size;
   const float* src = x + c * g.in_size;
   if (g.spatial == 2) {
@@ -142,24 +159,21 @@ void im2col_row(const geometry& g, const float* x, std::int64_t r, std::int64_t 
       const std::int64_t oh = j / OW, ow0 = j % OW;
       const std::int64_t run = std::min(OW - ow0, c1 - j);
       const std::int64_t ih = oh * sh - ph + ki * dh;
-      float* d = dst + (j - c0);
       if (ih < 0 || ih >= IH) {
-        std::fill_n(d, run, 0.0f);
+        put(j, run, nullptr, 0);
       } else {
         const float* row = src + ih * IW;
         const std::int64_t lo = std::clamp(ow_lo - ow0, std::int64_t{0}, run);
         const std::int64_t hi = std::clamp(ow_hi - ow0, lo, run);
-        std::fill_n(d, lo, 0.0f);
-        if (sw == 1) std::memcpy(d + lo, row + (ow0 + lo) + off, static_cast<std::size_t>(hi - lo) * sizeof(float));
-        else
-          for (std::int64_t t = lo; t < hi; ++t) d[t] = row[(ow0 + t) * sw + off];
-        std::fill_n(d + hi, run - hi, 0.0f);
+        if (lo > 0) put(j, lo, nullptr, 0);
+        if (hi > lo) put(j + lo, hi - lo, row + (ow0 + lo) * sw + off, sw);
+        if (run > hi) put(j + hi, run - hi, nullptr, 0);
       }
       j += run;
     }
     return;
   }
-  // Any spatial rank: decompose indices.
+  // Any spatial rank: element by element.
   const std::size_t S = g.spatial;
   tensor_sizes kidx(S), oidx(S);
   std::int64_t q = k;
@@ -179,8 +193,24 @@ void im2col_row(const geometry& g, const float* x, std::int64_t r, std::int64_t 
       inside = inside && pos >= 0 && pos < g.in[i];
       off = off * g.in[i] + pos;
     }
-    dst[jj - c0] = inside ? src[off] : 0.0f;
+    put(jj, 1, inside ? src + off : nullptr, 1);
   }
+}
+
+// Copies n elements from src with the given stride (zeros when src is null) to dst.
+inline void copy_run(float* dst, std::int64_t n, const float* src, std::int64_t stride) {
+  if (src == nullptr) std::fill_n(dst, n, 0.0f);
+  else if (stride == 1) std::memcpy(dst, src, static_cast<std::size_t>(n) * sizeof(float));
+  else if (stride == 2) copy_stride2(dst, src, n);
+  else
+    for (std::int64_t t = 0; t < n; ++t) dst[t] = src[t * stride];
+}
+
+// The same row into dst (c1 - c0 floats).
+void im2col_row(const geometry& g, const float* x, std::int64_t r, std::int64_t c0, std::int64_t c1, float* dst) {
+  im2col_row_runs(g, x, r, c0, c1, [&](std::int64_t j, std::int64_t n, const float* src, std::int64_t stride) {
+    copy_run(dst + (j - c0), n, src, stride);
+  });
 }
 
 // im2col of output columns [c0, c1): col[r, j - c0] for every row r < Cg * kernel_size.
@@ -188,27 +218,27 @@ void im2col(const geometry& g, const float* x, std::int64_t c0, std::int64_t c1,
   for (std::int64_t r = 0; r < g.Cg * g.kernel_size; ++r) im2col_row(g, x, r, c0, c1, col + r * (c1 - c0));
 }
 
-// The im2col matrix (or, for a pointwise convolution, the input itself) of output columns [c0, c1), written straight
-// into sgemm's packed-B layout. `row` is scratch of c1 - c0 floats.
-void pack_columns(const geometry& g, bool pointwise, const float* x, std::int64_t c0, std::int64_t c1, float* dst, float* row) {
+// Rows [r0, r1) of the im2col matrix of output columns [c0, c1), written straight into sgemm's packed-B layout
+// (panels of 32 columns, blocks of KC rows); the padding columns of the last panel are zeroed.
+void pack_columns(const geometry& g, const float* x, std::int64_t c0, std::int64_t c1, float* dst, std::int64_t r0,
+                  std::int64_t r1) {
   const std::int64_t K = g.Cg * g.kernel_size, n = c1 - c0;
   const std::int64_t npad = b_panels(n) * sgemm_nr;
-  for (std::int64_t r = 0; r < K; ++r) {
-    const float* values;
-    if (pointwise) {
-      values = x + r * g.in_size + c0;
-    } else {
-      im2col_row(g, x, r, c0, c1, row);
-      values = row;
-    }
+  for (std::int64_t r = r0; r < r1; ++r) {
     const std::int64_t k0 = r / sgemm_kc * sgemm_kc, kc = std::min(sgemm_kc, K - k0), kk = r - k0;
-    float* block = dst + k0 * npad;
-    for (std::int64_t q = 0; q * sgemm_nr < n; ++q) {
-      float* out = block + q * kc * sgemm_nr + kk * sgemm_nr;
-      const std::int64_t cols = std::min(sgemm_nr, n - q * sgemm_nr);
-      std::memcpy(out, values + q * sgemm_nr, static_cast<std::size_t>(cols) * sizeof(float));
-      for (std::int64_t t = cols; t < sgemm_nr; ++t) out[t] = 0.0f;
-    }
+    float* block = dst + k0 * npad + kk * sgemm_nr;
+    im2col_row_runs(g, x, r, c0, c1, [&](std::int64_t j, std::int64_t len, const float* src, std::int64_t stride) {
+      // Split the run where it crosses from one panel into the next.
+      std::int64_t jj = j - c0;
+      while (len > 0) {
+        const std::int64_t q = jj / sgemm_nr, at = jj % sgemm_nr, piece = std::min(len, sgemm_nr - at);
+        copy_run(block + q * kc * sgemm_nr + at, piece, src, stride);
+        if (src != nullptr) src += piece * stride;
+        jj += piece;
+        len -= piece;
+      }
+    });
+    if (n % sgemm_nr != 0) std::fill_n(block + (npad / sgemm_nr - 1) * kc * sgemm_nr + n % sgemm_nr, sgemm_nr - n % sgemm_nr, 0.0f);
   }
 }
 
@@ -301,28 +331,52 @@ bool depthwise3x3_avx512(const geometry& g, const conv_plan& p, const float* x, 
     const unsigned m = (b == 16 ? 0xFFFFu : ((1u << b) - 1)) & ~((1u << a) - 1);
     return static_cast<__mmask16>(m);
   };
+  // Output columns whose taps all fall inside the row (per kernel column: input index ow + shift in [0, len)).
+  std::int64_t in_lo = 0, in_hi = OW;
+  for (int kj = 0; kj < 3; ++kj) {
+    in_lo = std::max(in_lo, -shift[kj]);
+    in_hi = std::min(in_hi, len[kj] - shift[kj]);
+  }
+  const auto finish = [&](__m512 acc, float* out, const float* zr, std::int64_t ow0, __mmask16 store) {
+    if (zr != nullptr) acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(store, zr + ow0));
+    if (p.act.kind == act_kind::relu) acc = _mm512_max_ps(acc, _mm512_setzero_ps());
+    else if (p.act.kind == act_kind::clip) acc = _mm512_min_ps(_mm512_max_ps(acc, lo), hi);
+    _mm512_mask_storeu_ps(out + ow0, store, acc);
+  };
   for (std::int64_t oh = 0; oh < OH; ++oh) {
     const float* rows[3];
+    bool all_rows = true;
     for (int ki = 0; ki < 3; ++ki) {
       const std::int64_t ih = oh * s - ph + ki;
       rows[ki] = ih >= 0 && ih < IH ? src + ih * ld : nullptr;
+      all_rows = all_rows && rows[ki] != nullptr;
     }
     float* out = y + oh * OW;
     const float* zr = z != nullptr ? z + oh * OW : nullptr;
-    for (std::int64_t ow0 = 0; ow0 < OW; ow0 += 16) {
+    std::int64_t ow0 = 0;
+    for (; ow0 < OW; ow0 += 16) {
+      if (all_rows && ow0 >= in_lo && ow0 + 16 <= in_hi) {
+        // Interior: every tap inside the image, no masks.
+        __m512 acc = vb;
+#pragma GCC unroll 3
+        for (int kj = 0; kj < 3; ++kj) {
+          const std::int64_t off = phase_of[kj] + ow0 + shift[kj];
+          acc = _mm512_fmadd_ps(wv[kj], _mm512_loadu_ps(rows[0] + off), acc);
+          acc = _mm512_fmadd_ps(wv[3 + kj], _mm512_loadu_ps(rows[1] + off), acc);
+          acc = _mm512_fmadd_ps(wv[6 + kj], _mm512_loadu_ps(rows[2] + off), acc);
+        }
+        finish(acc, out, zr, ow0, 0xFFFF);
+        continue;
+      }
       const __mmask16 store = lanes_mask(0, OW - ow0);
       __m512 acc = vb;
       for (int kj = 0; kj < 3; ++kj) {
-        // Input index ow + shift must lie in [0, len).
         const __mmask16 m = lanes_mask(-shift[kj] - ow0, len[kj] - shift[kj] - ow0) & store;
         const std::int64_t off = phase_of[kj] + ow0 + shift[kj];
         for (int ki = 0; ki < 3; ++ki)
           if (rows[ki] != nullptr) acc = _mm512_fmadd_ps(wv[ki * 3 + kj], _mm512_maskz_loadu_ps(m, rows[ki] + off), acc);
       }
-      if (zr != nullptr) acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(store, zr + ow0));
-      if (p.act.kind == act_kind::relu) acc = _mm512_max_ps(acc, _mm512_setzero_ps());
-      else if (p.act.kind == act_kind::clip) acc = _mm512_min_ps(_mm512_max_ps(acc, lo), hi);
-      _mm512_mask_storeu_ps(out + ow0, store, acc);
+      finish(acc, out, zr, ow0, store);
     }
   }
   return true;
@@ -394,16 +448,6 @@ void depthwise2d(const geometry& g, const conv_plan& p, const float* x, const fl
   }
 }
 
-thread_local std::unique_ptr<float[]> conv_row_buffer;
-thread_local std::size_t conv_row_capacity = 0;
-float* row_scratch(std::size_t n) {
-  if (n > conv_row_capacity) {
-    conv_row_buffer = std::make_unique<float[]>(n);
-    conv_row_capacity = n;
-  }
-  return conv_row_buffer.get();
-}
-
 // The packed-SGEMM path: weights packed once (at compile time when constant), the im2col matrix packed per column
 // tile straight from the input. Many tiles: tiles across the threads, each packed, multiplied and finished (epilogue)
 // by one thread while in cache. Few columns (late, small feature maps): one packing of all columns, then the rows of
@@ -430,37 +474,66 @@ Status conv_packed(const conv_plan& p, compute_context& ctx, const geometry& g, 
   tile = (tile + sgemm_nr - 1) / sgemm_nr * sgemm_nr;
   const std::int64_t tiles = (HW + tile - 1) / tile;
   const bool by_tiles = tiles >= 2 * threads || threads == 1 || a_panels(g.Mg) < 2 * threads;
+  // Bias, residual and ReLU/clip are applied by the kernel as it stores the result; other activations after.
+  const bool in_kernel_act = p.act.kind == act_kind::none || p.act.kind == act_kind::relu || p.act.kind == act_kind::clip;
+  const auto finish = [&](float* yg, std::int64_t r0, std::int64_t r1, std::int64_t c0, std::int64_t c1) {
+    if (in_kernel_act) return;
+    for (std::int64_t r = r0; r < r1; ++r) p.act.apply(yg + r * HW + c0, static_cast<std::size_t>(c1 - c0));
+  };
   for (std::int64_t n = 0; n < g.N; ++n)
     for (std::int64_t gr = 0; gr < g.group; ++gr) {
       const float* xg = px + (n * g.C + gr * g.Cg) * g.in_size;
       const float* pa = packed + gr * static_cast<std::int64_t>(group_stride);
       float* yg = py + (n * g.M + gr * g.Mg) * HW;
-      const float* bg = bias != nullptr ? bias + gr * g.Mg : nullptr;
+      sgemm_epilogue ep;
+      ep.bias = bias != nullptr ? bias + gr * g.Mg : nullptr;
+      ep.ldz = HW;
+      if (p.act.kind == act_kind::relu) ep.activation = sgemm_epilogue::act::relu;
+      if (p.act.kind == act_kind::clip) {
+        ep.activation = sgemm_epilogue::act::clip;
+        ep.lo = p.act.a;
+        ep.hi = p.act.b;
+      }
       const float* zg = z != nullptr ? z + (n * g.M + gr * g.Mg) * HW : nullptr;
       if (by_tiles) {
-        const std::size_t tile_floats = packed_b_size(K, tile) + 16;
-        tensor buf = ctx.scratch(element_type::float32, tile_floats * static_cast<std::size_t>(tiles));
-        float* base = buf.typed<float>();
+        // Pointwise: the kernel reads the input in place. Otherwise each tile's im2col is packed first.
+        const std::size_t tile_floats = pointwise ? 0 : packed_b_size(K, tile) + 16;
+        tensor buf;
+        if (!pointwise) buf = ctx.scratch(element_type::float32, tile_floats * static_cast<std::size_t>(tiles));
+        float* base = pointwise ? nullptr : buf.typed<float>();
         ctx.parallel_for(static_cast<std::size_t>(tiles), 1, [&](std::size_t t0, std::size_t t1) {
-          float* row = row_scratch(static_cast<std::size_t>(tile));
           for (std::size_t t = t0; t < t1; ++t) {
             const std::int64_t c0 = static_cast<std::int64_t>(t) * tile, c1 = std::min(HW, c0 + tile);
-            float* pb = align64(base + t * tile_floats);
-            pack_columns(g, pointwise, xg, c0, c1, pb, row);
-            sgemm_packed(g.Mg, c1 - c0, K, pa, pb, yg + c0, HW, 1.0f, false, 0, a_panels(g.Mg), 0, b_panels(c1 - c0));
-            epilogue(p, yg, bg, zg, g.Mg, HW, c0, c1);
+            sgemm_b b{xg + c0, HW};
+            if (!pointwise) {
+              float* pb = align64(base + t * tile_floats);
+              pack_columns(g, xg, c0, c1, pb, 0, K);
+              b = {pb, 0};
+            }
+            sgemm_epilogue e = ep;
+            e.z = zg != nullptr ? zg + c0 : nullptr;
+            sgemm(g.Mg, c1 - c0, K, pa, b, yg + c0, HW, 1.0f, false, &e, 0, a_panels(g.Mg), 0, b_panels(c1 - c0));
+            finish(yg, 0, g.Mg, c0, c1);
           }
         });
       } else {
-        tensor buf = ctx.scratch(element_type::float32, packed_b_size(K, HW) + 16);
-        float* pb = align64(buf.typed<float>());
-        pack_columns(g, pointwise, xg, 0, HW, pb, row_scratch(static_cast<std::size_t>(HW)));
+        sgemm_b b{xg, HW};
+        tensor buf;
+        if (!pointwise) {
+          buf = ctx.scratch(element_type::float32, packed_b_size(K, HW) + 16);
+          float* pb = align64(buf.typed<float>());
+          // Rows of the packing split across the threads too.
+          ctx.parallel_for(static_cast<std::size_t>(K), 64, [&](std::size_t r0, std::size_t r1) {
+            pack_columns(g, xg, 0, HW, pb, static_cast<std::int64_t>(r0), static_cast<std::int64_t>(r1));
+          });
+          b = {pb, 0};
+        }
+        ep.z = zg;
         const std::int64_t panels = a_panels(g.Mg);
         ctx.parallel_for(static_cast<std::size_t>(panels), 1, [&](std::size_t q0, std::size_t q1) {
           const auto p0 = static_cast<std::int64_t>(q0), p1 = static_cast<std::int64_t>(q1);
-          sgemm_packed(g.Mg, HW, K, pa, pb, yg, HW, 1.0f, false, p0, p1, 0, b_panels(HW));
-          const std::int64_t r0 = p0 * sgemm_mr, r1 = std::min(g.Mg, p1 * sgemm_mr);
-          epilogue(p, yg + r0 * HW, bg != nullptr ? bg + r0 : nullptr, zg != nullptr ? zg + r0 * HW : nullptr, r1 - r0, HW, 0, HW);
+          sgemm(g.Mg, HW, K, pa, b, yg, HW, 1.0f, false, &ep, p0, p1, 0, b_panels(HW));
+          finish(yg, p0 * sgemm_mr, std::min(g.Mg, p1 * sgemm_mr), 0, HW);
         });
       }
     }

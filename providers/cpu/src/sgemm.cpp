@@ -81,26 +81,46 @@ void pack_b(float* dst, const float* b, std::int64_t ldb, bool tb, std::int64_t 
   }
 }
 
+void sgemm_apply_epilogue(const sgemm_epilogue& ep, float* c, std::int64_t ldc, std::int64_t i0, std::int64_t i1,
+                          std::int64_t j0, std::int64_t j1) {
+  for (std::int64_t i = i0; i < i1; ++i) {
+    float* row = c + i * ldc;
+    for (std::int64_t j = j0; j < j1; ++j) {
+      float v = row[j];
+      if (ep.bias != nullptr) v += ep.bias[i];
+      if (ep.z != nullptr) v += ep.z[i * ep.ldz + j];
+      if (ep.activation == sgemm_epilogue::act::relu) v = std::max(v, 0.0f);
+      else if (ep.activation == sgemm_epilogue::act::clip) v = std::min(std::max(v, ep.lo), ep.hi);
+      row[j] = v;
+    }
+  }
+}
+
 #if defined(__AVX512F__)
 
 bool sgemm_packed_available() noexcept { return true; }
 
 namespace {
 
-// C[R rows, up to 32 columns] (masks m0, m1) = alpha * (A panel x B panel) (+ C when load_c).
-template <int R>
-inline void micro_kernel(std::int64_t kc, const float* __restrict a, const float* __restrict b, float* c, std::int64_t ldc,
-                         __mmask16 m0, __mmask16 m1, float alpha, bool load_c) {
+// C[R rows, up to 32 columns] (masks m0, m1) = alpha * (A panel x B panel) (+ C when load_c), then the epilogue
+// when `ep` is given. B rows are `bs` floats apart (32 when packed).
+template <int R, bool Packed>
+inline void micro_kernel(std::int64_t kc, const float* __restrict a, const float* __restrict b, std::int64_t bs, float* c,
+                         std::int64_t ldc, __mmask16 m0, __mmask16 m1, float alpha, bool load_c, const sgemm_epilogue* ep,
+                         std::int64_t row0, std::int64_t col0) {
   __m512 c0[R], c1[R];
 #pragma GCC unroll 12
   for (int i = 0; i < R; ++i) {
     c0[i] = _mm512_setzero_ps();
     c1[i] = _mm512_setzero_ps();
   }
+  // Packed panels are aligned and zero-padded: plain loads, a constant stride. A matrix read in place needs masks at
+  // its right edge (past it lies the next row, or the end of the buffer).
+  if constexpr (Packed) bs = nr;
 #pragma GCC unroll 2
   for (std::int64_t k = 0; k < kc; ++k) {
-    const __m512 b0 = _mm512_load_ps(b);
-    const __m512 b1 = _mm512_load_ps(b + 16);
+    const __m512 b0 = Packed ? _mm512_load_ps(b) : _mm512_maskz_loadu_ps(m0, b);
+    const __m512 b1 = Packed ? _mm512_load_ps(b + 16) : _mm512_maskz_loadu_ps(m1, b + 16);
 #pragma GCC unroll 12
     for (int i = 0; i < R; ++i) {
       const __m512 ai = _mm512_set1_ps(a[i]);
@@ -108,7 +128,7 @@ inline void micro_kernel(std::int64_t kc, const float* __restrict a, const float
       c1[i] = _mm512_fmadd_ps(ai, b1, c1[i]);
     }
     a += mr;
-    b += nr;
+    b += bs;
   }
   const __m512 va = _mm512_set1_ps(alpha);
 #pragma GCC unroll 12
@@ -120,44 +140,81 @@ inline void micro_kernel(std::int64_t kc, const float* __restrict a, const float
       x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, ci));
       x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, ci + 16));
     }
+    if (ep != nullptr) {
+      if (ep->bias != nullptr) {
+        const __m512 bv = _mm512_set1_ps(ep->bias[row0 + i]);
+        x0 = _mm512_add_ps(x0, bv);
+        x1 = _mm512_add_ps(x1, bv);
+      }
+      if (ep->z != nullptr) {
+        const float* zi = ep->z + (row0 + i) * ep->ldz + col0;
+        x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, zi));
+        x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, zi + 16));
+      }
+      if (ep->activation == sgemm_epilogue::act::relu) {
+        x0 = _mm512_max_ps(x0, _mm512_setzero_ps());
+        x1 = _mm512_max_ps(x1, _mm512_setzero_ps());
+      } else if (ep->activation == sgemm_epilogue::act::clip) {
+        const __m512 lo = _mm512_set1_ps(ep->lo), hi = _mm512_set1_ps(ep->hi);
+        x0 = _mm512_min_ps(_mm512_max_ps(x0, lo), hi);
+        x1 = _mm512_min_ps(_mm512_max_ps(x1, lo), hi);
+      }
+    }
     _mm512_mask_storeu_ps(ci, m0, x0);
     _mm512_mask_storeu_ps(ci + 16, m1, x1);
   }
 }
 
-using kernel_fn = void (*)(std::int64_t, const float*, const float*, float*, std::int64_t, __mmask16, __mmask16, float, bool);
-constexpr kernel_fn kernels[mr + 1] = {nullptr,          micro_kernel<1>, micro_kernel<2>,  micro_kernel<3>, micro_kernel<4>,
-                                       micro_kernel<5>,  micro_kernel<6>, micro_kernel<7>,  micro_kernel<8>, micro_kernel<9>,
-                                       micro_kernel<10>, micro_kernel<11>, micro_kernel<12>};
+using kernel_fn = void (*)(std::int64_t, const float*, const float*, std::int64_t, float*, std::int64_t, __mmask16, __mmask16,
+                           float, bool, const sgemm_epilogue*, std::int64_t, std::int64_t);
+template <bool Packed>
+constexpr kernel_fn kernels[mr + 1] = {nullptr,
+                                       micro_kernel<1, Packed>,
+                                       micro_kernel<2, Packed>,
+                                       micro_kernel<3, Packed>,
+                                       micro_kernel<4, Packed>,
+                                       micro_kernel<5, Packed>,
+                                       micro_kernel<6, Packed>,
+                                       micro_kernel<7, Packed>,
+                                       micro_kernel<8, Packed>,
+                                       micro_kernel<9, Packed>,
+                                       micro_kernel<10, Packed>,
+                                       micro_kernel<11, Packed>,
+                                       micro_kernel<12, Packed>};
 
 }  // namespace
 
-void sgemm_packed(std::int64_t M, std::int64_t N, std::int64_t K, const float* pa, const float* pb, float* c,
-                  std::int64_t ldc, float alpha, bool accumulate, std::int64_t p0, std::int64_t p1, std::int64_t q0,
-                  std::int64_t q1) {
+void sgemm(std::int64_t M, std::int64_t N, std::int64_t K, const float* pa, sgemm_b b, float* c, std::int64_t ldc,
+           float alpha, bool accumulate, const sgemm_epilogue* ep, std::int64_t p0, std::int64_t p1, std::int64_t q0,
+           std::int64_t q1) {
   if (M == 0 || N == 0) return;
   const std::int64_t mpad = a_panels(M) * mr, npad = b_panels(N) * nr;
   if (K == 0) {
     if (!accumulate)
       for (std::int64_t i = p0 * mr; i < std::min(M, p1 * mr); ++i)
         std::fill(c + i * ldc + q0 * nr, c + i * ldc + std::min(N, q1 * nr), 0.0f);
+    if (ep != nullptr) sgemm_apply_epilogue(*ep, c, ldc, p0 * mr, std::min(M, p1 * mr), q0 * nr, std::min(N, q1 * nr));
     return;
   }
-  for (std::int64_t kb = 0; kb < kblocks(K); ++kb) {
+  const bool packed = b.ld == 0;
+  const std::int64_t nkb = kblocks(K);
+  for (std::int64_t kb = 0; kb < nkb; ++kb) {
     const std::int64_t k0 = kb * kc_max, kc = std::min(kc_max, K - k0);
     const bool load_c = accumulate || kb > 0;
+    const sgemm_epilogue* last = kb + 1 == nkb ? ep : nullptr;
     const float* ablock = pa + k0 * mpad;
-    const float* bblock = pb + k0 * npad;
     for (std::int64_t m0 = p0; m0 < p1; m0 += mc_panels) {
       const std::int64_t m1 = std::min(p1, m0 + mc_panels);
       for (std::int64_t q = q0; q < q1; ++q) {
-        const float* bp = bblock + q * kc * nr;
+        const float* bp = packed ? b.data + k0 * npad + q * kc * nr : b.data + k0 * b.ld + q * nr;
+        const std::int64_t bs = packed ? nr : b.ld;
         const std::int64_t cols = std::min(nr, N - q * nr);
         const auto mask0 = static_cast<__mmask16>(cols >= 16 ? 0xFFFF : (1u << cols) - 1);
         const auto mask1 = static_cast<__mmask16>(cols >= 32 ? 0xFFFF : cols <= 16 ? 0 : (1u << (cols - 16)) - 1);
         for (std::int64_t p = m0; p < m1; ++p) {
           const std::int64_t rows = std::min(mr, M - p * mr);
-          kernels[rows](kc, ablock + p * kc * mr, bp, c + p * mr * ldc + q * nr, ldc, mask0, mask1, alpha, load_c);
+          (packed ? kernels<true> : kernels<false>)[rows](kc, ablock + p * kc * mr, bp, bs, c + p * mr * ldc + q * nr, ldc,
+                                                           mask0, mask1, alpha, load_c, last, p * mr, q * nr);
         }
       }
     }
@@ -170,21 +227,23 @@ bool sgemm_packed_available() noexcept { return false; }
 
 // Without AVX-512 the packed path is not used (gemm_block falls back to Eigen); a portable kernel keeps the entry
 // point correct for callers that pack anyway.
-void sgemm_packed(std::int64_t M, std::int64_t N, std::int64_t K, const float* pa, const float* pb, float* c,
-                  std::int64_t ldc, float alpha, bool accumulate, std::int64_t p0, std::int64_t p1, std::int64_t q0,
-                  std::int64_t q1) {
+void sgemm(std::int64_t M, std::int64_t N, std::int64_t K, const float* pa, sgemm_b b, float* c, std::int64_t ldc,
+           float alpha, bool accumulate, const sgemm_epilogue* ep, std::int64_t p0, std::int64_t p1, std::int64_t q0,
+           std::int64_t q1) {
   const std::int64_t mpad = a_panels(M) * mr, npad = b_panels(N) * nr;
-  for (std::int64_t i = p0 * mr; i < std::min(M, p1 * mr); ++i)
-    for (std::int64_t j = q0 * nr; j < std::min(N, q1 * nr); ++j) {
+  const std::int64_t i0 = p0 * mr, i1 = std::min(M, p1 * mr), j0 = q0 * nr, j1 = std::min(N, q1 * nr);
+  for (std::int64_t i = i0; i < i1; ++i)
+    for (std::int64_t j = j0; j < j1; ++j) {
       float acc = 0.0f;
       for (std::int64_t k = 0; k < K; ++k) {
         const std::int64_t kb = k / kc_max, k0 = kb * kc_max, kc = std::min(kc_max, K - k0), kk = k - k0;
         const float av = pa[k0 * mpad + (i / mr) * kc * mr + kk * mr + i % mr];
-        const float bv = pb[k0 * npad + (j / nr) * kc * nr + kk * nr + j % nr];
+        const float bv = b.ld == 0 ? b.data[k0 * npad + (j / nr) * kc * nr + kk * nr + j % nr] : b.data[k * b.ld + j];
         acc += av * bv;
       }
       c[i * ldc + j] = alpha * acc + (accumulate ? c[i * ldc + j] : 0.0f);
     }
+  if (ep != nullptr) sgemm_apply_epilogue(*ep, c, ldc, i0, i1, j0, j1);
 }
 
 #endif

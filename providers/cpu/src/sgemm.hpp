@@ -27,11 +27,39 @@ void pack_a(float* dst, const float* a, std::int64_t lda, bool ta, std::int64_t 
 /// of packed_b_size(K, N) floats.
 void pack_b(float* dst, const float* b, std::int64_t ldb, bool tb, std::int64_t K, std::int64_t N);
 
-/// @brief C[M,N] (leading dimension ldc) = alpha * A * B (+ C when `accumulate`) for packed A and B, computing only
-/// the A panels [p0, p1) and B panels [q0, q1) (so threads can split the work by panels). Single-threaded.
-void sgemm_packed(std::int64_t M, std::int64_t N, std::int64_t K, const float* pa, const float* pb, float* c,
-                  std::int64_t ldc, float alpha, bool accumulate, std::int64_t p0, std::int64_t p1, std::int64_t q0,
-                  std::int64_t q1);
+/// @brief What is applied to C as the last K block is stored: per-row bias, a residual Z laid out like C, and a
+/// ReLU or clip. Rows and columns are C's (absolute, not relative to a panel).
+struct sgemm_epilogue {
+  const float* bias = nullptr;
+  const float* z = nullptr;
+  std::int64_t ldz = 0;
+  enum class act : std::uint8_t { none, relu, clip } activation = act::none;
+  float lo = 0, hi = 0;
+};
+
+/// @brief B as the kernel reads it: packed panels (pack_b), or an unpacked row-major K x N matrix with leading
+/// dimension `ld` (read in place: what a pointwise convolution's input already is).
+struct sgemm_b {
+  const float* data = nullptr;
+  std::int64_t ld = 0;  ///< 0: packed
+};
+
+/// @brief C[M,N] (leading dimension ldc) = alpha * A * B (+ C when `accumulate`), then the epilogue (if any), for
+/// packed A; computing only the A panels [p0, p1) and B panels [q0, q1) (so threads can split the work by panels).
+/// Single-threaded.
+void sgemm(std::int64_t M, std::int64_t N, std::int64_t K, const float* pa, sgemm_b b, float* c, std::int64_t ldc,
+           float alpha, bool accumulate, const sgemm_epilogue* ep, std::int64_t p0, std::int64_t p1, std::int64_t q0,
+           std::int64_t q1);
+/// Applies `ep` to rows [i0, i1) x columns [j0, j1) of C (the scalar path).
+void sgemm_apply_epilogue(const sgemm_epilogue& ep, float* c, std::int64_t ldc, std::int64_t i0, std::int64_t i1,
+                          std::int64_t j0, std::int64_t j1);
+
+/// `sgemm` with packed B and no epilogue.
+inline void sgemm_packed(std::int64_t M, std::int64_t N, std::int64_t K, const float* pa, const float* pb, float* c,
+                         std::int64_t ldc, float alpha, bool accumulate, std::int64_t p0, std::int64_t p1, std::int64_t q0,
+                         std::int64_t q1) {
+  sgemm(M, N, K, pa, sgemm_b{pb, 0}, c, ldc, alpha, accumulate, nullptr, p0, p1, q0, q1);
+}
 
 /// Panels of an M x K A / a K x N B.
 inline std::int64_t a_panels(std::int64_t M) noexcept { return (M + sgemm_mr - 1) / sgemm_mr; }

@@ -1,0 +1,164 @@
+// Micro-benchmarks of the CPU provider's hot kernels on the shapes the shared models use (ResNet-50, MobileNetV2,
+// BERT-base): one node compiled by its kernel and run on the intra-op threads (EPSTACK_BENCH_THREADS, default 2), so
+// that a kernel change can be measured without a whole model. Counters: GFLOP/s for products, GB/s for data movement.
+#include <epstack/model_zoo.hpp>
+#include <epstack/providers/cpu/kernels.hpp>
+
+#include <benchmark/benchmark.h>
+
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+using namespace epstack;
+namespace ops = epstack::cpu::ops;
+
+namespace {
+
+int bench_threads() {
+  const char* e = std::getenv("EPSTACK_BENCH_THREADS");
+  return e != nullptr ? std::max(1, std::atoi(e)) : 2;
+}
+thread_pool& pool() {
+  static thread_pool p(bench_threads());
+  return p;
+}
+
+tensor random(std::vector<std::int64_t> sizes, std::uint64_t seed) {
+  tensor t(element_type::float32, sizes);
+  for (std::size_t i = 0; i < t.element_count(); ++i) t.typed<float>()[i] = zoo::uniform_at(seed, i);
+  return t;
+}
+
+// A single-node graph: inputs (constants become initializers), the node, its outputs.
+struct one_node {
+  graph g{"bench"};
+  std::vector<ivalue> inputs;
+  std::vector<ivalue> outputs;
+  compute_function fn;
+
+  template <class K>
+  static std::unique_ptr<one_node> make(node nd, std::vector<std::pair<tensor, bool>> ins, std::size_t outs = 1) {
+    auto b = std::make_unique<one_node>();
+    std::vector<std::string> in_names, out_names;
+    for (std::size_t i = 0; i < ins.size(); ++i) {
+      const std::string name = "x" + std::to_string(i);
+      in_names.push_back(name);
+      if (ins[i].second) b->g.add_initializer(name, ins[i].first);
+      else b->g.add_input(name, type_info::tensor_of(ins[i].first.type(), ins[i].first.get_shape()));
+      b->inputs.emplace_back(ins[i].first);
+    }
+    for (std::size_t o = 0; o < outs; ++o) out_names.push_back("y" + std::to_string(o));
+    b->g.add_node(std::move(nd), in_names, out_names);
+    b->outputs.resize(outs);
+    auto fn = K::compile(b->g, 0);
+    if (!fn) throw std::runtime_error(fn.status().to_string());
+    b->fn = std::move(*fn);
+    return b;
+  }
+  void run(benchmark::State& state) {
+    for (auto _ : state) {
+      compute_context ctx(inputs, outputs, nullptr, &pool());
+      const auto st = fn(ctx);
+      if (!st) state.SkipWithError(st.to_string().c_str());
+      benchmark::DoNotOptimize(outputs[0].as_tensor().data());
+    }
+  }
+};
+
+node conv_node(std::int64_t k, std::int64_t stride, std::int64_t group, bool fused, const char* act = "Relu") {
+  node n;
+  n.name = "conv";
+  n.op_type = fused ? "FusedConv" : "Conv";
+  n.domain = fused ? "com.microsoft" : "";
+  n.since_version = fused ? 1 : 11;
+  const std::int64_t p = k / 2;
+  n.attributes.set("kernel_shape", std::vector<std::int64_t>{k, k});
+  n.attributes.set("pads", std::vector<std::int64_t>{p, p, p, p});
+  n.attributes.set("strides", std::vector<std::int64_t>{stride, stride});
+  if (group != 1) n.attributes.set("group", group);
+  if (fused) n.attributes.set("activation", std::string(act));
+  return n;
+}
+
+// Conv: channels in, channels out, input size, kernel, stride, groups.
+void BM_conv(benchmark::State& state) {
+  const auto cin = state.range(0), cout = state.range(1), hw = state.range(2), k = state.range(3), s = state.range(4),
+             group = state.range(5);
+  auto b = one_node::make<ops::fused_conv>(conv_node(k, s, group, true),
+                                           {{random({1, cin, hw, hw}, 1), false}, {random({cout, cin / group, k, k}, 2), true},
+                                            {random({cout}, 3), true}});
+  b->run(state);
+  const double out = static_cast<double>(hw / s) * static_cast<double>(hw / s);
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(cout) * static_cast<double>(cin / group * k * k) * out,
+                                                 benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+}
+BENCHMARK(BM_conv)
+    ->ArgNames({"cin", "cout", "hw", "k", "s", "g"})
+    ->Args({3, 64, 224, 7, 2, 1})      // resnet50 stem
+    ->Args({64, 64, 56, 3, 1, 1})      // resnet50 layer1 3x3
+    ->Args({64, 256, 56, 1, 1, 1})     // resnet50 layer1 1x1 expand
+    ->Args({256, 256, 14, 3, 1, 1})    // resnet50 layer3 3x3
+    ->Args({512, 512, 7, 3, 1, 1})     // resnet50 layer4 3x3
+    ->Args({1024, 2048, 14, 1, 2, 1})  // resnet50 layer4 downsample
+    ->Args({3, 32, 224, 3, 2, 1})      // mobilenetv2 stem
+    ->Args({16, 96, 112, 1, 1, 1})     // mobilenetv2 pointwise expand
+    ->Args({96, 96, 112, 3, 2, 96})    // mobilenetv2 depthwise stride 2
+    ->Args({144, 144, 56, 3, 1, 144})  // mobilenetv2 depthwise stride 1
+    ->Args({320, 1280, 7, 1, 1, 1})    // mobilenetv2 last pointwise
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
+// MatMul with a constant weight: rows, inner, columns.
+void BM_matmul(benchmark::State& state) {
+  const auto m = state.range(0), k = state.range(1), n = state.range(2);
+  node nd;
+  nd.name = "mm";
+  nd.op_type = "MatMul";
+  nd.since_version = 13;
+  auto b = one_node::make<ops::matmul>(std::move(nd), {{random({1, m, k}, 1), false}, {random({k, n}, 2), true}});
+  b->run(state);
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(m * n * k), benchmark::Counter::kIsIterationInvariantRate,
+                                                 benchmark::Counter::kIs1000);
+}
+BENCHMARK(BM_matmul)
+    ->ArgNames({"m", "k", "n"})
+    ->Args({128, 768, 768})    // bert projections
+    ->Args({128, 768, 3072})   // bert FFN in
+    ->Args({128, 3072, 768})   // bert FFN out
+    ->Args({1, 512, 8000})     // llm_decode lm_head
+    ->Args({64, 1024, 4096})   // mlp_b64
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
+// Softmax over the last axis of [1, heads, seq, seq].
+void BM_softmax(benchmark::State& state) {
+  node nd;
+  nd.name = "sm";
+  nd.op_type = "Softmax";
+  nd.since_version = 13;
+  auto b = one_node::make<ops::softmax>(std::move(nd), {{random({1, 12, state.range(0), state.range(0)}, 1), false}});
+  b->run(state);
+  state.counters["GB/s"] = benchmark::Counter(8.0 * 12 * static_cast<double>(state.range(0) * state.range(0)),
+                                              benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+}
+BENCHMARK(BM_softmax)->Arg(128)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// Transpose [1, seq, 12, 64] with perm [0, 2, 1, 3] (BERT's split into heads).
+void BM_transpose(benchmark::State& state) {
+  node nd;
+  nd.name = "tr";
+  nd.op_type = "Transpose";
+  nd.since_version = 13;
+  nd.attributes.set("perm", std::vector<std::int64_t>{0, 2, 1, 3});
+  auto b = one_node::make<ops::transpose>(std::move(nd), {{random({1, state.range(0), 12, 64}, 1), false}});
+  b->run(state);
+  state.counters["GB/s"] = benchmark::Counter(8.0 * static_cast<double>(state.range(0)) * 768, benchmark::Counter::kIsIterationInvariantRate,
+                                              benchmark::Counter::kIs1000);
+}
+BENCHMARK(BM_transpose)->Arg(128)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+}  // namespace
+
+BENCHMARK_MAIN();

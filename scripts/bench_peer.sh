@@ -1,0 +1,36 @@
+#!/bin/sh
+# Side-by-side benchmark: ONNX Runtime 1.30 (../shared/bench/ort_bench.mjs) and `epstack perf`, model by model in the
+# same time window, same threads and inputs; then ../shared/bench/compare.py prints the ratios (epstack / ORT).
+# Usage: scripts/bench_peer.sh [BUILD_DIR] [PROVIDERS] [MODEL ...]
+#   env: EPSTACK_SHARED_DIR (default ../shared), EPSTACK_PEER_DIR (onnxruntime-node; default BUILD_DIR/peer),
+#        MODELS_DIR (default BUILD_DIR/shared-models), ITERS (100), THREADS (2), ROUNDS (1)
+set -eu
+cd "$(dirname "$0")/.."
+BUILD=${1:-build}
+PROVIDERS=${2:-cpu}
+shift 2 2>/dev/null || shift $#
+SHARED=${EPSTACK_SHARED_DIR:-../shared}
+PEER=${EPSTACK_PEER_DIR:-$BUILD/peer}
+MODELS=${MODELS_DIR:-$BUILD/shared-models}
+ITERS=${ITERS:-100}
+THREADS=${THREADS:-2}
+ROUNDS=${ROUNDS:-1}
+OUT="$BUILD/bench-peer/$(echo "$PROVIDERS" | tr ',' '_')"
+[ -f "$SHARED/bench/ort_bench.mjs" ] || { echo "bench_peer: $SHARED/bench is missing" >&2; exit 1; }
+[ -f "$MODELS/models.json" ] || { echo "bench_peer: no models in $MODELS (ctest -L shared generates them)" >&2; exit 1; }
+sh "$SHARED/bench/setup.sh" "$PEER" >/dev/null
+mkdir -p "$OUT"
+: > "$OUT/ort.jsonl"
+: > "$OUT/lib.jsonl"
+LIST=${*:-"mlp_b1 mlp_b64 resnet50 mobilenetv2 bert_base_seq128 bert_layernorm17 llm_prefill llm_decode mixed_ops"}
+r=0
+while [ "$r" -lt "$ROUNDS" ]; do
+  for m in $LIST; do
+    node "$SHARED/bench/ort_bench.mjs" --peer-dir "$PEER" --model "$MODELS/$m.onnx" --threads "$THREADS" \
+      --warmup 10 --iters "$ITERS" --creates 5 --max-seconds 30 >> "$OUT/ort.jsonl"
+    "$BUILD/tools/epstack" perf --model "$MODELS/$m.onnx" --providers "$PROVIDERS" --threads "$THREADS" \
+      --warmup 10 --iters "$ITERS" --creates 5 --max-seconds 30 >> "$OUT/lib.jsonl"
+  done
+  r=$((r + 1))
+done
+/usr/bin/python3 "$SHARED/bench/compare.py" "$OUT/lib.jsonl" "$OUT/ort.jsonl" --markdown
