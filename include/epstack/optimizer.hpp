@@ -32,11 +32,15 @@ struct optimization_report {
   std::vector<std::string> fusions; ///< one entry per fusion applied, e.g. "FusedConv <- /conv1 + /relu1"
 };
 
+/// Whether the provider stack can run operator (domain, op_type): a fusion writes an operator only when it can.
+using operator_query = std::function<bool(std::string_view domain, std::string_view op_type)>;
+
 /// Options of `optimize`.
 struct optimizer_options {
   graph_optimization_level level = graph_optimization_level::all;
-  node_compiler fold;  ///< without it, constant folding is skipped
-  int threads = 1;     ///< threads for folding kernels
+  node_compiler fold;        ///< without it, constant folding is skipped
+  operator_query can_run;    ///< without it, every fusion is allowed
+  int threads = 1;           ///< threads for folding kernels
 };
 
 /// @brief Transforms `m` in place (main graph and subgraphs). The result computes the same outputs for every input.

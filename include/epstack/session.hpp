@@ -138,18 +138,24 @@ class basic_session {
     auto keep = std::make_shared<providers_type>(std::move(providers));
     std::vector<provider_binding> bindings;
     node_compiler fold;
+    operator_query can_run;
     std::apply([&](const auto&... p) {
       (bindings.push_back({provider_traits<std::remove_cvref_t<decltype(p)>>::type_key,
                            [&p](const graph_view<graph>& v) { return p.get_capability(v); },
                            [&p](std::span<const partition> parts) { return p.compile(parts); }}),
        ...);
       const auto set_fold = [&](const auto& q) {
-        if constexpr (detail::is_cpu_key<std::remove_cvref_t<decltype(q)>>::value)
+        using Q = std::remove_cvref_t<decltype(q)>;
+        if constexpr (detail::is_cpu_key<Q>::value) {
           fold = [&q](const graph& g, node_id n) { return detail::compile_one(q, g, n); };
+          // Fusions write only operators the fallback provider can run (when it can say so).
+          if constexpr (requires { Q::has_op(std::string_view(), std::string_view()); })
+            can_run = [](std::string_view d, std::string_view op) { return Q::has_op(d, op); };
+        }
       };
       (set_fold(p), ...);
     }, *keep);
-    EPSTACK_ASSIGN_OR_RETURN(auto core, session_core::build(std::move(m), std::move(bindings), options, fold));
+    EPSTACK_ASSIGN_OR_RETURN(auto core, session_core::build(std::move(m), std::move(bindings), options, fold, can_run));
     return basic_session(std::move(core), std::move(keep));
   }
 

@@ -52,7 +52,8 @@ class session_core {
   /// `providers` (priority order), compiles each provider's partitions in one call, and plans execution.
   [[nodiscard]] static Result<std::shared_ptr<const session_core>> build(model m, std::vector<provider_binding> providers,
                                                                          const session_options& options,
-                                                                         const node_compiler& fold);
+                                                                         const node_compiler& fold,
+                                                                         const operator_query& can_run = {});
   ~session_core();
   session_core(const session_core&) = delete;
   session_core& operator=(const session_core&) = delete;

@@ -814,11 +814,12 @@ Status optimize_graph(graph& g, const optimizer_options& opt, std::int64_t onnx_
   dead_node_elimination(e, rep);
   fuse_conv_bn(e, rep);
   if (opt.level >= graph_optimization_level::extended) {
-    fuse_conv_activation(e, rep);
-    fuse_gelu(e, rep);
-    fuse_layer_norm(e, onnx_opset, rep);
-    fuse_skip_layer_norm(e, rep);
-    fuse_matmul_add(e, rep);
+    const auto can = [&](std::string_view domain, std::string_view op) { return !opt.can_run || opt.can_run(domain, op); };
+    if (can(contrib_domain, "FusedConv")) fuse_conv_activation(e, rep);
+    if (can(contrib_domain, "Gelu") && can(contrib_domain, "BiasGelu")) fuse_gelu(e, rep);
+    if (can(onnx_opset >= 17 ? std::string_view() : contrib_domain, "LayerNormalization")) fuse_layer_norm(e, onnx_opset, rep);
+    if (can(contrib_domain, "SkipLayerNormalization")) fuse_skip_layer_norm(e, rep);
+    if (can("", "Gemm")) fuse_matmul_add(e, rep);
   }
   dead_node_elimination(e, rep);
   g = from_egraph(e);

@@ -441,7 +441,7 @@ session_core::~session_core() = default;
 
 Result<std::shared_ptr<const session_core>> session_core::build(model m, std::vector<provider_binding> providers,
                                                                  const session_options& options,
-                                                                 const node_compiler& fold) {
+                                                                 const node_compiler& fold, const operator_query& can_run) {
   auto core = std::shared_ptr<session_core>(new session_core());
   auto& d = *core->impl_;
   d.m = std::move(m);
@@ -451,6 +451,7 @@ Result<std::shared_ptr<const session_core>> session_core::build(model m, std::ve
   optimizer_options oo;
   oo.level = options.optimization_level();
   oo.fold = fold;
+  oo.can_run = can_run;
   EPSTACK_ASSIGN_OR_RETURN(d.report, optimize(d.m, oo));
   if (!options.optimized_model_filepath().empty()) {
     save_options so;
@@ -584,7 +585,10 @@ void collect_profile(const graph_exec& ge, std::vector<session_core::step_profil
 std::vector<session_core::step_profile> session_core::profile() const {
   std::vector<step_profile> r;
   collect_profile(*impl_->main, r);
-  std::stable_sort(r.begin(), r.end(), [](const auto& a, const auto& b) { return a.total_ms > b.total_ms; });
+  // std::sort with a tie-break (stable_sort warns under clang with libstdc++ 12: get_temporary_buffer is deprecated).
+  std::sort(r.begin(), r.end(), [](const auto& a, const auto& b) {
+    return a.total_ms != b.total_ms ? a.total_ms > b.total_ms : a.label < b.label;
+  });
   return r;
 }
 

@@ -127,30 +127,6 @@ TEST_CASE("bad run calls are invalid_argument naming the input or output") {
   CHECK(s->run(feeds, right).has_value());
 }
 
-TEST_CASE("eight threads running one session fifty times each get identical outputs") {
-  auto s = cpu_session::create(zoo::make_mlp({32, 64, 10}));
-  REQUIRE(s.has_value());
-  const auto x = uniform({4, 32}, 11);
-  auto first = s->run({{"input", x}});
-  REQUIRE(first.has_value());
-  const tensor expected = (*first)[0];
-  std::vector<int> mismatches(8, 0), failures(8, 0);
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 8; ++t)
-    threads.emplace_back([&, t] {
-      for (int i = 0; i < 50; ++i) {
-        auto r = s->run({{"input", x}});
-        if (!r) ++failures[static_cast<std::size_t>(t)];
-        else if (!(*r)[0].same_content(expected)) ++mismatches[static_cast<std::size_t>(t)];
-      }
-    });
-  for (auto& th : threads) th.join();
-  for (int t = 0; t < 8; ++t) {
-    CHECK(failures[static_cast<std::size_t>(t)] == 0);
-    CHECK(mismatches[static_cast<std::size_t>(t)] == 0);
-  }
-}
-
 TEST_CASE("a provider stack: the scripted provider fuses what it claims and the CPU takes the rest") {
   graph g("mixed");
   g.add_input("x", type_info::tensor_of(element_type::float32, shape{4}));

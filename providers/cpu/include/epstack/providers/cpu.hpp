@@ -32,6 +32,13 @@ struct basic_cpu_provider {
   static constexpr std::string_view type_key = cpu_provider_key;
   static constexpr std::string_view short_name = "cpu";
 
+  /// True when a kernel of the list implements operator `op_type` of `domain` ("" is the ONNX domain): the graph
+  /// optimiser fuses into an operator only when the stack can run it.
+  [[nodiscard]] static constexpr bool has_op(std::string_view domain, std::string_view op_type) {
+    const bool onnx = domain.empty() || domain == "ai.onnx";
+    return ((K::op_type == op_type && (K::domain.empty() ? onnx : K::domain == domain)) || ...);
+  }
+
   /// True when a kernel of the list runs node `n`.
   [[nodiscard]] static bool has_kernel(const graph& g, node_id n) {
     const auto& nd = g.node(n);

@@ -1,0 +1,107 @@
+// Concurrency (label "concurrency"; CI runs this executable under ThreadSanitizer): many threads running one session
+// at once get identical outputs; the intra-op thread pool serves several callers' loops at once; sessions and runs
+// are independent.
+#include <epstack/model_zoo.hpp>
+#include <epstack/providers/cpu.hpp>
+#include <epstack/session.hpp>
+#include <epstack/thread_pool.hpp>
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <numeric>
+#include <thread>
+#include <vector>
+
+using namespace epstack;
+using cpu_session = session<cpu_provider>;
+
+namespace {
+
+// Runs `s` from `threads` threads, `runs` times each, and checks every output against the first run's.
+template <class Session>
+void hammer(const Session& s, const std::vector<named_tensor>& feeds, int threads, int runs) {
+  auto first = s.run(feeds);
+  REQUIRE_MESSAGE(first.has_value(), first.status().to_string());
+  std::vector<int> mismatches(static_cast<std::size_t>(threads), 0), failures(static_cast<std::size_t>(threads), 0);
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      for (int i = 0; i < runs; ++i) {
+        auto r = s.run(feeds);
+        if (!r) {
+          ++failures[static_cast<std::size_t>(t)];
+          continue;
+        }
+        for (std::size_t k = 0; k < r->size(); ++k)
+          if (!(*r)[k].same_content((*first)[k])) ++mismatches[static_cast<std::size_t>(t)];
+      }
+    });
+  for (auto& th : pool) th.join();
+  CHECK(std::accumulate(failures.begin(), failures.end(), 0) == 0);
+  CHECK(std::accumulate(mismatches.begin(), mismatches.end(), 0) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("eight threads running one session fifty times each get identical outputs") {
+  session_options so;
+  so.set_intra_op_threads(2);
+  auto s = cpu_session::create(zoo::make_mlp({32, 64, 10}), so);
+  REQUIRE(s.has_value());
+  hammer(*s, {{"input", zoo::random_tensor({4, 32}, 11, 1.0f)}}, 8, 50);
+  // Each concurrent run had its own arena; they are kept for reuse.
+  CHECK(s->memory().run_contexts >= 1);
+  CHECK(s->memory().run_contexts <= 9);
+}
+
+TEST_CASE("concurrent runs of a convolutional network and a transformer, with intra-op threads, agree") {
+  session_options so;
+  so.set_intra_op_threads(2);
+  auto conv = cpu_session::create(zoo::make_convnet({8, 16}, 32, 10), so);
+  REQUIRE_MESSAGE(conv.has_value(), conv.status().to_string());
+  zoo::transformer_config cfg;
+  cfg.layers = 1;
+  auto tr = cpu_session::create(zoo::make_transformer(cfg), so);
+  REQUIRE_MESSAGE(tr.has_value(), tr.status().to_string());
+  tensor ids(element_type::int64, {1, 12});
+  for (std::size_t i = 0; i < ids.element_count(); ++i) ids.typed<std::int64_t>()[i] = static_cast<std::int64_t>(i * 7 % 512);
+  std::thread a([&] { hammer(*conv, {{"image", zoo::random_tensor({2, 3, 32, 32}, 3, 1.0f)}}, 4, 8); });
+  std::thread b([&] { hammer(*tr, {{"input_ids", ids}}, 4, 8); });
+  a.join();
+  b.join();
+}
+
+TEST_CASE("the thread pool serves loops from several callers at once, every index exactly once") {
+  thread_pool pool(3);
+  constexpr std::size_t n = 10000;
+  std::vector<std::thread> callers;
+  std::vector<std::vector<std::atomic<int>>> hits(4);
+  for (auto& h : hits) h = std::vector<std::atomic<int>>(n);
+  for (int c = 0; c < 4; ++c)
+    callers.emplace_back([&, c] {
+      for (int round = 0; round < 20; ++round)
+        pool.parallel_for(n, 64, [&](std::size_t b, std::size_t e) {
+          for (std::size_t i = b; i < e; ++i) hits[static_cast<std::size_t>(c)][i].fetch_add(1, std::memory_order_relaxed);
+        });
+    });
+  for (auto& t : callers) t.join();
+  for (const auto& h : hits)
+    for (const auto& x : h) CHECK(x.load() == 20);
+}
+
+TEST_CASE("a session destroyed while another is created and run on other threads leaves both correct") {
+  const auto m = zoo::make_mlp({16, 32, 4});
+  const auto x = zoo::random_tensor({2, 16}, 5, 1.0f);
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&] {
+      for (int i = 0; i < 5; ++i) {
+        auto s = cpu_session::create(m);
+        if (s && s->run({{"input", x}})) ++ok;
+      }
+    });
+  for (auto& t : threads) t.join();
+  CHECK(ok.load() == 20);
+}
