@@ -106,7 +106,7 @@ Result<tensor> tensor_from_proto(onnx::TensorProto& tp, external_data_resolver& 
   if (tp.data_location() == onnx::TensorProto::EXTERNAL) {
     if (et == element_type::string) return bad(where, "is a string tensor stored externally");
     EPSTACK_ASSIGN_OR_RETURN(auto mapped, ext.map(tp, n * es));
-    t = tensor::borrow(et, dims, mapped.first, std::move(mapped.second));
+    t = tensor::borrow_file(et, dims, mapped.first, std::move(mapped.second));
   } else if (tp.has_raw_data()) {
     if (n == 0) {
       t = tensor(et, dims);

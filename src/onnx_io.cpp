@@ -8,6 +8,7 @@
 
 #include "onnx_convert.hpp"
 #include "inference_guards.hpp"
+#include "zero_copy.hpp"
 
 #include <google/protobuf/io/coded_stream.h>
 
@@ -232,10 +233,15 @@ Result<model> load_model(const fs::path& path, const load_options& options) {
   const auto st = fs::status(path, ec);
   if (ec || !fs::exists(st)) return Status(errc::no_such_file, "model file '" + path.string() + "' does not exist");
   if (!fs::is_regular_file(st)) return Status(errc::no_such_file, "model path '" + path.string() + "' is not a regular file");
-  auto f = mapped_file::open(path, /*populate=*/true);
+  // Mapped lazily: large embedded weights are mapped in place (zero copy), so their pages are read only when used.
+  auto f = mapped_file::open(path, /*populate=*/false);
   if (!f) return f.status();
   const fs::path folder = path.has_parent_path() ? path.parent_path() : fs::path(".");
-  return load_proto((*f)->bytes(), "model '" + path.string() + "'", path, folder, true, options);
+  const std::string label = "model '" + path.string() + "'";
+  if (options.zero_copy)
+    if (auto rewritten = detail::externalize_raw_data((*f)->bytes(), path.filename().string(), inline_external_below + 1))
+      return load_proto(std::as_bytes(std::span(rewritten->data(), rewritten->size())), label, path, folder, true, options);
+  return load_proto((*f)->bytes(), label, path, folder, true, options);
 }
 
 Result<model> load_model(std::span<const std::byte> bytes, const load_options& options) {

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -71,5 +72,15 @@ class mapped_file {
   std::size_t size_ = 0;
   std::filesystem::path path_;
 };
+
+/// @brief Drops the pages wholly inside [p, p + n) from this process's memory (madvise MADV_DONTNEED). Only for
+/// memory of a private, unmodified file mapping (`tensor::is_file_backed`): reading it again maps the file's pages
+/// back. Used after a kernel has copied a weight into its own layout, so the original stops counting in RSS.
+inline void release_file_pages(const void* p, std::size_t n) noexcept {
+  const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  const std::uintptr_t begin = (a + page - 1) / page * page, end = (a + n) / page * page;
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
 
 }  // namespace epstack

@@ -32,6 +32,9 @@ struct load_options {
   /// onnx's data propagation during shape inference: shape computations (Shape -> Gather -> Unsqueeze -> Slice ...)
   /// are followed, so more intermediate shapes are known (the graph optimiser needs them to fuse).
   bool data_propagation = true;
+  /// For a model loaded from a path: initializers of 64 KiB or more embedded in the file are mapped from it in place
+  /// rather than copied out of the protobuf message (faster loads; their memory is the file's page cache).
+  bool zero_copy = true;
 };
 
 /// @brief Loads an ONNX model file. Errors: no_such_file, invalid_protobuf, invalid_graph (checker, shape inference,

@@ -21,10 +21,37 @@
 #include <string>
 #include <vector>
 
+#if defined(__linux__)
+// madvise from <sys/mman.h>, declared here rather than included: that header's macros (MAP_TYPE) clash with onnx's.
+extern "C" int madvise(void* addr, std::size_t length, int advice) noexcept;
+#endif
+
 namespace epstack {
 
 /// Alignment of storage that tensors own.
 inline constexpr std::size_t tensor_alignment = 64;
+
+namespace detail {
+/// Allocations of at least this many bytes are 2 MiB aligned and asked to use transparent huge pages: one page fault
+/// instead of 512 when they are first written, and fewer TLB misses when kernels stream through them (weights).
+inline constexpr std::size_t huge_page_bytes = std::size_t{2} << 20;
+[[nodiscard]] inline std::size_t allocation_alignment(std::size_t bytes) noexcept {
+  return bytes >= huge_page_bytes ? huge_page_bytes : tensor_alignment;
+}
+/// Allocates `bytes` (uninitialised), 64-byte aligned, huge-page backed when large. Free with `deallocate`.
+[[nodiscard]] inline void* allocate(std::size_t bytes) {
+  const std::size_t align = allocation_alignment(bytes);
+  void* p = ::operator new(bytes, std::align_val_t{align});
+#if defined(__linux__)
+  constexpr int madv_hugepage = 14;  // MADV_HUGEPAGE
+  if (align == huge_page_bytes) ::madvise(p, (bytes + align - 1) / align * align, madv_hugepage);
+#endif
+  return p;
+}
+inline void deallocate(void* p, std::size_t bytes) noexcept {
+  ::operator delete(p, std::align_val_t{allocation_alignment(bytes)});
+}
+}  // namespace detail
 
 /// Concrete sizes of a tensor, held inline up to rank 6 (no allocation for the shapes models use); converts to
 /// `std::span<const std::int64_t>`.
@@ -80,6 +107,7 @@ class tensor {
     tensor t = *this;
     t.sizes_.assign(sizes.begin(), sizes.end());
     t.name_.clear();
+    t.file_backed_ = false;  // a view may be written through
     if (static_cast<std::size_t>(epstack::element_count(sizes).value_or(-1)) != count_)
       throw std::length_error("tensor::reshaped: the element count differs");
     return t;
@@ -98,6 +126,15 @@ class tensor {
     t.data_ = static_cast<std::byte*>(data);
     t.owner_ = std::move(owner);
     t.borrowed_ = true;
+    return t;
+  }
+
+  /// @brief Borrows `data` inside a file mapped privately by `owner` (a mapped_file): as `borrow`, and the pages may
+  /// be dropped from memory once read (see `is_file_backed`).
+  [[nodiscard]] static tensor borrow_file(element_type type, std::span<const std::int64_t> sizes, void* data,
+                                          std::shared_ptr<const void> owner) {
+    tensor t = borrow(type, sizes, data, std::move(owner));
+    t.file_backed_ = true;
     return t;
   }
 
@@ -131,6 +168,9 @@ class tensor {
   [[nodiscard]] bool empty() const noexcept { return type_ == element_type::undefined; }
   /// True when the storage is borrowed (for example memory-mapped) rather than owned.
   [[nodiscard]] bool is_borrowed() const noexcept { return borrowed_; }
+  /// True when the elements live in a privately mapped, unmodified file: dropping their pages from memory is safe,
+  /// the next read maps them from the file again (a kernel that has packed a weight releases it so).
+  [[nodiscard]] bool is_file_backed() const noexcept { return file_backed_; }
   [[nodiscard]] const std::byte* data() const noexcept { return data_; }
   [[nodiscard]] std::byte* mutable_data() noexcept { return data_; }
   [[nodiscard]] std::span<const std::byte> bytes() const noexcept {
@@ -198,13 +238,13 @@ class tensor {
     const std::size_t es = element_size(type_);
     if (count_ > (std::size_t{1} << 62) / std::max<std::size_t>(es, 1)) throw std::length_error("tensor: too large");
     const std::size_t bytes = std::max<std::size_t>(count_ * es, 1);
-    auto* p = static_cast<std::byte*>(::operator new(bytes, std::align_val_t{tensor_alignment}));
+    auto* p = static_cast<std::byte*>(detail::allocate(bytes));
     if (type_ == element_type::string) std::uninitialized_value_construct_n(reinterpret_cast<std::string*>(p), count_);
     else if (zero) std::memset(p, 0, bytes);
     const bool strings = type_ == element_type::string;
-    owner_ = std::shared_ptr<std::byte>(p, [n = count_, strings](std::byte* q) {
+    owner_ = std::shared_ptr<std::byte>(p, [n = count_, strings, bytes](std::byte* q) {
       if (strings) std::destroy_n(reinterpret_cast<std::string*>(q), n);
-      ::operator delete(q, std::align_val_t{tensor_alignment});
+      detail::deallocate(q, bytes);
     });
     data_ = p;
   }
@@ -215,6 +255,7 @@ class tensor {
   std::byte* data_ = nullptr;
   std::shared_ptr<const void> owner_;
   bool borrowed_ = false;
+  bool file_backed_ = false;
   std::string name_;
 };
 

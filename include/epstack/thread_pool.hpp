@@ -115,10 +115,11 @@ class thread_pool {
   }
 
   void work() {
+    bool worked = false;  // a worker spins only after it has had work: an idle pool costs nothing
     for (;;) {
       // Spin before sleeping: during a run the next operator's loop follows within microseconds. First with the
       // CPU's pause hint (no system call), then yielding, then asleep until a loop arrives.
-      for (unsigned spin = 0; spin < 300000 && pending_.load(std::memory_order_acquire) == 0 &&
+      for (unsigned spin = 0; worked && spin < 300000 && pending_.load(std::memory_order_acquire) == 0 &&
                               !stopping_.load(std::memory_order_relaxed);
            ++spin)
         if (spin < 100000) cpu_relax();
@@ -133,6 +134,7 @@ class thread_pool {
         j = queue_.front();
         j->active.fetch_add(1, std::memory_order_acq_rel);
       }
+      worked = true;
       run_chunks(*j);
       {
         // Every chunk is taken now: take the job off the queue (its caller may have done so already).

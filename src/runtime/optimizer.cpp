@@ -5,6 +5,7 @@
 #include <epstack/optimizer.hpp>
 
 #include <epstack/graph_algorithms.hpp>
+#include <epstack/mapped_file.hpp>
 #include <epstack/onnx_io.hpp>
 
 #include <cmath>
@@ -346,8 +347,13 @@ void dead_node_elimination(egraph& e, optimization_report& rep) {
   }
   std::vector<std::string> keep;
   for (const auto& name : e.init_order) {
-    if (needed.count(name) || e.graph_inputs.count(name)) keep.push_back(name);
-    else e.inits.erase(name);
+    if (needed.count(name) || e.graph_inputs.count(name)) {
+      keep.push_back(name);
+      continue;
+    }
+    // An initializer nothing uses any more (folded into a new one, say): its mapped pages can go now.
+    if (const auto& t = e.inits[name]; t.is_file_backed()) release_file_pages(t.data(), t.byte_size());
+    e.inits.erase(name);
   }
   e.init_order = std::move(keep);
   e.index();

@@ -41,6 +41,7 @@ class arena {
     std::byte* p = nullptr;
     std::size_t size = bytes;
     std::byte* raw = nullptr;
+    std::size_t colour_of_new = 0;
     // Best fit among the free blocks that do not waste more than the request (plus a little), the most recently
     // freed among equals (warmest in cache). Best fit makes every run after the first reuse the same blocks.
     auto it = free_.rend();
@@ -50,16 +51,19 @@ class arena {
       size = it->size;
       p = it->p;
       raw = it->raw;
+      colour_of_new = it->colour;
       free_.erase(std::next(it).base());
     } else {
       // Blocks start at different offsets within a page ("colours"), so that a kernel reading one block while writing
       // another does not have its loads falsely depend on its stores (4 KiB aliasing).
       const std::size_t colour = (created_++ * 11 % 63 + 1) * 64;
+      // (Not on huge pages: activations are rewritten every run, and 2 MiB-aligned blocks measured slower.)
       raw = static_cast<std::byte*>(::operator new(bytes + colour, std::align_val_t{tensor_alignment}));
       p = raw + colour;
       reserved_ += bytes + colour;
+      colour_of_new = colour;
     }
-    live_.emplace(p, block{size, 0, raw});
+    live_.emplace(p, block{size, 0, raw, colour_of_new});
     fresh_.push_back(p);
     return p;
   }
@@ -94,15 +98,17 @@ class arena {
   struct block {
     std::size_t size;
     int refs;
-    std::byte* raw;  // what operator new returned
+    std::byte* raw;       // what the allocation returned
+    std::size_t colour;   // raw + colour is the block
   };
   struct free_block {
     std::size_t size;
     std::byte* p;
     std::byte* raw;
+    std::size_t colour;
   };
   void retire(boost::container::flat_map<std::byte*, block>::iterator it) {
-    free_.push_back({it->second.size, it->first, it->second.raw});
+    free_.push_back({it->second.size, it->first, it->second.raw, it->second.colour});
     live_.erase(it);
   }
   boost::container::flat_map<std::byte*, block> live_;

@@ -9,6 +9,8 @@
 #include "kernel_util.hpp"
 #include "sgemm.hpp"
 
+#include <epstack/mapped_file.hpp>
+
 #include <memory>
 #include <new>
 
@@ -668,11 +670,14 @@ Result<conv_plan> make_plan(const graph& gr, node_id n, bool fused) {
     const std::int64_t K = static_cast<std::int64_t>(w->element_count()) / w->sizes()[0];
     p.group_stride = (packed_a_size(Mg, K) + 15) / 16 * 16;
     const std::size_t total = p.group_stride * static_cast<std::size_t>(p.attrs.group);
-    auto* data = static_cast<float*>(::operator new(total * sizeof(float), std::align_val_t{64}));
+    auto* data = static_cast<float*>(epstack::detail::allocate(total * sizeof(float)));
     for (std::int64_t g = 0; g < p.attrs.group; ++g)
       pack_a(data + g * static_cast<std::int64_t>(p.group_stride), w->typed<float>() + g * Mg * K, K, false, Mg, K);
-    p.packed_w = std::shared_ptr<const float>(data, [](const float* q) { ::operator delete(const_cast<float*>(q), std::align_val_t{64}); });
+    p.packed_w = std::shared_ptr<const float>(
+        data, [bytes = total * sizeof(float)](const float* q) { epstack::detail::deallocate(const_cast<float*>(q), bytes); });
     p.w_sizes.assign(w->sizes().begin(), w->sizes().end());
+    // The packed copy is what runs use: the original's pages need not stay in memory.
+    if (w->is_file_backed()) release_file_pages(w->data(), w->byte_size());
   }
   return p;
 }

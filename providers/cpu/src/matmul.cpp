@@ -7,6 +7,8 @@
 #include "kernel_util.hpp"
 #include "sgemm.hpp"
 
+#include <epstack/mapped_file.hpp>
+
 #include <new>
 
 #include <Eigen/Core>
@@ -141,10 +143,13 @@ prepacked_b prepack_constant_b(const graph& g, node_id n, bool tb) {
   r.K = tb ? b->sizes()[1] : b->sizes()[0];
   r.N = tb ? b->sizes()[0] : b->sizes()[1];
   if (r.K == 0 || r.N == 0) return r;
-  auto* data = static_cast<float*>(::operator new(packed_b_size(r.K, r.N) * sizeof(float), std::align_val_t{64}));
+  const std::size_t bytes = packed_b_size(r.K, r.N) * sizeof(float);
+  auto* data = static_cast<float*>(epstack::detail::allocate(bytes));
   pack_b(data, b->typed<float>(), b->sizes()[1], tb, r.K, r.N);
-  r.data = std::shared_ptr<const float>(data, [](const float* q) { ::operator delete(const_cast<float*>(q), std::align_val_t{64}); });
+  r.data = std::shared_ptr<const float>(data, [bytes](const float* q) { epstack::detail::deallocate(const_cast<float*>(q), bytes); });
   r.source = b->data();
+  // The packed copy is what runs use: the original's pages need not stay in memory.
+  if (b->is_file_backed()) release_file_pages(b->data(), b->byte_size());
   return r;
 }
 

@@ -52,16 +52,24 @@ struct basic_cpu_provider {
     return r;
   }
 
+  /// Compiles every partition (single nodes); kernels pack their constant weights here, on all the machine's cores.
   [[nodiscard]] Result<std::vector<compute_function>> compile(std::span<const partition> parts) const {
-    std::vector<compute_function> fns;
-    fns.reserve(parts.size());
-    for (const auto& p : parts) {
+    for (const auto& p : parts)
       if (p.nodes.size() != 1)
         return Status(errc::ep_fail, detail::cat("CPU provider: partition '", p.name, "' has ", std::to_string(p.nodes.size()),
                                                  " nodes; it compiles single nodes"));
-      auto fn = compile_node(*p.g, p.nodes.front());
-      if (!fn) return Status(fn.code(), detail::cat("node ", p.g->describe(p.nodes.front()), ": ", fn.status().message()));
-      fns.push_back(std::move(*fn));
+    std::vector<Result<compute_function>> results(parts.size(), Status(errc::fail, "not compiled"));
+    thread_pool pool;
+    pool.parallel_for(parts.size(), 1, [&](std::size_t b, std::size_t e) {
+      for (std::size_t i = b; i < e; ++i) results[i] = compile_node(*parts[i].g, parts[i].nodes.front());
+    });
+    std::vector<compute_function> fns;
+    fns.reserve(parts.size());
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+      if (!results[i])
+        return Status(results[i].code(), detail::cat("node ", parts[i].g->describe(parts[i].nodes.front()), ": ",
+                                                     results[i].status().message()));
+      fns.push_back(std::move(*results[i]));
     }
     return fns;
   }
