@@ -256,6 +256,8 @@ Result<sparse_tensor> sparse_from_proto(onnx::SparseTensorProto& sp, external_da
   return s;
 }
 
+}  // namespace
+
 Result<attribute> attribute_from_proto(onnx::AttributeProto& ap, external_data_resolver& ext, const std::string& where0) {
   const std::string where = where0 + " attribute '" + ap.name() + "'";
   attribute a;
@@ -346,7 +348,7 @@ Result<attribute> attribute_from_proto(onnx::AttributeProto& ap, external_data_r
   return a;
 }
 
-}  // namespace
+
 
 Status graph_from_proto(onnx::GraphProto& gp, graph& g, external_data_resolver& ext) {
   const auto known = ext.original_value_info.find(&gp);
@@ -493,6 +495,8 @@ Status sparse_to_proto(const sparse_tensor& s, onnx::SparseTensorProto& sp, cons
   return {};
 }
 
+}  // namespace
+
 Status attribute_to_proto(const attribute& a, onnx::AttributeProto& ap, const external_writer& ext) {
   ap.set_name(a.name);
   if (!a.doc_string.empty()) ap.set_doc_string(a.doc_string);
@@ -539,7 +543,7 @@ void value_info_to_proto(const value& v, onnx::ValueInfoProto& vp) {
   if (!v.doc_string.empty()) vp.set_doc_string(v.doc_string);
 }
 
-}  // namespace
+
 
 Status graph_to_proto(const graph& g, onnx::GraphProto& gp, const external_writer& ext) {
   gp.set_name(g.name());

@@ -39,6 +39,7 @@ Status check_tensor_header(const onnx::TensorProto& tp, const std::string& where
 Result<tensor> tensor_from_proto(onnx::TensorProto& tp, external_data_resolver& ext, const std::string& where);
 Result<type_info> type_from_proto(const onnx::TypeProto& tp, const std::string& where);
 Status graph_from_proto(onnx::GraphProto& gp, graph& g, external_data_resolver& ext);
+Result<attribute> attribute_from_proto(onnx::AttributeProto& ap, external_data_resolver& ext, const std::string& where);
 
 /// IR -> proto. `external` decides, per tensor, whether to write it to the external file (it returns the
 /// external_data entries to set, or false to embed).
@@ -46,5 +47,6 @@ using external_writer = std::function<Result<bool>(const tensor&, onnx::TensorPr
 Status tensor_to_proto(const tensor& t, onnx::TensorProto& tp, const external_writer& ext);
 void type_to_proto(const type_info& t, onnx::TypeProto& tp);
 Status graph_to_proto(const graph& g, onnx::GraphProto& gp, const external_writer& ext);
+Status attribute_to_proto(const attribute& a, onnx::AttributeProto& ap, const external_writer& ext);
 
 }  // namespace epstack::detail

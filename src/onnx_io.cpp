@@ -1,6 +1,7 @@
 // ONNX model load and save for epstack::onnx_io.
 // onnx's headers come first: <sys/mman.h> (through mapped_file.hpp) defines MAP_TYPE, a name onnx's parser.h uses.
 #include <onnx/checker.h>
+#include <onnx/defs/function.h>
 #include <onnx/shape_inference/implementation.h>
 
 #include <epstack/graph_algorithms.hpp>
@@ -485,6 +486,79 @@ Status save_tensor(const tensor& t, const fs::path& path) {
   if (!out.ok()) return out.status();
   out.write(bytes.data(), bytes.size());
   return out.commit();
+}
+
+Result<std::optional<std::vector<body_node>>> expand_function(const model& m, const graph& g, node_id n) {
+  const auto& nd = g.node(n);
+  const std::string where = "node " + g.describe(n);
+  const std::string domain = nd.domain == "ai.onnx" ? std::string() : nd.domain;
+  onnx::NodeProto np;
+  np.set_name(nd.name.empty() ? nd.op_type + "_" + std::to_string(n) : nd.name);
+  np.set_op_type(nd.op_type);
+  np.set_domain(nd.domain);
+  for (value_id v : nd.inputs) np.add_input(v == no_id ? std::string() : g.value(v).name);
+  for (value_id v : nd.outputs) np.add_output(v == no_id ? std::string() : g.value(v).name);
+  for (const auto& a : nd.attributes) EPSTACK_RETURN_IF_ERROR(detail::attribute_to_proto(a, *np.add_attribute(), {}));
+
+  onnx::FunctionProto fp;
+  bool found = false;
+  for (const auto& f : m.functions)
+    if (f.name == nd.op_type && (f.domain == nd.domain || (f.domain.empty() && domain.empty()))) {
+      if (!fp.ParseFromString(f.proto)) return Status(errc::invalid_graph, where + ": its model-local function does not parse");
+      found = true;
+      break;
+    }
+  if (!found) {
+    const std::int64_t version = m.opset(domain);
+    const auto* schema = version > 0 ? onnx::OpSchemaRegistry::Instance()->GetSchema(nd.op_type, static_cast<int>(version), domain)
+                                     : nullptr;
+    if (schema == nullptr) return std::optional<std::vector<body_node>>();
+    // Attributes the node leaves out take the schema's defaults (function bodies refer to them by name).
+    for (const auto& [name, a] : schema->attributes()) {
+      if (!a.default_value.has_name() || nd.attributes.contains(name)) continue;
+      *np.add_attribute() = a.default_value;
+      np.mutable_attribute(np.attribute_size() - 1)->set_name(name);
+    }
+    if (schema->HasFunction() && schema->GetFunction() != nullptr) {
+      fp = *schema->GetFunction();
+    } else if (schema->HasContextDependentFunction()) {
+      std::vector<onnx::TypeProto> types;
+      for (value_id v : nd.inputs) {
+        types.emplace_back();
+        if (v != no_id && g.value(v).type.is_defined()) detail::type_to_proto(g.value(v).type, types.back());
+      }
+      onnx::FunctionBodyBuildContextImpl ctx(np, types);
+      try {
+        if (!schema->BuildContextDependentFunction(ctx, fp)) return std::optional<std::vector<body_node>>();
+      } catch (const std::exception& e) {
+        return Status(errc::invalid_graph, where + ": building its function body: " + e.what());
+      }
+    } else {
+      return std::optional<std::vector<body_node>>();
+    }
+  }
+  onnx::GraphProto body;
+  try {
+    onnx::FunctionExpandHelper(np, fp, body, np.name() + "/");
+  } catch (const std::exception& e) {
+    return Status(errc::invalid_graph, where + ": expanding its function body: " + e.what());
+  }
+  std::vector<body_node> out;
+  detail::external_data_resolver none({}, false);
+  for (auto& bp : *body.mutable_node()) {
+    body_node b;
+    b.n.name = bp.name();
+    b.n.op_type = bp.op_type();
+    b.n.domain = bp.domain();
+    for (auto& ap : *bp.mutable_attribute()) {
+      EPSTACK_ASSIGN_OR_RETURN(auto a, detail::attribute_from_proto(ap, none, where + " function body"));
+      b.n.attributes.append(std::move(a));
+    }
+    b.inputs.assign(bp.input().begin(), bp.input().end());
+    b.outputs.assign(bp.output().begin(), bp.output().end());
+    out.push_back(std::move(b));
+  }
+  return std::optional<std::vector<body_node>>(std::move(out));
 }
 
 Result<std::string> serialize_model(const model& m) {

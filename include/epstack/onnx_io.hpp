@@ -9,6 +9,8 @@
 
 #include <cstddef>
 #include <filesystem>
+#include <optional>
+#include <vector>
 #include <span>
 #include <string>
 
@@ -54,6 +56,18 @@ struct load_options {
 /// package's schemas; 0 for operators of domains the onnx package does not define. `load_model` and `infer_shapes` call
 /// it; call it again after adding nodes.
 void resolve_since_versions(model& m);
+
+/// @brief One node of an expanded function body, with its input and output value names ("" for an omitted one).
+struct body_node {
+  node n;
+  std::vector<std::string> inputs, outputs;
+};
+
+/// @brief The body of node `n` of `g` when its operator is defined by a function: a model-local function of `m`, or
+/// an operator the onnx package defines by a FunctionProto (or builds one for the node's context, e.g. from its input
+/// types). The body's values are renamed uniquely after the node, its formal inputs and outputs are the node's, and
+/// attribute references are resolved (schema defaults included). nullopt when the operator has no function body.
+[[nodiscard]] Result<std::optional<std::vector<body_node>>> expand_function(const model& m, const graph& g, node_id n);
 
 /// Where `save_model` puts initializer data.
 enum class external_data_mode : std::uint8_t {

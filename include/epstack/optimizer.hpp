@@ -46,4 +46,13 @@ struct optimizer_options {
 /// @brief Transforms `m` in place (main graph and subgraphs). The result computes the same outputs for every input.
 [[nodiscard]] Result<optimization_report> optimize(model& m, const optimizer_options& options);
 
+/// For each node of a graph, whether some provider of the stack takes it (its `get_capability` on the whole graph).
+using claim_query = std::function<std::vector<bool>(const graph&)>;
+
+/// @brief Replaces every node that no provider takes and whose operator is defined by a function (a model-local
+/// function, or a function body of the onnx package) by the nodes of its body, repeatedly (bodies may use function
+/// operators too), then infers the new values' types. ONNX Runtime's behaviour for function operators: partitioning
+/// runs again on the expanded graph. Returns how many nodes were expanded.
+[[nodiscard]] Result<std::size_t> expand_functions(model& m, const claim_query& claimed);
+
 }  // namespace epstack

@@ -24,6 +24,7 @@ struct enode {
   node n;  // op, domain, name, attributes (subgraphs included), since_version; inputs/outputs below
   std::vector<std::string> inputs, outputs;
   bool dead = false;
+  node_id origin = no_id;  // the node of the graph it was made from (no_id for nodes a pass created)
 };
 
 struct egraph {
@@ -139,6 +140,7 @@ egraph to_egraph(const graph& g) {
   const auto order = topological_order(g);
   for (node_id n : *order) {
     enode en;
+    en.origin = n;
     en.n = g.node(n);
     for (value_id v : en.n.inputs) en.inputs.push_back(v == no_id ? std::string() : g.value(v).name);
     for (value_id v : en.n.outputs) en.outputs.push_back(v == no_id ? std::string() : g.value(v).name);
@@ -857,7 +859,66 @@ std::size_t count_nodes(const graph& g) {
   return n;
 }
 
+// One round over `g` and its subgraphs: unclaimed function nodes replaced by their bodies.
+Result<std::size_t> expand_round(model& m, graph& g, const claim_query& claimed) {
+  std::size_t expanded = 0;
+  for (node_id n = 0; n < g.node_count(); ++n)
+    for (auto& a : g.node(n).attributes) {
+      if (auto* sg = std::get_if<subgraph>(&a.value); sg && *sg) {
+        EPSTACK_ASSIGN_OR_RETURN(auto k, expand_round(m, **sg, claimed));
+        expanded += k;
+      }
+      if (auto* sgs = std::get_if<std::vector<subgraph>>(&a.value))
+        for (auto& sg : *sgs)
+          if (sg) {
+            EPSTACK_ASSIGN_OR_RETURN(auto k, expand_round(m, *sg, claimed));
+            expanded += k;
+          }
+    }
+  const auto taken = claimed(g);
+  // Bodies by node, found on the graph as it is (before any replacement).
+  std::vector<std::optional<std::vector<body_node>>> bodies(g.node_count());
+  bool any = false;
+  for (node_id n = 0; n < g.node_count(); ++n) {
+    if (n < taken.size() && taken[n]) continue;
+    EPSTACK_ASSIGN_OR_RETURN(bodies[n], expand_function(m, g, n));
+    any = any || bodies[n].has_value();
+  }
+  if (!any) return expanded;
+  egraph e = to_egraph(g);
+  std::vector<enode> out;
+  for (auto& en : e.nodes) {
+    if (en.origin == no_id || !bodies[en.origin]) {
+      out.push_back(std::move(en));
+      continue;
+    }
+    for (auto& b : *bodies[en.origin]) {
+      enode x;
+      x.n = std::move(b.n);
+      x.inputs = std::move(b.inputs);
+      x.outputs = std::move(b.outputs);
+      out.push_back(std::move(x));
+    }
+    ++expanded;
+  }
+  e.nodes = std::move(out);
+  g = from_egraph(e);
+  return expanded;
+}
+
 }  // namespace
+
+Result<std::size_t> expand_functions(model& m, const claim_query& claimed) {
+  std::size_t total = 0;
+  for (int round = 0; round < 8; ++round) {
+    EPSTACK_ASSIGN_OR_RETURN(auto k, expand_round(m, m.graph, claimed));
+    if (k == 0) break;
+    total += k;
+    // The bodies' values need types (kernels choose by them) and their nodes schema versions.
+    EPSTACK_RETURN_IF_ERROR(infer_shapes(m).with_context("after expanding function operators"));
+  }
+  return total;
+}
 
 Result<optimization_report> optimize(model& m, const optimizer_options& options) {
   optimization_report rep;

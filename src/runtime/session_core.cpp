@@ -454,6 +454,18 @@ Result<std::shared_ptr<const session_core>> session_core::build(model m, std::ve
   d.pool = std::make_unique<thread_pool>(options.intra_op_threads());
   d.profiling = options.profiling();
 
+  // Function operators no provider takes run as their bodies (ONNX Runtime expands them and partitions again).
+  const claim_query claimed = [&providers](const graph& g) {
+    std::vector<bool> taken(g.node_count());
+    const graph_view<graph> whole(g);
+    for (const auto& p : providers)
+      for (const auto& cap : p.get_capability(whole))
+        for (node_id n : cap.nodes)
+          if (n < taken.size()) taken[n] = true;
+    return taken;
+  };
+  EPSTACK_RETURN_IF_ERROR(expand_functions(d.m, claimed).status());
+
   optimizer_options oo;
   oo.level = options.optimization_level();
   oo.fold = fold;

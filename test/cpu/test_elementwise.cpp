@@ -170,3 +170,30 @@ TEST_CASE("Max, Min, Sum and Mean take any number of broadcast inputs") {
   test::check_tensor<float>(run1<ops::mean>(kernel_node{"Mean"}, {{a}, {b}}), {2, 2}, {2.5f, 4.5f, 3.5f, 5.5f});
   test::check_tensor<float>(run1<ops::sum>(kernel_node{"Sum"}, {{a}}), {2, 2}, {1, 5, 3, 7});
 }
+
+TEST_CASE("parameterised activations: Elu, Selu, HardSigmoid, Softplus, Softsign, ThresholdedRelu, PRelu") {
+  const auto x = tensor::from<float>({6}, {-3.0f, -1.0f, -0.25f, 0.0f, 0.5f, 2.0f});
+  const auto ref = [&](auto f) {
+    std::vector<float> r;
+    for (std::size_t i = 0; i < 6; ++i) r.push_back(static_cast<float>(f(double(x.typed<float>()[i]))));
+    return r;
+  };
+  kernel_node elu{"Elu", 6};
+  elu.set("alpha", 0.5f);
+  test::check_tensor<float>(run1<ops::elu>(elu, {{x}}), {6}, ref([](double v) { return v >= 0 ? v : 0.5 * (std::exp(v) - 1); }), 1e-6, 1e-6);
+  test::check_tensor<float>(run1<ops::selu>(kernel_node{"Selu", 6}, {{x}}), {6}, ref([](double v) {
+    return v > 0 ? 1.0507009873554805 * v : 1.0507009873554805 * 1.6732632423543772 * (std::exp(v) - 1);
+  }), 1e-6, 1e-6);
+  test::check_tensor<float>(run1<ops::hard_sigmoid>(kernel_node{"HardSigmoid", 6}, {{x}}), {6},
+                            ref([](double v) { return std::clamp(0.2 * v + 0.5, 0.0, 1.0); }), 1e-6, 1e-6);
+  test::check_tensor<float>(run1<ops::softplus>(kernel_node{"Softplus", 1}, {{x}}), {6}, ref([](double v) { return std::log1p(std::exp(v)); }), 1e-6, 1e-6);
+  test::check_tensor<float>(run1<ops::softsign>(kernel_node{"Softsign", 1}, {{x}}), {6}, ref([](double v) { return v / (1 + std::fabs(v)); }), 1e-6, 1e-6);
+  kernel_node tr{"ThresholdedRelu", 10};
+  tr.set("alpha", 0.4f);
+  test::check_tensor<float>(run1<ops::thresholded_relu>(tr, {{x}}), {6}, ref([](double v) { return v > 0.4 ? v : 0.0; }), 0, 0);
+  // PRelu: the slope broadcasts over X (one per channel of a [1, 2, 3] input).
+  const auto xc = tensor::from<float>({1, 2, 3}, {-1, 2, -3, -4, 5, -6});
+  const auto slope = tensor::from<float>({2, 1}, {0.1f, 0.5f});
+  test::check_tensor<float>(run1<ops::prelu>(kernel_node{"PRelu", 9}, {{xc}, {slope, true}}), {1, 2, 3},
+                            {-0.1f, 2, -0.3f, -2, 5, -3}, 1e-6, 1e-6);
+}

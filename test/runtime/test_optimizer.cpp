@@ -186,3 +186,33 @@ TEST_CASE("values a subgraph uses are neither removed nor fused away") {
   CHECK((*r)[0].typed<float>()[0] == -1.0f);
   CHECK((*r)[0].typed<float>()[1] == 2.0f);
 }
+
+TEST_CASE("function operators no provider takes run as their function bodies (the onnx package's and the model's)") {
+  // Celu (a function of opset 12) and MeanVarianceNormalization (13): the CPU provider has no kernel for either.
+  graph g("functions");
+  g.add_input("x", type_info::tensor_of(element_type::float32, shape{1, 2, 1, 3}));
+  attribute_list celu;
+  celu.set("alpha", 2.0f);
+  g.add_node(make_node("celu", "Celu", celu), {"x"}, {"c"});
+  g.add_node(make_node("mvn", "MeanVarianceNormalization"), {"c"}, {"y"});
+  g.add_output("y");
+  const auto m = wrap(std::move(g));
+  auto s = cpu_session::create(m);
+  REQUIRE_MESSAGE(s.has_value(), s.status().to_string());
+  const auto ops = op_counts(s->get_model().graph);
+  CHECK(ops.count("Celu") == 0);
+  CHECK(ops.count("MeanVarianceNormalization") == 0);
+  const std::vector<float> x{-2.0f, -0.5f, 0.0f, 0.5f, 1.0f, 3.0f};
+  auto r = s->run({{"x", tensor::from<float>({1, 2, 1, 3}, {-2.0f, -0.5f, 0.0f, 0.5f, 1.0f, 3.0f})}});
+  REQUIRE_MESSAGE(r.has_value(), r.status().to_string());
+  // Reference: celu(v) = max(0, v) + min(0, alpha * (exp(v / alpha) - 1)); MVN over axes [0, 2, 3]: per channel.
+  std::vector<double> c(6);
+  for (int i = 0; i < 6; ++i) c[i] = std::max(0.0, double(x[i])) + std::min(0.0, 2.0 * (std::exp(x[i] / 2.0) - 1));
+  for (int ch = 0; ch < 2; ++ch) {
+    double mean = 0, sq = 0;
+    for (int k = 0; k < 3; ++k) mean += c[ch * 3 + k] / 3;
+    for (int k = 0; k < 3; ++k) sq += (c[ch * 3 + k] - mean) * (c[ch * 3 + k] - mean) / 3;
+    for (int k = 0; k < 3; ++k)
+      CHECK((*r)[0].typed<float>()[ch * 3 + k] == doctest::Approx((c[ch * 3 + k] - mean) / std::sqrt(sq + 1e-9)).epsilon(1e-4));
+  }
+}

@@ -386,6 +386,46 @@ Result<compute_function> leaky_relu::compile(const graph& g, node_id n) {
     return [a = static_cast<T>(alpha)](T x) { return x >= T(0) ? x : a * x; };
   });
 }
+// Activations with parameters (float and double): alpha, beta, gamma as the ONNX schemas default them.
+#define EPSTACK_PARAM_ACTIVATION(K, body)                                                                       \
+  bool K::supports(const graph& g, node_id n) { return input_is<EPSTACK_FLOATS>(g, n); }                      \
+  Result<compute_function> K::compile(const graph& g, node_id n) {                                             \
+    const auto& nd = g.node(n);                                                                              \
+    const double alpha = attr_f(nd, "alpha", K##_alpha), beta = attr_f(nd, "beta", K##_beta),                 \
+                 gamma = attr_f(nd, "gamma", K##_gamma);                                                       \
+    (void)beta;                                                                                               \
+    (void)gamma;                                                                                              \
+    return unary_over<EPSTACK_FLOATS>(g, n, [=](auto t) {                                                     \
+      using T = typename decltype(t)::type;                                                                    \
+      return [a = static_cast<T>(alpha), b = static_cast<T>(beta), c = static_cast<T>(gamma)](T x) {          \
+        (void)a;                                                                                              \
+        (void)b;                                                                                              \
+        (void)c;                                                                                              \
+        return static_cast<T>(body);                                                                          \
+      };                                                                                                      \
+    });                                                                                                       \
+  }
+constexpr float elu_alpha = 1.0f, elu_beta = 0, elu_gamma = 0;
+constexpr float selu_alpha = 1.67326319217681884765625f, selu_beta = 0, selu_gamma = 1.05070102214813232421875f;
+constexpr float hard_sigmoid_alpha = 0.2f, hard_sigmoid_beta = 0.5f, hard_sigmoid_gamma = 0;
+constexpr float softplus_alpha = 0, softplus_beta = 0, softplus_gamma = 0;
+constexpr float softsign_alpha = 0, softsign_beta = 0, softsign_gamma = 0;
+constexpr float thresholded_relu_alpha = 1.0f, thresholded_relu_beta = 0, thresholded_relu_gamma = 0;
+EPSTACK_PARAM_ACTIVATION(elu, x >= T(0) ? x : a * (std::exp(x) - T(1)))
+EPSTACK_PARAM_ACTIVATION(selu, x > T(0) ? c * x : c * (a * std::exp(x) - a))
+EPSTACK_PARAM_ACTIVATION(hard_sigmoid, std::max(T(0), std::min(T(1), a * x + b)))
+EPSTACK_PARAM_ACTIVATION(softplus, x > T(20) ? x : std::log1p(std::exp(x)))
+EPSTACK_PARAM_ACTIVATION(softsign, x / (T(1) + std::fabs(x)))
+EPSTACK_PARAM_ACTIVATION(thresholded_relu, x > a ? x : T(0))
+
+bool prelu::supports(const graph& g, node_id n) { return binary_is<float, double, std::int32_t, std::int64_t>(g, n); }
+Result<compute_function> prelu::compile(const graph& g, node_id n) {
+  return arith_over<float, double, std::int32_t, std::int64_t>(g, n, [](auto t) {
+    using T = typename decltype(t)::type;
+    return [](T x, T slope) { return x < T(0) ? static_cast<T>(slope * x) : x; };
+  });
+}
+
 bool gelu::supports(const graph& g, node_id n) { return in_type(g, n, 0) == element_type::float32; }
 Result<compute_function> gelu::compile(const graph&, node_id) { return unary_fn<float>("Gelu", [](float x) { return gelu_erf(x); }); }
 bool bias_gelu::supports(const graph& g, node_id n) { return binary_is<float>(g, n); }

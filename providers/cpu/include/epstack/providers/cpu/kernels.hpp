@@ -39,6 +39,13 @@ EPSTACK_DECLARE_CPU_KERNEL(ceil, "Ceil", "");
 EPSTACK_DECLARE_CPU_KERNEL(sign, "Sign", "");
 EPSTACK_DECLARE_CPU_KERNEL(not_, "Not", "");
 EPSTACK_DECLARE_CPU_KERNEL(leaky_relu, "LeakyRelu", "");
+EPSTACK_DECLARE_CPU_KERNEL(elu, "Elu", "");
+EPSTACK_DECLARE_CPU_KERNEL(selu, "Selu", "");
+EPSTACK_DECLARE_CPU_KERNEL(hard_sigmoid, "HardSigmoid", "");
+EPSTACK_DECLARE_CPU_KERNEL(softplus, "Softplus", "");
+EPSTACK_DECLARE_CPU_KERNEL(softsign, "Softsign", "");
+EPSTACK_DECLARE_CPU_KERNEL(thresholded_relu, "ThresholdedRelu", "");
+EPSTACK_DECLARE_CPU_KERNEL(prelu, "PRelu", "");
 EPSTACK_DECLARE_CPU_KERNEL(clip, "Clip", "");
 EPSTACK_DECLARE_CPU_KERNEL(gelu, "Gelu", "com.microsoft");
 EPSTACK_DECLARE_CPU_KERNEL(bias_gelu, "BiasGelu", "com.microsoft");
@@ -132,7 +139,8 @@ namespace epstack::cpu {
 /// Every kernel of the CPU provider.
 using all_kernels = boost::mp11::mp_list<
     ops::relu, ops::neg, ops::abs, ops::exp, ops::log, ops::sqrt, ops::reciprocal, ops::sigmoid, ops::tanh, ops::erf,
-    ops::floor, ops::ceil, ops::sign, ops::not_, ops::leaky_relu, ops::clip, ops::gelu, ops::bias_gelu, ops::add,
+    ops::floor, ops::ceil, ops::sign, ops::not_, ops::leaky_relu, ops::elu, ops::selu, ops::hard_sigmoid, ops::softplus,
+    ops::softsign, ops::thresholded_relu, ops::prelu, ops::clip, ops::gelu, ops::bias_gelu, ops::add,
     ops::sub, ops::mul, ops::div, ops::pow, ops::equal, ops::greater, ops::less, ops::greater_or_equal,
     ops::less_or_equal, ops::and_, ops::or_, ops::xor_, ops::where, ops::max, ops::min, ops::sum, ops::mean, ops::gemm,
     ops::matmul, ops::fused_matmul, ops::einsum, ops::conv, ops::fused_conv, ops::max_pool, ops::average_pool,
