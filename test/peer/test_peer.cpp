@@ -58,8 +58,12 @@ agreement compare(const tensor& ours, const std::string& theirs) {
 }
 
 void check_model(const std::string& name) {
+  // The build passes its own folders; the environment overrides them (a ctest ENVIRONMENT list cannot carry two
+  // variables through doctest_discover_tests, whose property list splits at ';').
   const char* models = std::getenv("EPSTACK_SHARED_MODELS");
   const char* dumps = std::getenv("EPSTACK_ORT_DUMPS");
+  if (models == nullptr) models = EPSTACK_PEER_SHARED_MODELS;
+  if (dumps == nullptr) dumps = EPSTACK_PEER_ORT_DUMPS;
   if (models == nullptr || dumps == nullptr || !fs::exists(fs::path(models) / (name + ".onnx")) ||
       !fs::exists(fs::path(dumps) / name / "manifest.json")) {
     std::cout << "SKIP: no shared model or ONNX Runtime dump for " << name
