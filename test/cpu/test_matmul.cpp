@@ -109,3 +109,22 @@ TEST_CASE("FusedMatMul transposes either operand and scales") {
                                     [&](auto b, auto k, auto j) { return B.typed<float>()[b * 20 + j * 4 + k]; }, 0.25),
                             1e-5, 1e-5);
 }
+
+// The packed SGEMM's edges: row counts around its 12-row panels (pairs of panels go through the narrow kernel when a
+// column panel has at most 16 columns), column counts around its 16- and 32-wide panels, K around its 256 blocks;
+// B read in place (a graph input) and prepacked (an initializer).
+TEST_CASE("MatMul at every panel edge of the packed SGEMM, B read in place and prepacked") {
+  for (const std::int64_t M : {1, 12, 13, 24, 25, 37})
+    for (const std::int64_t N : {1, 5, 16, 17, 31, 32, 33, 48})
+      for (const std::int64_t K : {1, 7, 256, 257})
+        for (const bool constant_b : {false, true}) {
+          CAPTURE(M);
+          CAPTURE(N);
+          CAPTURE(K);
+          CAPTURE(constant_b);
+          const auto A = rnd({M, K}, 10), B = rnd({K, N}, 11);
+          const auto want = product(1, M, N, K, [&](auto, auto i, auto k) { return A.typed<float>()[i * K + k]; },
+                                    [&](auto, auto k, auto j) { return B.typed<float>()[k * N + j]; });
+          test::check_tensor<float>(run1<ops::matmul>(kernel_node{"MatMul"}, {{A}, {B, constant_b}}), {M, N}, want, 1e-4, 1e-4);
+        }
+}

@@ -4,7 +4,9 @@
 #include "sgemm.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
+#include <utility>
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -102,6 +104,42 @@ bool sgemm_packed_available() noexcept { return true; }
 
 namespace {
 
+// Adds C (when load_c) and the epilogue to one row's two accumulators x0, x1 (masks m0, m1), then stores them.
+inline void finish_row(float* ci, __m512 x0, __m512 x1, __mmask16 m0, __mmask16 m1, float alpha, bool load_c,
+                       const sgemm_epilogue* ep, std::int64_t row, std::int64_t col0) {
+  if (alpha != 1.0f) {
+    const __m512 va = _mm512_set1_ps(alpha);
+    x0 = _mm512_mul_ps(x0, va);
+    x1 = _mm512_mul_ps(x1, va);
+  }
+  if (load_c) {
+    x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, ci));
+    x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, ci + 16));
+  }
+  if (ep != nullptr) {
+    if (ep->bias != nullptr) {
+      const __m512 bv = _mm512_set1_ps(ep->bias[row]);
+      x0 = _mm512_add_ps(x0, bv);
+      x1 = _mm512_add_ps(x1, bv);
+    }
+    if (ep->z != nullptr) {
+      const float* zi = ep->z + row * ep->ldz + col0;
+      x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, zi));
+      x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, zi + 16));
+    }
+    if (ep->activation == sgemm_epilogue::act::relu) {
+      x0 = _mm512_max_ps(x0, _mm512_setzero_ps());
+      x1 = _mm512_max_ps(x1, _mm512_setzero_ps());
+    } else if (ep->activation == sgemm_epilogue::act::clip) {
+      const __m512 lo = _mm512_set1_ps(ep->lo), hi = _mm512_set1_ps(ep->hi);
+      x0 = _mm512_min_ps(_mm512_max_ps(x0, lo), hi);
+      x1 = _mm512_min_ps(_mm512_max_ps(x1, lo), hi);
+    }
+  }
+  _mm512_mask_storeu_ps(ci, m0, x0);
+  if (m1 != 0) _mm512_mask_storeu_ps(ci + 16, m1, x1);
+}
+
 // C[R rows, up to 32 columns] (masks m0, m1) = alpha * (A panel x B panel) (+ C when load_c), then the epilogue
 // when `ep` is given. B rows are `bs` floats apart (32 when packed).
 template <int R, bool Packed>
@@ -130,40 +168,50 @@ inline void micro_kernel(std::int64_t kc, const float* __restrict a, const float
     a += mr;
     b += bs;
   }
-  const __m512 va = _mm512_set1_ps(alpha);
 #pragma GCC unroll 12
-  for (int i = 0; i < R; ++i) {
-    float* ci = c + i * ldc;
-    __m512 x0 = alpha == 1.0f ? c0[i] : _mm512_mul_ps(c0[i], va);
-    __m512 x1 = alpha == 1.0f ? c1[i] : _mm512_mul_ps(c1[i], va);
-    if (load_c) {
-      x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, ci));
-      x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, ci + 16));
-    }
-    if (ep != nullptr) {
-      if (ep->bias != nullptr) {
-        const __m512 bv = _mm512_set1_ps(ep->bias[row0 + i]);
-        x0 = _mm512_add_ps(x0, bv);
-        x1 = _mm512_add_ps(x1, bv);
-      }
-      if (ep->z != nullptr) {
-        const float* zi = ep->z + (row0 + i) * ep->ldz + col0;
-        x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, zi));
-        x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, zi + 16));
-      }
-      if (ep->activation == sgemm_epilogue::act::relu) {
-        x0 = _mm512_max_ps(x0, _mm512_setzero_ps());
-        x1 = _mm512_max_ps(x1, _mm512_setzero_ps());
-      } else if (ep->activation == sgemm_epilogue::act::clip) {
-        const __m512 lo = _mm512_set1_ps(ep->lo), hi = _mm512_set1_ps(ep->hi);
-        x0 = _mm512_min_ps(_mm512_max_ps(x0, lo), hi);
-        x1 = _mm512_min_ps(_mm512_max_ps(x1, lo), hi);
-      }
-    }
-    _mm512_mask_storeu_ps(ci, m0, x0);
-    _mm512_mask_storeu_ps(ci + 16, m1, x1);
-  }
+  for (int i = 0; i < R; ++i) finish_row(c + i * ldc, c0[i], c1[i], m0, m1, alpha, load_c, ep, row0 + i, col0);
 }
+
+// The narrow variant for a B panel of at most 16 columns (mask m0): two A panels at once, a full one (12 rows) and
+// one of R rows, so that every FMA does useful work (the wide kernel would spend half of them on zero columns).
+template <int R, bool Packed>
+inline void narrow_kernel(std::int64_t kc, const float* __restrict a, const float* __restrict a2, const float* __restrict b,
+                          std::int64_t bs, float* c, std::int64_t ldc, __mmask16 m0, float alpha, bool load_c,
+                          const sgemm_epilogue* ep, std::int64_t row0, std::int64_t col0) {
+  __m512 c0[mr], c2[R > 0 ? R : 1];
+#pragma GCC unroll 12
+  for (int i = 0; i < mr; ++i) c0[i] = _mm512_setzero_ps();
+#pragma GCC unroll 12
+  for (int i = 0; i < R; ++i) c2[i] = _mm512_setzero_ps();
+  if constexpr (Packed) bs = nr;
+#pragma GCC unroll 2
+  for (std::int64_t k = 0; k < kc; ++k) {
+    const __m512 b0 = Packed ? _mm512_load_ps(b) : _mm512_maskz_loadu_ps(m0, b);
+#pragma GCC unroll 12
+    for (int i = 0; i < mr; ++i) c0[i] = _mm512_fmadd_ps(_mm512_set1_ps(a[i]), b0, c0[i]);
+#pragma GCC unroll 12
+    for (int i = 0; i < R; ++i) c2[i] = _mm512_fmadd_ps(_mm512_set1_ps(a2[i]), b0, c2[i]);
+    a += mr;
+    a2 += mr;
+    b += bs;
+  }
+  const __m512 zero = _mm512_setzero_ps();
+#pragma GCC unroll 12
+  for (int i = 0; i < mr; ++i) finish_row(c + i * ldc, c0[i], zero, m0, 0, alpha, load_c, ep, row0 + i, col0);
+#pragma GCC unroll 12
+  for (int i = 0; i < R; ++i)
+    finish_row(c + (mr + i) * ldc, c2[i], zero, m0, 0, alpha, load_c, ep, row0 + mr + i, col0);
+}
+
+using narrow_fn = void (*)(std::int64_t, const float*, const float*, const float*, std::int64_t, float*, std::int64_t,
+                           __mmask16, float, bool, const sgemm_epilogue*, std::int64_t, std::int64_t);
+template <bool Packed, std::size_t... I>
+constexpr std::array<narrow_fn, sizeof...(I)> make_narrow(std::index_sequence<I...>) {
+  return {narrow_kernel<static_cast<int>(I) + 1, Packed>...};
+}
+// narrow_kernels<P>[r - 1]: a full panel and one of r rows (1 to 12).
+template <bool Packed>
+constexpr auto narrow_kernels = make_narrow<Packed>(std::make_index_sequence<mr>{});
 
 using kernel_fn = void (*)(std::int64_t, const float*, const float*, std::int64_t, float*, std::int64_t, __mmask16, __mmask16,
                            float, bool, const sgemm_epilogue*, std::int64_t, std::int64_t);
@@ -211,7 +259,15 @@ void sgemm(std::int64_t M, std::int64_t N, std::int64_t K, const float* pa, sgem
         const std::int64_t cols = std::min(nr, N - q * nr);
         const auto mask0 = static_cast<__mmask16>(cols >= 16 ? 0xFFFF : (1u << cols) - 1);
         const auto mask1 = static_cast<__mmask16>(cols >= 32 ? 0xFFFF : cols <= 16 ? 0 : (1u << (cols - 16)) - 1);
-        for (std::int64_t p = m0; p < m1; ++p) {
+        std::int64_t p = m0;
+        if (cols <= 16)  // pairs of A panels through the narrow kernel
+          for (; p + 1 < m1; p += 2) {
+            const std::int64_t rows2 = std::min(mr, M - (p + 1) * mr);
+            (packed ? narrow_kernels<true> : narrow_kernels<false>)[rows2 - 1](
+                kc, ablock + p * kc * mr, ablock + (p + 1) * kc * mr, bp, bs, c + p * mr * ldc + q * nr, ldc, mask0, alpha,
+                load_c, last, p * mr, q * nr);
+          }
+        for (; p < m1; ++p) {
           const std::int64_t rows = std::min(mr, M - p * mr);
           (packed ? kernels<true> : kernels<false>)[rows](kc, ablock + p * kc * mr, bp, bs, c + p * mr * ldc + q * nr, ldc,
                                                            mask0, mask1, alpha, load_c, last, p * mr, q * nr);
