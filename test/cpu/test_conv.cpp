@@ -111,9 +111,9 @@ tensor rnd(std::vector<std::int64_t> s, std::uint64_t seed) {
   return t;
 }
 
-void check_case(const conv_case& c, thread_pool* pool = nullptr) {
+void check_case(const conv_case& c, thread_pool* pool = nullptr, bool symbolic = false) {
   const auto X = rnd(c.x, 1), W = rnd(c.w, 2), B = rnd({c.w[0]}, 3);
-  std::vector<test::kernel_input> ins{{X}, {W, true}};
+  std::vector<test::kernel_input> ins{{X, false, symbolic}, {W, true}};
   if (c.bias) ins.push_back({B, true});
   const auto y = run1<ops::conv>(conv_node(c), ins, pool);
   std::vector<std::int64_t> shape;
@@ -155,6 +155,21 @@ TEST_CASE("Conv splits large outputs across threads and gets the same result") {
   check_case({{1, 32, 20, 20}, {32, 1, 3, 3}, {1, 1}, {1, 1, 1, 1}, {}, 32}, &pool);  // depthwise planes
 }
 
+// 3x3 convolutions with unit stride and one group whose outputs have at least 48 2x2 tiles take the Winograd
+// F(2x2, 3x3) path on AVX-512 builds (the im2col path elsewhere); both must match the reference at every border.
+TEST_CASE("Conv 3x3 on large maps (Winograd): odd sizes, asymmetric pads, wide rows, batches and threads") {
+  thread_pool pool(2);
+  check_case({{1, 5, 15, 17}, {7, 5, 3, 3}, {}, {}, {}});                                // 13x15: odd, no pads
+  check_case({{2, 3, 14, 14}, {4, 3, 3, 3}, {1, 1}, {1, 1, 1, 1}, {}}, &pool);            // batch of two
+  check_case({{1, 4, 16, 20}, {6, 4, 3, 3}, {1, 1}, {0, 1, 2, 0}, {1, 1}});               // pads top 0 left 1 bottom 2
+  check_case({{1, 3, 9, 70}, {5, 3, 3, 3}, {1, 1}, {1, 1, 1, 1}, {}, 1, "NOTSET", false}, &pool);  // 35 tiles a row
+  check_case({{1, 2, 12, 12}, {3, 2, 3, 3}, {1, 1}, {}, {}, 1, "SAME_UPPER"});
+  check_case({{1, 70, 20, 20}, {33, 70, 3, 3}, {1, 1}, {1, 1, 1, 1}, {}}, &pool);         // channels past one panel
+  // Input sizes unknown when compiled: weights prepared for both paths; the size at run time chooses.
+  check_case({{1, 4, 16, 16}, {5, 4, 3, 3}, {1, 1}, {1, 1, 1, 1}, {}}, nullptr, true);
+  check_case({{1, 4, 6, 6}, {5, 4, 3, 3}, {1, 1}, {1, 1, 1, 1}, {}}, nullptr, true);
+}
+
 TEST_CASE("FusedConv adds the bias and the residual Z, then applies its activation") {
   const conv_case c{{1, 4, 6, 6}, {4, 4, 3, 3}, {1, 1}, {1, 1, 1, 1}, {}};
   const auto X = rnd(c.x, 1), W = rnd(c.w, 2), B = rnd({4}, 3), Z = rnd({1, 4, 6, 6}, 4);
@@ -180,6 +195,26 @@ TEST_CASE("FusedConv adds the bias and the residual Z, then applies its activati
   auto bad = conv_node(c, "FusedConv");
   bad.set("activation", std::string("Swish"));
   CHECK(test::run_kernel<ops::fused_conv>(bad, {{X}, {W, true}}).code() == errc::not_implemented);
+}
+
+TEST_CASE("FusedConv on a large map (Winograd) applies bias, residual and ReLU or Clip in the output transform") {
+  const conv_case c{{2, 6, 17, 18}, {8, 6, 3, 3}, {1, 1}, {1, 1, 1, 1}, {}};
+  const auto X = rnd(c.x, 1), W = rnd(c.w, 2), B = rnd({8}, 3), Z = rnd({2, 8, 17, 18}, 4);
+  std::vector<std::int64_t> shape;
+  const auto base = reference(c, X, W, &B, shape);
+  thread_pool pool(2);
+  for (const bool relu : {true, false}) {
+    auto kn = conv_node(c, "FusedConv");
+    kn.set("activation", std::string(relu ? "Relu" : "Clip"));
+    if (!relu) kn.set("activation_params", std::vector<float>{-0.25f, 0.75f});
+    const auto y = run1<ops::fused_conv>(kn, {{X}, {W, true}, {B, true}, {Z}}, &pool);
+    std::vector<float> want;
+    for (std::size_t i = 0; i < base.size(); ++i) {
+      const double v = base[i] + Z.typed<float>()[i];
+      want.push_back(static_cast<float>(relu ? std::max(v, 0.0) : std::min(std::max(v, -0.25), 0.75)));
+    }
+    test::check_tensor<float>(y, shape, want, 1e-4, 1e-4);
+  }
 }
 
 TEST_CASE("Conv rejects inconsistent shapes with invalid_argument") {

@@ -21,6 +21,7 @@ namespace epstack::test {
 struct kernel_input {
   tensor value;            // empty tensor: an omitted optional input
   bool constant = false;   // an initializer rather than a graph input
+  bool symbolic = false;   // a graph input whose dimensions are symbols ("d0", "d1", ...), not the tensor's sizes
 };
 
 /// A node to run: op type, domain, since_version, attributes.
@@ -55,7 +56,13 @@ inline graph make_kernel_graph(const kernel_node& kn, const std::vector<kernel_i
     in_names.push_back(name);
     const auto& t = inputs[i].value;
     if (inputs[i].constant) g.add_initializer(name, t);
-    else g.add_input(name, type_info::tensor_of(t.type(), t.get_shape()));
+    else if (inputs[i].symbolic) {
+      shape dims;
+      for (std::size_t d = 0; d < t.rank(); ++d) dims.push_back(dimension("d" + std::to_string(d)));
+      g.add_input(name, type_info::tensor_of(t.type(), dims));
+    } else {
+      g.add_input(name, type_info::tensor_of(t.type(), t.get_shape()));
+    }
   }
   for (std::size_t o = 0; o < kn.outputs; ++o) out_names.push_back("y" + std::to_string(o));
   node nd;

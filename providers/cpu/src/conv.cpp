@@ -8,6 +8,7 @@
 #include "gemm.hpp"
 #include "kernel_util.hpp"
 #include "sgemm.hpp"
+#include "winograd.hpp"
 
 #include <epstack/mapped_file.hpp>
 
@@ -253,7 +254,17 @@ struct conv_plan {
   std::shared_ptr<const float> packed_w;
   std::size_t group_stride = 0;
   tensor_sizes w_sizes;
+  // Winograd F(2x2, 3x3) weights, for a 3x3 convolution with unit stride and dilation, one group, and constant W.
+  winograd_weights wino;
 };
+
+// Winograd pays when there are enough tiles to fill its products' columns (ResNet's 56x56 to 14x14 maps, not 7x7).
+constexpr std::int64_t winograd_min_tiles = 16;
+
+bool winograd_shape_ok(const conv_attrs& a, std::span<const std::int64_t> w) {
+  const auto all_one = [](const std::vector<std::int64_t>& v) { return std::all_of(v.begin(), v.end(), [](auto x) { return x == 1; }); };
+  return w.size() == 4 && w[2] == 3 && w[3] == 3 && a.group == 1 && all_one(a.strides) && all_one(a.dilations);
+}
 
 // Bias, residual and activation on rows [0, Mg) x columns [c0, c1) of one image and group's output.
 void epilogue(const conv_plan& p, float* y, const float* bias, const float* z, std::int64_t Mg, std::int64_t ld,
@@ -595,6 +606,26 @@ Status conv_compute(const conv_plan& p, compute_context& ctx) {
 
   bool pointwise = g.kernel_size == 1;
   for (std::size_t i = 0; i < g.spatial && pointwise; ++i) pointwise = g.stride[i] == 1 && g.pad_begin[i] == 0 && g.in[i] == g.out[i];
+  const bool in_kernel_act = p.act.kind == act_kind::none || p.act.kind == act_kind::relu || p.act.kind == act_kind::clip;
+  if (p.wino.data && g.spatial == 2 && winograd_shape_ok(p.attrs, w.sizes()) && in_kernel_act &&
+      std::equal(p.w_sizes.begin(), p.w_sizes.end(), w.sizes().begin(), w.sizes().end()) &&
+      (!p.packed_w || ((g.out[0] + 1) / 2) * ((g.out[1] + 1) / 2) >= winograd_min_tiles)) {
+    const winograd_shape ws{g.C, g.M, g.in[0], g.in[1], g.out[0], g.out[1], g.pad_begin[0], g.pad_begin[1]};
+    tensor scratch = ctx.scratch(element_type::float32, winograd_scratch_floats(ws));
+    sgemm_epilogue ep;
+    ep.bias = bias;
+    if (p.act.kind == act_kind::relu) ep.activation = sgemm_epilogue::act::relu;
+    if (p.act.kind == act_kind::clip) {
+      ep.activation = sgemm_epilogue::act::clip;
+      ep.lo = p.act.a;
+      ep.hi = p.act.b;
+    }
+    for (std::int64_t n = 0; n < g.N; ++n) {
+      ep.z = z != nullptr ? z + n * g.M * HW : nullptr;
+      winograd_conv(ctx, ws, p.wino, px + n * g.C * g.in_size, py + n * g.M * HW, ep, scratch.typed<float>());
+    }
+    return {};
+  }
   if (sgemm_packed_available()) return conv_packed(p, ctx, g, pointwise, px, pw, bias, z, py);
   const int threads = ctx.thread_count();
   // Column tiles: enough to keep every thread busy, each a few hundred columns at least.
@@ -662,9 +693,22 @@ Result<conv_plan> make_plan(const graph& gr, node_id n, bool fused) {
   if (fused) {
     EPSTACK_ASSIGN_OR_RETURN(p.act, parse_activation(nd));
   }
-  // Constant weights are packed for sgemm once, here.
+  // Constant weights are packed once, here: for Winograd when the input's size (from shape inference) gives enough
+  // tiles (or is unknown), and for the im2col path unless Winograd will always be taken.
   const tensor* w = constant_input(gr, n, 1);
-  if (w != nullptr && sgemm_packed_available() && w->type() == element_type::float32 && w->rank() >= 3 && p.attrs.group > 0 &&
+  bool im2col_needed = true;
+  if (w != nullptr && winograd_available() && w->type() == element_type::float32 && winograd_shape_ok(p.attrs, w->sizes())) {
+    const auto& xt = gr.value(nd.inputs[0]).type;
+    std::int64_t tiles = -1;
+    if (xt.dims && xt.dims->rank() == 4 && (*xt.dims)[2].is_known() && (*xt.dims)[3].is_known())
+      tiles = (((*xt.dims)[2].value + 1) / 2) * (((*xt.dims)[3].value + 1) / 2);  // about: pads keep the size
+    if (tiles < 0 || tiles >= winograd_min_tiles) {
+      p.wino = winograd_pack(w->typed<float>(), w->sizes()[0], w->sizes()[1]);
+      im2col_needed = tiles < 0;
+      if (!im2col_needed) p.w_sizes.assign(w->sizes().begin(), w->sizes().end());
+    }
+  }
+  if (w != nullptr && im2col_needed && sgemm_packed_available() && w->type() == element_type::float32 && w->rank() >= 3 && p.attrs.group > 0 &&
       w->sizes()[0] % p.attrs.group == 0 && !(w->sizes()[1] == 1 && w->sizes()[0] == p.attrs.group)) {
     const std::int64_t Mg = w->sizes()[0] / p.attrs.group;
     const std::int64_t K = static_cast<std::int64_t>(w->element_count()) / w->sizes()[0];
@@ -676,9 +720,9 @@ Result<conv_plan> make_plan(const graph& gr, node_id n, bool fused) {
     p.packed_w = std::shared_ptr<const float>(
         data, [bytes = total * sizeof(float)](const float* q) { epstack::detail::deallocate(const_cast<float*>(q), bytes); });
     p.w_sizes.assign(w->sizes().begin(), w->sizes().end());
-    // The packed copy is what runs use: the original's pages need not stay in memory.
-    if (w->is_file_backed()) release_file_pages(w->data(), w->byte_size());
   }
+  // The packed copies are what runs use: the original's pages need not stay in memory.
+  if (w != nullptr && (p.packed_w || p.wino.data) && w->is_file_backed()) release_file_pages(w->data(), w->byte_size());
   return p;
 }
 
