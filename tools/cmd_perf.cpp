@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <cstdlib>
 #include <map>
 #include <numeric>
 #include <thread>
@@ -158,7 +159,7 @@ void print_profile(const std::vector<session_core::step_profile>& steps, double 
     std::cerr << line;
   }
   std::cerr << "  costliest steps:\n";
-  for (std::size_t i = 0; i < steps.size() && i < 12; ++i) {
+  for (std::size_t i = 0; i < steps.size() && i < (std::getenv("EPSTACK_PROFILE_ALL") ? steps.size() : 12); ++i) {
     std::snprintf(line, sizeof line, "    %8.3f ms/run  %s\n", steps[i].total_ms / runs, steps[i].label.c_str());
     std::cerr << line;
   }
