@@ -124,6 +124,9 @@ BENCHMARK(BM_conv)
     ->Args({64, 64, 56, 3, 1, 1})      // resnet50 layer1 3x3
     ->Args({128, 128, 28, 3, 1, 1})    // resnet50 layer2 3x3
     ->Args({64, 256, 56, 1, 1, 1})     // resnet50 layer1 1x1 expand
+    ->Args({256, 64, 56, 1, 1, 1})     // resnet50 layer1 1x1 reduce
+    ->Args({1024, 256, 14, 1, 1, 1})   // resnet50 layer3 1x1 reduce
+    ->Args({2048, 512, 7, 1, 1, 1})    // resnet50 layer4 1x1 reduce
     ->Args({256, 256, 14, 3, 1, 1})    // resnet50 layer3 3x3
     ->Args({512, 512, 7, 3, 1, 1})     // resnet50 layer4 3x3
     ->Args({1024, 2048, 14, 1, 2, 1})  // resnet50 layer4 downsample
