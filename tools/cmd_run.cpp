@@ -83,7 +83,7 @@ int run_with(const args& a, const std::string& model_path) {
   for (std::size_t k = 0; k < out->size(); ++k) std::cout << "output " << summary(s->outputs()[k].name, (*out)[k]) << "\n";
   char buf[160];
   std::snprintf(buf, sizeof buf, "create %.3f ms, run %.3f ms, %d intra-op threads\n", create_ms, run_ms,
-                so->intra_op_threads());
+                s->intra_op_threads());
   std::cout << buf;
   if (auto dir = a.get("--output-dir")) {
     std::error_code ec;

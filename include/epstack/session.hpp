@@ -123,6 +123,8 @@ class basic_session {
   [[nodiscard]] const std::vector<io_info>& outputs() const noexcept { return core_->outputs(); }
   /// Which provider got which node, and why the rest fell back.
   [[nodiscard]] const partition_plan& plan() const noexcept { return core_->plan(); }
+  /// Threads of the session's intra-op pool (the option's value, or the machine's core count when it was 0).
+  [[nodiscard]] int intra_op_threads() const noexcept { return core_->intra_op_threads(); }
   /// What graph optimisation did.
   [[nodiscard]] const optimization_report& optimizations() const noexcept { return core_->optimizations(); }
   /// The model as it runs (after optimisation).

@@ -81,6 +81,17 @@ TEST_CASE("a session runs the zoo MLP on the CPU provider and matches a double-p
   CHECK(s->plan().to_table().find("CPUExecutionProvider: 5 nodes in 5 partitions (0 fused)") != std::string::npos);
 }
 
+TEST_CASE("a session reports its intra-op thread count: the option, or the core count for 0") {
+  session_options three;
+  three.set_intra_op_threads(3);
+  auto s3 = cpu_session::create(zoo::make_mlp({8, 4}), three);
+  REQUIRE_MESSAGE(s3.has_value(), s3.status().to_string());
+  CHECK(s3->intra_op_threads() == 3);
+  auto s0 = cpu_session::create(zoo::make_mlp({8, 4}));
+  REQUIRE_MESSAGE(s0.has_value(), s0.status().to_string());
+  CHECK(s0->intra_op_threads() == static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+}
+
 TEST_CASE("a session is created from a path and from a buffer") {
   test::temp_dir dir;
   const auto m = zoo::make_mlp({8, 4});
