@@ -131,6 +131,9 @@ TEST_CASE("Conv 2-D: plain, padded, strided, dilated, grouped, depthwise and poi
   check_case({{2, 6, 8, 8}, {4, 3, 3, 3}, {1, 1}, {1, 1, 1, 1}, {}, 2});          // groups
   check_case({{1, 8, 10, 10}, {8, 1, 3, 3}, {1, 1}, {1, 1, 1, 1}, {}, 8});        // depthwise
   check_case({{1, 8, 10, 10}, {8, 1, 3, 3}, {2, 2}, {1, 1, 1, 1}, {}, 8});        // depthwise, strided
+  check_case({{1, 3, 4, 300}, {3, 1, 3, 3}, {1, 1}, {1, 1, 1, 1}, {}, 3});        // depthwise, rows of 19 blocks
+  check_case({{1, 3, 5, 601}, {3, 1, 3, 3}, {2, 2}, {1, 1, 1, 1}, {}, 3});        // the same, strided, odd width
+  check_case({{1, 4, 7, 7}, {4, 1, 3, 3}, {1, 1}, {1, 1, 1, 1}, {}, 4});          // depthwise, one masked block
   check_case({{1, 4, 9, 9}, {8, 1, 5, 5}, {1, 1}, {2, 2, 2, 2}, {1, 1}, 4});      // channel multiplier 2
   check_case({{2, 16, 5, 5}, {8, 16, 1, 1}, {}, {}, {}, 1, "NOTSET", false});     // pointwise, no bias
   check_case({{1, 16, 6, 6}, {8, 16, 1, 1}, {2, 2}, {}, {}});                     // strided 1x1

@@ -356,6 +356,15 @@ bool depthwise3x3_avx512(const geometry& g, const conv_plan& p, const float* x, 
     else if (p.act.kind == act_kind::clip) acc = _mm512_min_ps(_mm512_max_ps(acc, lo), hi);
     _mm512_mask_storeu_ps(out + ow0, store, acc);
   };
+  // The masks of each 16-column block depend on the block, not the row: computed once per plane (wide rows: per use).
+  constexpr std::int64_t mask_blocks = 16;
+  __mmask16 store_masks[mask_blocks], tap_masks[mask_blocks][3];
+  const std::int64_t blocks = (OW + 15) / 16;
+  const auto block_masks = [&](std::int64_t ow0, __mmask16& store, __mmask16 (&taps)[3]) {
+    store = lanes_mask(0, OW - ow0);
+    for (int kj = 0; kj < 3; ++kj) taps[kj] = lanes_mask(-shift[kj] - ow0, len[kj] - shift[kj] - ow0) & store;
+  };
+  for (std::int64_t b = 0; b < std::min(blocks, mask_blocks); ++b) block_masks(b * 16, store_masks[b], tap_masks[b]);
   for (std::int64_t oh = 0; oh < OH; ++oh) {
     const float* rows[3];
     bool all_rows = true;
@@ -370,26 +379,33 @@ bool depthwise3x3_avx512(const geometry& g, const conv_plan& p, const float* x, 
     for (; ow0 < OW; ow0 += 16) {
       if (all_rows && ow0 >= in_lo && ow0 + 16 <= in_hi) {
         // Interior: every tap inside the image, no masks.
-        __m512 acc = vb;
+        // Three independent chains (one per kernel row), summed at the end: the nine FMAs do not wait on each other.
+        __m512 a0 = vb, a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps();
 #pragma GCC unroll 3
         for (int kj = 0; kj < 3; ++kj) {
           const std::int64_t off = phase_of[kj] + ow0 + shift[kj];
-          acc = _mm512_fmadd_ps(wv[kj], _mm512_loadu_ps(rows[0] + off), acc);
-          acc = _mm512_fmadd_ps(wv[3 + kj], _mm512_loadu_ps(rows[1] + off), acc);
-          acc = _mm512_fmadd_ps(wv[6 + kj], _mm512_loadu_ps(rows[2] + off), acc);
+          a0 = _mm512_fmadd_ps(wv[kj], _mm512_loadu_ps(rows[0] + off), a0);
+          a1 = _mm512_fmadd_ps(wv[3 + kj], _mm512_loadu_ps(rows[1] + off), a1);
+          a2 = _mm512_fmadd_ps(wv[6 + kj], _mm512_loadu_ps(rows[2] + off), a2);
         }
-        finish(acc, out, zr, ow0, 0xFFFF);
+        finish(_mm512_add_ps(_mm512_add_ps(a0, a1), a2), out, zr, ow0, 0xFFFF);
         continue;
       }
-      const __mmask16 store = lanes_mask(0, OW - ow0);
-      __m512 acc = vb;
+      __mmask16 store, taps[3];
+      if (const std::int64_t b = ow0 / 16; b < mask_blocks) {
+        store = store_masks[b];
+        for (int kj = 0; kj < 3; ++kj) taps[kj] = tap_masks[b][kj];
+      } else {
+        block_masks(ow0, store, taps);
+      }
+      __m512 acc[3] = {vb, _mm512_setzero_ps(), _mm512_setzero_ps()};
       for (int kj = 0; kj < 3; ++kj) {
-        const __mmask16 m = lanes_mask(-shift[kj] - ow0, len[kj] - shift[kj] - ow0) & store;
+        const __mmask16 m = taps[kj];
         const std::int64_t off = phase_of[kj] + ow0 + shift[kj];
         for (int ki = 0; ki < 3; ++ki)
-          if (rows[ki] != nullptr) acc = _mm512_fmadd_ps(wv[ki * 3 + kj], _mm512_maskz_loadu_ps(m, rows[ki] + off), acc);
+          if (rows[ki] != nullptr) acc[ki] = _mm512_fmadd_ps(wv[ki * 3 + kj], _mm512_maskz_loadu_ps(m, rows[ki] + off), acc[ki]);
       }
-      finish(acc, out, zr, ow0, store);
+      finish(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), acc[2]), out, zr, ow0, store);
     }
   }
   return true;
