@@ -135,6 +135,7 @@ BENCHMARK(BM_conv)
     ->Args({96, 96, 112, 3, 2, 96})    // mobilenetv2 depthwise stride 2
     ->Args({144, 144, 56, 3, 1, 144})  // mobilenetv2 depthwise stride 1
     ->Args({320, 1280, 7, 1, 1, 1})    // mobilenetv2 last pointwise
+    ->Args({144, 24, 56, 1, 1, 1})     // mobilenetv2 pointwise project
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 
