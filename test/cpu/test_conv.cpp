@@ -168,6 +168,7 @@ TEST_CASE("Conv 3x3 on large maps (Winograd): odd sizes, asymmetric pads, wide r
   check_case({{1, 3, 9, 70}, {5, 3, 3, 3}, {1, 1}, {1, 1, 1, 1}, {}, 1, "NOTSET", false}, &pool);  // 35 tiles a row
   check_case({{1, 2, 12, 12}, {3, 2, 3, 3}, {1, 1}, {}, {}, 1, "SAME_UPPER"});
   check_case({{1, 70, 20, 20}, {33, 70, 3, 3}, {1, 1}, {1, 1, 1, 1}, {}}, &pool);         // channels past one panel
+  check_case({{1, 260, 8, 8}, {13, 260, 3, 3}, {1, 1}, {1, 1, 1, 1}, {}}, &pool);         // two K blocks of the packing
   // Input sizes unknown when compiled: weights prepared for both paths; the size at run time chooses.
   check_case({{1, 4, 16, 16}, {5, 4, 3, 3}, {1, 1}, {1, 1, 1, 1}, {}}, nullptr, true);
   check_case({{1, 4, 6, 6}, {5, 4, 3, 3}, {1, 1}, {1, 1, 1, 1}, {}}, nullptr, true);

@@ -65,4 +65,10 @@ inline void sgemm_packed(std::int64_t M, std::int64_t N, std::int64_t K, const f
 inline std::int64_t a_panels(std::int64_t M) noexcept { return (M + sgemm_mr - 1) / sgemm_mr; }
 inline std::int64_t b_panels(std::int64_t N) noexcept { return (N + sgemm_nr - 1) / sgemm_nr; }
 
+/// Where element (i, k) of an M x K operand A lands in pack_a's layout (for writers that produce A packed directly).
+inline std::int64_t packed_a_offset(std::int64_t M, std::int64_t K, std::int64_t i, std::int64_t k) noexcept {
+  const std::int64_t k0 = k / sgemm_kc * sgemm_kc, kc = K - k0 < sgemm_kc ? K - k0 : sgemm_kc;
+  return k0 * a_panels(M) * sgemm_mr + (i / sgemm_mr) * kc * sgemm_mr + (k - k0) * sgemm_mr + i % sgemm_mr;
+}
+
 }  // namespace epstack::cpu::impl

@@ -27,7 +27,8 @@ winograd_weights winograd_pack(const float* w, std::int64_t M, std::int64_t C) {
   r.stride = (packed_a_size(M, C) + 15) / 16 * 16;
   const std::size_t bytes = r.stride * 16 * sizeof(float);
   auto* data = static_cast<float*>(epstack::detail::allocate(bytes));
-  std::vector<float> u(static_cast<std::size_t>(16 * M * C));  // U[xi][m][c]
+  // Each filter's 16 transformed values go straight to their places in the 16 packed matrices U[xi] (M x C): no
+  // intermediate copy, one pass over the weights. Rows past M in the last panel are zero, as pack_a leaves them.
   for (std::int64_t m = 0; m < M; ++m)
     for (std::int64_t c = 0; c < C; ++c) {
       const float* g = w + (m * C + c) * 9;
@@ -38,13 +39,16 @@ winograd_weights winograd_pack(const float* w, std::int64_t M, std::int64_t C) {
         gg[2][j] = 0.5f * (g[j] - g[3 + j] + g[6 + j]);
         gg[3][j] = g[6 + j];
       }
+      float* at = data + packed_a_offset(M, C, m, c);
       for (int i = 0; i < 4; ++i) {
         const float a = gg[i][0], b = gg[i][1], cc = gg[i][2];
         const float row[4] = {a, 0.5f * (a + b + cc), 0.5f * (a - b + cc), cc};
-        for (int j = 0; j < 4; ++j) u[static_cast<std::size_t>(((i * 4 + j) * M + m) * C + c)] = row[j];
+        for (int j = 0; j < 4; ++j) at[(i * 4 + j) * static_cast<std::int64_t>(r.stride)] = row[j];
       }
     }
-  for (int xi = 0; xi < 16; ++xi) pack_a(data + xi * r.stride, u.data() + xi * M * C, C, false, M, C);
+  for (std::int64_t m = M; m < a_panels(M) * sgemm_mr; ++m)
+    for (std::int64_t c = 0; c < C; ++c)
+      for (int xi = 0; xi < 16; ++xi) data[xi * static_cast<std::int64_t>(r.stride) + packed_a_offset(M, C, m, c)] = 0.0f;
   r.data = std::shared_ptr<const float>(data, [bytes](const float* q) { epstack::detail::deallocate(const_cast<float*>(q), bytes); });
   return r;
 }
