@@ -23,14 +23,21 @@ mkdir -p "$OUT"
 : > "$OUT/ort.jsonl"
 : > "$OUT/lib.jsonl"
 LIST=${*:-"mlp_b1 mlp_b64 resnet50 mobilenetv2 bert_base_seq128 bert_layernorm17 llm_prefill llm_decode mixed_ops"}
+# Each round is compared on its own (compare.py pairs a model's records with the first peer record of that model,
+# so rounds in one file would all be set against round 1's ONNX Runtime figures).
 r=0
 while [ "$r" -lt "$ROUNDS" ]; do
+  : > "$OUT/ort.$r.jsonl"
+  : > "$OUT/lib.$r.jsonl"
   for m in $LIST; do
     node "$SHARED/bench/ort_bench.mjs" --peer-dir "$PEER" --model "$MODELS/$m.onnx" --threads "$THREADS" \
-      --warmup 10 --iters "$ITERS" --creates 5 --max-seconds 30 >> "$OUT/ort.jsonl"
+      --warmup 10 --iters "$ITERS" --creates 5 --max-seconds 30 >> "$OUT/ort.$r.jsonl"
     "$BUILD/tools/epstack" perf --model "$MODELS/$m.onnx" --providers "$PROVIDERS" --threads "$THREADS" \
-      --warmup 10 --iters "$ITERS" --creates 5 --max-seconds 30 >> "$OUT/lib.jsonl"
+      --warmup 10 --iters "$ITERS" --creates 5 --max-seconds 30 >> "$OUT/lib.$r.jsonl"
   done
+  cat "$OUT/ort.$r.jsonl" >> "$OUT/ort.jsonl"
+  cat "$OUT/lib.$r.jsonl" >> "$OUT/lib.jsonl"
+  echo "round $((r + 1)) of $ROUNDS:"
+  /usr/bin/python3 "$SHARED/bench/compare.py" "$OUT/lib.$r.jsonl" "$OUT/ort.$r.jsonl" --markdown
   r=$((r + 1))
 done
-/usr/bin/python3 "$SHARED/bench/compare.py" "$OUT/lib.jsonl" "$OUT/ort.jsonl" --markdown
