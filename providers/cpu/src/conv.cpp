@@ -477,6 +477,19 @@ void depthwise2d(const geometry& g, const conv_plan& p, const float* x, const fl
   }
 }
 
+// The part of the epilogue the SGEMM kernels apply as they store: bias, and ReLU or clip (other activations run after).
+sgemm_epilogue kernel_epilogue(const conv_plan& p, const float* bias) {
+  sgemm_epilogue ep;
+  ep.bias = bias;
+  if (p.act.kind == act_kind::relu) ep.activation = sgemm_epilogue::act::relu;
+  if (p.act.kind == act_kind::clip) {
+    ep.activation = sgemm_epilogue::act::clip;
+    ep.lo = p.act.a;
+    ep.hi = p.act.b;
+  }
+  return ep;
+}
+
 // The packed-SGEMM path: weights packed once (at compile time when constant), the im2col matrix packed per column
 // tile straight from the input. Many tiles: tiles across the threads, each packed, multiplied and finished (epilogue)
 // by one thread while in cache. Few columns (late, small feature maps): one packing of all columns, then the rows of
@@ -514,15 +527,8 @@ Status conv_packed(const conv_plan& p, compute_context& ctx, const geometry& g, 
       const float* xg = px + (n * g.C + gr * g.Cg) * g.in_size;
       const float* pa = packed + gr * static_cast<std::int64_t>(group_stride);
       float* yg = py + (n * g.M + gr * g.Mg) * HW;
-      sgemm_epilogue ep;
-      ep.bias = bias != nullptr ? bias + gr * g.Mg : nullptr;
+      sgemm_epilogue ep = kernel_epilogue(p, bias != nullptr ? bias + gr * g.Mg : nullptr);
       ep.ldz = HW;
-      if (p.act.kind == act_kind::relu) ep.activation = sgemm_epilogue::act::relu;
-      if (p.act.kind == act_kind::clip) {
-        ep.activation = sgemm_epilogue::act::clip;
-        ep.lo = p.act.a;
-        ep.hi = p.act.b;
-      }
       const float* zg = z != nullptr ? z + (n * g.M + gr * g.Mg) * HW : nullptr;
       if (by_tiles) {
         // Pointwise: the kernel reads the input in place. Otherwise each tile's im2col is packed first.
@@ -628,14 +634,7 @@ Status conv_compute(const conv_plan& p, compute_context& ctx) {
       (!p.packed_w || ((g.out[0] + 1) / 2) * ((g.out[1] + 1) / 2) >= winograd_min_tiles)) {
     const winograd_shape ws{g.C, g.M, g.in[0], g.in[1], g.out[0], g.out[1], g.pad_begin[0], g.pad_begin[1]};
     tensor scratch = ctx.scratch(element_type::float32, winograd_scratch_floats(ws));
-    sgemm_epilogue ep;
-    ep.bias = bias;
-    if (p.act.kind == act_kind::relu) ep.activation = sgemm_epilogue::act::relu;
-    if (p.act.kind == act_kind::clip) {
-      ep.activation = sgemm_epilogue::act::clip;
-      ep.lo = p.act.a;
-      ep.hi = p.act.b;
-    }
+    sgemm_epilogue ep = kernel_epilogue(p, bias);
     for (std::int64_t n = 0; n < g.N; ++n) {
       ep.z = z != nullptr ? z + n * g.M * HW : nullptr;
       winograd_conv(ctx, ws, p.wino, px + n * g.C * g.in_size, py + n * g.M * HW, ep, scratch.typed<float>());
