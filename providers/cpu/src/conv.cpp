@@ -315,7 +315,15 @@ bool depthwise3x3_avx512(const geometry& g, const conv_plan& p, const float* x, 
         _mm512_storeu_ps(ev + c / 2, _mm512_permutex2var_ps(a, even_idx, b));
         _mm512_storeu_ps(od + c / 2, _mm512_permutex2var_ps(a, odd_idx, b));
       }
-      for (; c < IW; ++c) (c % 2 ? od : ev)[c / 2] = in[c];
+      if (c < IW) {  // the last 1..31 columns: masked loads and stores (c is even, so c / 2 is exact)
+        const std::int64_t rem = IW - c;
+        const auto first = [](std::int64_t n) {
+          return static_cast<__mmask16>(n >= 16 ? 0xFFFFu : n <= 0 ? 0u : (1u << n) - 1);
+        };
+        const __m512 a = _mm512_maskz_loadu_ps(first(rem), in + c), b = _mm512_maskz_loadu_ps(first(rem - 16), in + c + 16);
+        _mm512_mask_storeu_ps(ev + c / 2, first((rem + 1) / 2), _mm512_permutex2var_ps(a, even_idx, b));
+        _mm512_mask_storeu_ps(od + c / 2, first(rem / 2), _mm512_permutex2var_ps(a, odd_idx, b));
+      }
     }
     src = phase_buf;
     for (int kj = 0; kj < 3; ++kj) {
