@@ -10,12 +10,22 @@
 ///   - `Result<std::vector<compute_function>> compile(std::span<const partition>) const`: every partition it was
 ///     given (fused groups and single nodes), in one call, one function per partition, in order.
 /// - `provider_traits<P>` (specialise for a foreign type): `type_key`, `short_name` (what `--providers` accepts).
+/// - Optional, detected by `provider_traits<P>`:
+///   - an allocator, `void* allocate(std::size_t bytes) const` (64-byte aligned; null when out of memory) and
+///     `void deallocate(void* p, std::size_t bytes) const`: the intermediate outputs of the provider's partitions are
+///     allocated with it instead of the run's arena (memory the device or library wants to own);
+///   - `static constexpr epstack::data_layout preferred_layout` (ONNX Runtime's GetPreferredLayout; NCHW when
+///     absent): the layout the provider wants for 4-D activations. It is declared and reported today; the layout
+///     transformation that acts on it arrives with the first provider that prefers NHWC.
+///   - EP context (compiled partitions cached in a model): a later issue.
 
 #include <epstack/capability.hpp>
 #include <epstack/compute.hpp>
 #include <epstack/graph_view.hpp>
 
 #include <concepts>
+#include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string_view>
 #include <type_traits>
@@ -25,6 +35,9 @@ namespace epstack {
 
 /// The tag a provider names as its `provider_concept` to opt in to `execution_provider`.
 struct execution_provider_tag {};
+
+/// Layouts of 4-D activations a provider may prefer (ONNX Runtime's DataLayout).
+enum class data_layout : std::uint8_t { nchw, nhwc };
 
 namespace detail {
 template <class P>
@@ -37,6 +50,11 @@ concept provider_has_type_key = requires {
 template <class P>
 concept provider_has_get_capability = requires(const P& p, const graph_view<graph>& v) {
   { p.get_capability(v) } -> std::same_as<std::vector<capability>>;
+};
+template <class P>
+concept provider_has_allocator = requires(const P& p, std::size_t n, void* q) {
+  { p.allocate(n) } -> std::same_as<void*>;
+  { p.deallocate(q, n) } -> std::same_as<void>;
 };
 template <class P>
 concept provider_has_compile = requires(const P& p, std::span<const partition> parts) {
@@ -76,6 +94,13 @@ struct provider_traits {
   static constexpr std::string_view short_name = [] {
     if constexpr (requires { P::short_name; }) return std::string_view(P::short_name);
     else return std::string_view(P::type_key);
+  }();
+  /// True when the provider brings its own allocator (see the file comment).
+  static constexpr bool has_allocator = detail::provider_has_allocator<P>;
+  /// The layout the provider prefers for 4-D activations: its `preferred_layout` when declared, else NCHW.
+  static constexpr data_layout preferred_layout = [] {
+    if constexpr (requires { P::preferred_layout; }) return data_layout(P::preferred_layout);
+    else return data_layout::nchw;
   }();
 };
 

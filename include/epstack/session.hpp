@@ -142,10 +142,20 @@ class basic_session {
     node_compiler fold;
     operator_query can_run;
     std::apply([&](const auto&... p) {
-      (bindings.push_back({provider_traits<std::remove_cvref_t<decltype(p)>>::type_key,
-                           [&p](const graph_view<graph>& v) { return p.get_capability(v); },
-                           [&p](std::span<const partition> parts) { return p.compile(parts); }}),
-       ...);
+      const auto bind = [&bindings](const auto& q) {
+        using Q = std::remove_cvref_t<decltype(q)>;
+        provider_binding b;
+        b.type_key = provider_traits<Q>::type_key;
+        b.get_capability = [&q](const graph_view<graph>& v) { return q.get_capability(v); };
+        b.compile = [&q](std::span<const partition> parts) { return q.compile(parts); };
+        if constexpr (provider_traits<Q>::has_allocator) {
+          b.allocate = [&q](std::size_t n) { return q.allocate(n); };
+          b.deallocate = [&q](void* x, std::size_t n) { q.deallocate(x, n); };
+        }
+        b.preferred_layout = provider_traits<Q>::preferred_layout;
+        bindings.push_back(std::move(b));
+      };
+      (bind(p), ...);
       const auto set_fold = [&](const auto& q) {
         using Q = std::remove_cvref_t<decltype(q)>;
         if constexpr (detail::is_cpu_key<Q>::value) {

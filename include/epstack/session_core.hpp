@@ -38,11 +38,15 @@ struct io_info {
   type_info type;
 };
 
-/// @brief A provider as the session core sees it: its key, `get_capability` and `compile`.
+/// @brief A provider as the session core sees it: its key, `get_capability` and `compile`, and its allocator when
+/// it has one (both empty: the run's arena).
 struct provider_binding {
   std::string_view type_key;
   std::function<std::vector<capability>(const graph_view<graph>&)> get_capability;
   std::function<Result<std::vector<compute_function>>(std::span<const partition>)> compile;
+  std::function<void*(std::size_t)> allocate;
+  std::function<void(void*, std::size_t)> deallocate;
+  data_layout preferred_layout = data_layout::nchw;
 };
 
 /// @brief A prepared model: immutable after `build`; `run` is safe from many threads at once.

@@ -16,7 +16,9 @@
 #include <atomic>
 #include <chrono>
 #include <mutex>
+#include <cstdint>
 #include <new>
+#include <stdexcept>
 #include <unordered_map>
 
 namespace epstack {
@@ -127,6 +129,7 @@ struct step {
   std::string kind;                    // the op type, or the partition's provider, for the profile
   std::vector<value_id> inputs, outputs;
   std::vector<value_id> release;       // values whose last use is this step
+  const provider_binding* allocator = nullptr;  // the provider's allocator for its outputs (null: the arena)
   std::unique_ptr<bool[]> persistent;  // outputs that leave the graph
   // Profiling counters (written only when profiling is on).
   std::unique_ptr<std::atomic<std::uint64_t>> ns = std::make_unique<std::atomic<std::uint64_t>>(0);
@@ -191,7 +194,26 @@ class frame final : public execution_frame {
     const auto n = element_count(sizes);
     if (!n) throw std::length_error("allocate: invalid sizes");
     const std::size_t bytes = static_cast<std::size_t>(*n) * element_size(type);
+    if (alloc_ != nullptr) return provider_allocate(type, sizes, std::max<std::size_t>(bytes, 1));
     return tensor::borrow(type, sizes, rc_.mem.allocate(bytes), nullptr);
+  }
+
+  // Memory from the allocator of the provider whose step is running, returned to it when the last tensor sharing
+  // it goes (after the value's last use).
+  tensor provider_allocate(element_type type, std::span<const std::int64_t> sizes, std::size_t bytes) const {
+    void* q = alloc_->allocate(bytes);
+    if (q == nullptr)
+      throw std::runtime_error(cat("provider ", alloc_->type_key, ": its allocator returned no memory for ",
+                                   std::to_string(bytes), " bytes"));
+    if (reinterpret_cast<std::uintptr_t>(q) % tensor_alignment != 0) {
+      alloc_->deallocate(q, bytes);
+      throw std::runtime_error(cat("provider ", alloc_->type_key, ": its allocator returned memory that is not ",
+                                   std::to_string(tensor_alignment), "-byte aligned"));
+    }
+    std::shared_ptr<const void> owner(q, [release = alloc_->deallocate, bytes](const void* x) {
+      release(const_cast<void*>(x), bytes);
+    });
+    return tensor::borrow(type, sizes, q, std::move(owner));
   }
 
   Status run_subgraph(const graph& body, std::span<const ivalue> inputs, std::vector<ivalue>& outputs) override {
@@ -282,11 +304,13 @@ class frame final : public execution_frame {
       compute_context ctx(ins, outs, this, pool_, std::span<const bool>(s.persistent.get(), s.outputs.size()));
       Status st;
       const auto t0 = profiling_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+      alloc_ = s.allocator;
       try {
         st = (*s.fn)(ctx);
       } catch (const std::exception& e) {
         st = Status(errc::runtime_exception, e.what());
       }
+      alloc_ = nullptr;
       if (profiling_) {
         s.ns->fetch_add(static_cast<std::uint64_t>(
                             std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count()),
@@ -339,6 +363,7 @@ class frame final : public execution_frame {
   std::vector<std::byte*>& blocks_;
   const frame* parent_;
   bool profiling_;
+  const provider_binding* alloc_ = nullptr;  // the running step's provider allocator, if it has one
 };
 
 // Where a value a subgraph uses comes from: (levels up, value id there), or nullopt.
@@ -365,6 +390,7 @@ struct session_core::impl {
   std::vector<io_info> inputs, outputs;
   std::vector<const void*> shared_owners;  // storage owners of initializers (sorted)
   std::unique_ptr<thread_pool> pool;
+  std::vector<provider_binding> providers;  // in priority order, as partitioned
   mutable std::mutex mu;
   mutable std::vector<std::unique_ptr<run_context>> idle;
   bool profiling = false;
@@ -414,6 +440,7 @@ struct session_core::impl {
                                       : cat(g.node(part.nodes.front()).domain, ".", g.node(part.nodes.front()).op_type));
       s.inputs = part.inputs;
       s.outputs = part.outputs;
+      if (const auto& b = providers[gp.partition_provider[k]]; b.allocate && b.deallocate) s.allocator = &b;
       s.persistent = std::make_unique<bool[]>(std::max<std::size_t>(s.outputs.size(), 1));
       for (std::size_t o = 0; o < s.outputs.size(); ++o)
         s.persistent[o] = s.outputs[o] != no_id && g.value(s.outputs[o]).is_graph_output;
@@ -512,6 +539,7 @@ Result<std::shared_ptr<const session_core>> session_core::build(model m, std::ve
                                        " functions for ", std::to_string(parts.size()), " partitions"));
     for (std::size_t i = 0; i < where.size(); ++i) d.functions[where[i]] = std::move((*fns)[i]);
   }
+  d.providers = std::move(providers);
   std::vector<const graph*> scopes;
   EPSTACK_ASSIGN_OR_RETURN(d.main, d.build_exec(d.plan.main, scopes, plans, indices));
   std::sort(d.shared_owners.begin(), d.shared_owners.end());

@@ -8,7 +8,9 @@
 
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <cmath>
+#include <new>
 #include <thread>
 #include <vector>
 
@@ -256,4 +258,112 @@ TEST_CASE("Gemm honours transA transB alpha beta and C broadcasting and MatMul b
           mm.push_back(acc);
         }
   check_close((*r)[1], mm, 1e-5, 1e-5);
+}
+
+namespace {
+
+// A provider that runs Neg and Relu itself, into memory from its own allocator, which counts what is live.
+struct pool_stats {
+  std::atomic<int> live{0}, total{0};
+  std::atomic<std::size_t> bytes{0};
+};
+template <int Misalign = 0, bool Fail = false>
+struct allocating_provider {
+  using provider_concept = execution_provider_tag;
+  static constexpr std::string_view type_key = "AllocatingExecutionProvider";
+  static constexpr data_layout preferred_layout = data_layout::nhwc;
+  std::shared_ptr<pool_stats> stats = std::make_shared<pool_stats>();
+
+  [[nodiscard]] void* allocate(std::size_t n) const {
+    if (Fail) return nullptr;
+    ++stats->live;
+    ++stats->total;
+    stats->bytes += n;
+    return static_cast<std::byte*>(::operator new(n + 64, std::align_val_t{64})) + Misalign;
+  }
+  void deallocate(void* p, std::size_t) const {
+    --stats->live;
+    ::operator delete(static_cast<std::byte*>(p) - Misalign, std::align_val_t{64});
+  }
+  [[nodiscard]] std::vector<capability> get_capability(const graph_view<graph>& v) const {
+    std::vector<capability> r;
+    for (node_id n : v.nodes())
+      if (v.graph().node(n).op_type == "Neg" || v.graph().node(n).op_type == "Relu") r.push_back(capability::single(n));
+    return r;
+  }
+  [[nodiscard]] Result<std::vector<compute_function>> compile(std::span<const partition> parts) const {
+    std::vector<compute_function> fns;
+    for (const auto& p : parts) {
+      const bool neg = p.g->node(p.nodes.front()).op_type == "Neg";
+      fns.push_back([neg](compute_context& ctx) -> Status {
+        const auto& x = ctx.input(0);
+        auto& y = ctx.allocate_output(0, element_type::float32, x.sizes());
+        for (std::size_t i = 0; i < x.element_count(); ++i)
+          y.view<float>()[i] = neg ? -x.view<float>()[i] : std::max(0.0f, x.view<float>()[i]);
+        return {};
+      });
+    }
+    return fns;
+  }
+};
+static_assert(provider_traits<allocating_provider<>>::has_allocator);
+static_assert(provider_traits<allocating_provider<>>::preferred_layout == data_layout::nhwc);
+static_assert(!provider_traits<cpu_provider>::has_allocator);
+static_assert(provider_traits<cpu_provider>::preferred_layout == data_layout::nchw);
+
+// x -> Neg -> Relu -> Exp (CPU) -> y: the first two run on the allocating provider.
+model neg_relu_exp() {
+  graph g("chain");
+  g.add_input("x", type_info::tensor_of(element_type::float32, shape{6}));
+  g.add_node(op("n", "Neg"), {"x"}, {"a"});
+  g.add_node(op("r", "Relu"), {"a"}, {"b"});
+  g.add_node(op("e", "Exp"), {"b"}, {"y"});
+  g.add_output("y", type_info::tensor_of(element_type::float32, shape{6}));
+  model m;
+  m.opsets = {{"", 13}};
+  m.graph = g;
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("a provider's own allocator holds the intermediates of its partitions, each returned after its last use") {
+  using prov = allocating_provider<>;
+  prov p;
+  auto s = session<prov>::create(neg_relu_exp(), {}, {p, cpu_provider{}});
+  REQUIRE_MESSAGE(s.has_value(), s.status().to_string());
+  CHECK(s->plan().to_table().find("AllocatingExecutionProvider: 2 nodes") != std::string::npos);
+  const auto x = tensor::from<float>({6}, {-2.0f, -1.0f, 0.0f, 0.5f, 1.0f, 3.0f});
+  for (int round = 1; round <= 3; ++round) {
+    auto out = s->run({{"x", x}});
+    REQUIRE_MESSAGE(out.has_value(), out.status().to_string());
+    for (std::size_t i = 0; i < 6; ++i)
+      CHECK((*out)[0].view<float>()[i] == doctest::Approx(std::exp(std::max(0.0f, -x.view<float>()[i]))));
+    CHECK(p.stats->total == 2 * round);  // a and b, every run
+    CHECK(p.stats->live == 0);           // both returned once Relu and Exp had read them
+  }
+  CHECK(p.stats->bytes == 3 * 2 * 6 * sizeof(float));
+}
+
+TEST_CASE("a provider allocator that fails or misaligns is a runtime_exception naming the provider") {
+  SUBCASE("no memory") {
+    using prov = allocating_provider<0, true>;
+    auto s = session<prov>::create(neg_relu_exp(), {}, {prov{}, cpu_provider{}});
+    REQUIRE_MESSAGE(s.has_value(), s.status().to_string());
+    auto out = s->run({{"x", tensor::from<float>({6}, {1, 2, 3, 4, 5, 6})}});
+    CHECK(out.code() == errc::runtime_exception);
+    CHECK(out.status().message().find("provider AllocatingExecutionProvider: its allocator returned no memory") !=
+          std::string::npos);
+    CHECK(out.status().message().find("node 'n' (Neg)") != std::string::npos);
+  }
+  SUBCASE("misaligned") {
+    using prov = allocating_provider<4>;
+    prov p;
+    auto s = session<prov>::create(neg_relu_exp(), {}, {p, cpu_provider{}});
+    REQUIRE_MESSAGE(s.has_value(), s.status().to_string());
+    auto out = s->run({{"x", tensor::from<float>({6}, {1, 2, 3, 4, 5, 6})}});
+    CHECK(out.code() == errc::runtime_exception);
+    CHECK(out.status().message().find("not 64-byte aligned") != std::string::npos);
+    CHECK(p.stats->live == 0);  // the misaligned block went back
+  }
 }
