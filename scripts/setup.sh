@@ -10,6 +10,10 @@ libflatbuffers-dev flatbuffers-compiler
 libboost-graph-dev libboost-container-dev libxxhash-dev libeigen3-dev
 doctest-dev libbenchmark-dev
 libonnx-testdata python3-onnx python3-numpy"
+# The peer tests install ONNX Runtime (onnxruntime-node) with npm: Debian's node and npm when the machine has none
+# (a node installed otherwise, which brings its own npm, is left alone).
+command -v node >/dev/null 2>&1 || PACKAGES="$PACKAGES nodejs"
+command -v npm >/dev/null 2>&1 || PACKAGES="$PACKAGES npm"
 
 missing=""
 for p in $PACKAGES; do
