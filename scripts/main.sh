@@ -5,8 +5,13 @@
 set -eu
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
-cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER="${CXX:-g++-12}" \
-  -DEPSTACK_BUILD_TESTS=OFF -DEPSTACK_BUILD_BENCHMARKS=OFF
+# A new build folder is configured for the tool alone; an existing one (the test command's) keeps its settings.
+if [ -f "$BUILD/CMakeCache.txt" ]; then
+  cmake -S . -B "$BUILD"
+else
+  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER="${CXX:-g++-12}" \
+    -DEPSTACK_BUILD_TESTS=OFF -DEPSTACK_BUILD_BENCHMARKS=OFF
+fi
 cmake --build "$BUILD" --target epstack_cli -j "$(nproc)"
 OUT="$BUILD/main-job"
 mkdir -p "$OUT"

@@ -6,6 +6,6 @@ cd "$(dirname "$0")/.."
 BUILD=${1:-build}
 JOBS=${EPSTACK_JOBS:-$(nproc)}
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER="${CXX:-g++-12}" \
-  -DEPSTACK_WARNINGS_AS_ERRORS=ON ${EPSTACK_CMAKE_ARGS:-}
+  -DEPSTACK_WARNINGS_AS_ERRORS=ON -DEPSTACK_BUILD_TESTS=ON -DEPSTACK_BUILD_BENCHMARKS=ON ${EPSTACK_CMAKE_ARGS:-}
 cmake --build "$BUILD" -j "$JOBS"
 ctest --test-dir "$BUILD" --output-on-failure -j "$JOBS" ${EPSTACK_CTEST_ARGS:-}
