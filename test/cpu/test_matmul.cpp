@@ -84,7 +84,7 @@ TEST_CASE("MatMul: 1-D operands, batch broadcasting, and stacked batches against
 
 TEST_CASE("MatMul splits large products across threads (by columns, by rows, by batch) with the same result") {
   thread_pool pool(3);
-  const auto check = [&](std::vector<std::int64_t> sa, std::vector<std::int64_t> sb) {
+  const auto check = [&](std::vector<std::int64_t> sa, std::vector<std::int64_t> sb, bool constant_b = false) {
     const auto A = rnd(sa, 8), B = rnd(sb, 9);
     const auto M = sa[sa.size() - 2], K = sa.back(), N = sb.back();
     const std::int64_t batches = sa.size() == 3 ? sa[0] : 1;
@@ -92,12 +92,17 @@ TEST_CASE("MatMul splits large products across threads (by columns, by rows, by 
                         [&](auto b, auto k, auto j) { return B.typed<float>()[(sb.size() == 3 ? b * K * N : 0) + k * N + j]; });
     std::vector<std::int64_t> out = sa;
     out.back() = N;
-    test::check_tensor<float>(run1<ops::matmul>(kernel_node{"MatMul"}, {{A}, {B}}, &pool), out, want, 1e-4, 1e-4);
+    test::check_tensor<float>(run1<ops::matmul>(kernel_node{"MatMul"}, {{A}, {B, constant_b}}, &pool), out, want, 1e-4,
+                              1e-4);
   };
   check({4, 300}, {300, 500});      // N larger: column blocks
   check({400, 64}, {64, 16});       // M larger: row blocks
   check({6, 20, 32}, {6, 32, 20});  // batches in parallel
   check({1, 1, 512}, {1, 512, 200});
+  // Prepacked B: A packed by all threads then split by columns; or each thread packing the rows it multiplies.
+  check({40, 300}, {300, 500}, true);
+  check({1024, 64}, {64, 64}, true);
+  check({401, 300}, {300, 40}, true);  // a partial last panel, two K blocks
 }
 
 TEST_CASE("FusedMatMul transposes either operand and scales") {

@@ -153,26 +153,31 @@ prepacked_b prepack_constant_b(const graph& g, node_id n, bool tb) {
   return r;
 }
 
-// Y[M, N] = alpha * op(A) * B (+ Y) with B prepacked: A packed once into scratch, then the B panels (or, when there
-// are few, the A panels) split across the threads.
+// Y[M, N] = alpha * op(A) * B (+ Y) with B prepacked: A packed into scratch, then the B panels (or, when there are
+// few, the A panels) split across the threads. Split by A panels, each thread packs the panels it multiplies (no
+// barrier, and they are still in cache); split by B panels, every thread needs all of A, packed by all first.
 void gemm_prepacked(compute_context& ctx, bool ta, std::int64_t M, const float* a, std::int64_t lda, float alpha,
                     const prepacked_b& pre, float* y, std::int64_t ldy, bool accumulate) {
   const std::int64_t N = pre.N, K = pre.K;
   if (M == 0) return;
   tensor buf = ctx.scratch(element_type::float32, packed_a_size(M, K) + 16);
   float* pa = align64(buf.typed<float>());
-  pack_a(pa, a, lda, ta, M, K);
   const std::int64_t ap = a_panels(M), bp = b_panels(N);
   const int threads = ctx.thread_count();
   if (threads == 1 || 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K) < 2e5) {
+    pack_a(pa, a, lda, ta, M, K);
     sgemm_packed(M, N, K, pa, pre.data.get(), y, ldy, alpha, accumulate, 0, ap, 0, bp);
   } else if (bp >= 2 * threads || ap < 2 * threads) {
+    ctx.parallel_for(static_cast<std::size_t>(ap), 1, [&](std::size_t p0, std::size_t p1) {
+      pack_a_panels(pa, a, lda, ta, M, K, static_cast<std::int64_t>(p0), static_cast<std::int64_t>(p1));
+    });
     ctx.parallel_for(static_cast<std::size_t>(bp), 1, [&](std::size_t q0, std::size_t q1) {
       sgemm_packed(M, N, K, pa, pre.data.get(), y, ldy, alpha, accumulate, 0, ap, static_cast<std::int64_t>(q0),
                    static_cast<std::int64_t>(q1));
     });
   } else {
     ctx.parallel_for(static_cast<std::size_t>(ap), 1, [&](std::size_t p0, std::size_t p1) {
+      pack_a_panels(pa, a, lda, ta, M, K, static_cast<std::int64_t>(p0), static_cast<std::int64_t>(p1));
       sgemm_packed(M, N, K, pa, pre.data.get(), y, ldy, alpha, accumulate, static_cast<std::int64_t>(p0),
                    static_cast<std::int64_t>(p1), 0, bp);
     });

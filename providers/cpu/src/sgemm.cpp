@@ -29,11 +29,16 @@ std::size_t packed_b_size(std::int64_t K, std::int64_t N) noexcept {
 }
 
 void pack_a(float* dst, const float* a, std::int64_t lda, bool ta, std::int64_t M, std::int64_t K) {
+  pack_a_panels(dst, a, lda, ta, M, K, 0, a_panels(M));
+}
+
+void pack_a_panels(float* dst, const float* a, std::int64_t lda, bool ta, std::int64_t M, std::int64_t K,
+                   std::int64_t p0, std::int64_t p1) {
   const std::int64_t panels = a_panels(M), mpad = panels * mr;
   for (std::int64_t kb = 0; kb < kblocks(K); ++kb) {
     const std::int64_t k0 = kb * kc_max, kc = std::min(kc_max, K - k0);
     float* block = dst + k0 * mpad;
-    for (std::int64_t p = 0; p < panels; ++p) {
+    for (std::int64_t p = p0; p < std::min(p1, panels); ++p) {
       float* out = block + p * kc * mr;
       const std::int64_t rows = std::min(mr, M - p * mr);
       if (ta) {

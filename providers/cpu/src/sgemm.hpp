@@ -23,6 +23,9 @@ std::size_t packed_b_size(std::int64_t K, std::int64_t N) noexcept;
 /// Packs op(A) (M x K; A stored [M,K] with leading dimension lda, or [K,M] when `ta`) into `dst`, 64-byte aligned,
 /// of packed_a_size(M, K) floats.
 void pack_a(float* dst, const float* a, std::int64_t lda, bool ta, std::int64_t M, std::int64_t K);
+/// `pack_a` of the panels [p0, p1) only (into the same places), so that threads can pack their own panels.
+void pack_a_panels(float* dst, const float* a, std::int64_t lda, bool ta, std::int64_t M, std::int64_t K,
+                   std::int64_t p0, std::int64_t p1);
 /// Packs op(B) (K x N; B stored [K,N] with leading dimension ldb, or [N,K] when `tb`) into `dst`, 64-byte aligned,
 /// of packed_b_size(K, N) floats.
 void pack_b(float* dst, const float* b, std::int64_t ldb, bool tb, std::int64_t K, std::int64_t N);
