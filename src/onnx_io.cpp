@@ -435,14 +435,15 @@ void resolve_since_versions(graph& g, const std::vector<opset_import>& opsets) {
 void resolve_since_versions(model& m) { resolve_since_versions(m.graph, m.opsets); }
 
 Status infer_shapes(model& m) {
-  // Tensors above 64 KiB go to the proto as headers only (an external location nobody reads): inference needs their
-  // type and dims, not their bytes.
+  // Tensors above 64 KiB go to the proto as headers only, marked external with a location nobody reads: inference
+  // needs their type and dims, not their bytes.
+  static constexpr const char* headers_only_location = "epstack-headers-only-for-shape-inference";
   const detail::external_writer headers_only = [](const tensor& t, onnx::TensorProto& tp) -> Result<bool> {
     if (t.byte_size() <= inline_external_below) return false;
     tp.set_data_location(onnx::TensorProto::EXTERNAL);
     auto* e = tp.add_external_data();
     e->set_key("location");
-    e->set_value("epstack-shape-inference-placeholder");
+    e->set_value(headers_only_location);
     return true;
   };
   EPSTACK_ASSIGN_OR_RETURN(auto mp, to_proto(m, headers_only));

@@ -3,6 +3,7 @@
 #include <epstack/providers/cpu/kernels.hpp>
 
 #include "../support/kernel_harness.hpp"
+#include "../support/test_values.hpp"
 
 #include <doctest/doctest.h>
 
@@ -18,36 +19,14 @@ namespace ops = epstack::cpu::ops;
 
 namespace {
 
-using dims_t = std::vector<std::int64_t>;
 
 kernel_node op_node(std::string op, int opset, std::string domain = {}) {
   return kernel_node(std::move(op), opset, std::move(domain));
 }
 
-std::int64_t count_of(const dims_t& d) {
-  std::int64_t n = 1;
-  for (auto v : d) n *= v;
-  return n;
-}
-std::vector<double> random_values(std::size_t n, double lo, double hi, unsigned seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<double> dist(lo, hi);
-  std::vector<double> v(n);
-  for (auto& x : v) x = dist(gen);
-  return v;
-}
-template <class T>
-tensor make(const dims_t& d, const std::vector<double>& v) {
-  std::vector<T> t(v.begin(), v.end());
-  return tensor::from<T>(std::span<const std::int64_t>(d), std::span<const T>(t));
-}
 template <class T>
 std::vector<T> cast_all(const std::vector<double>& v) {
   return std::vector<T>(v.begin(), v.end());
-}
-template <class T>
-kernel_input in(const dims_t& d, const std::vector<double>& v) {
-  return {make<T>(d, v)};
 }
 
 // ---- references (double) ----

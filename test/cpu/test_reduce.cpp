@@ -3,6 +3,7 @@
 #include <epstack/providers/cpu/kernels.hpp>
 
 #include "../support/kernel_harness.hpp"
+#include "../support/test_values.hpp"
 
 #include <doctest/doctest.h>
 
@@ -19,32 +20,9 @@ namespace ops = epstack::cpu::ops;
 
 namespace {
 
-using dims_t = std::vector<std::int64_t>;
 using axes_t = std::vector<std::int64_t>;
 
 kernel_node op_node(std::string op, int opset) { return kernel_node(std::move(op), opset); }
-std::int64_t count_of(const dims_t& d) {
-  std::int64_t n = 1;
-  for (auto v : d) n *= v;
-  return n;
-}
-std::vector<double> random_values(std::size_t n, double lo, double hi, unsigned seed, bool integers = false) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<double> dist(lo, hi);
-  std::vector<double> v(n);
-  for (auto& x : v) x = integers ? std::round(dist(gen)) : dist(gen);
-  return v;
-}
-template <class T>
-tensor make(const dims_t& d, const std::vector<double>& v) {
-  std::vector<T> t(v.size());
-  for (std::size_t i = 0; i < v.size(); ++i) t[i] = static_cast<T>(v[i]);
-  return tensor::from<T>(std::span<const std::int64_t>(d), std::span<const T>(t));
-}
-template <class T>
-kernel_input in(const dims_t& d, const std::vector<double>& v) {
-  return {make<T>(d, v)};
-}
 kernel_input axes_in(const axes_t& a) {
   return {tensor::from<std::int64_t>(std::span<const std::int64_t>(dims_t{static_cast<std::int64_t>(a.size())}),
                                      std::span<const std::int64_t>(a))};

@@ -4,6 +4,8 @@
 #include <epstack/providers/cpu.hpp>
 #include <epstack/session.hpp>
 
+#include "../support/graphs.hpp"
+
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -14,13 +16,6 @@ using cpu_session = session<cpu_provider>;
 
 namespace {
 
-node make_node(std::string name, std::string op, attribute_list attrs = {}) {
-  node n;
-  n.name = std::move(name);
-  n.op_type = std::move(op);
-  n.attributes = std::move(attrs);
-  return n;
-}
 tensor floats(std::initializer_list<std::int64_t> sizes, std::initializer_list<float> v) { return tensor::from<float>(sizes, v); }
 std::vector<float> values(const tensor& t) { return {t.typed<float>(), t.typed<float>() + t.element_count()}; }
 model wrap(graph g, std::int64_t opset = 13) {
@@ -54,10 +49,10 @@ TEST_CASE("outputs never share memory with the session: a view of an intermediat
   g.add_input("x", type_info::tensor_of(element_type::float32, shape{2, 3}));
   g.add_initializer("w", floats({6}, {1, 2, 3, 4, 5, 6}));
   g.add_initializer("shape", tensor::from<std::int64_t>({1}, {6}));
-  g.add_node(make_node("relu", "Relu"), {"x"}, {"r"});
-  g.add_node(make_node("flat", "Reshape"), {"r", "shape"}, {"flat"});       // a view of an arena block
-  g.add_node(make_node("add", "Add"), {"flat", "w"}, {"sum"});
-  g.add_node(make_node("id", "Identity"), {"w"}, {"w_out"});                // the initializer itself
+  g.add_node(test::op("relu", "Relu"), {"x"}, {"r"});
+  g.add_node(test::op("flat", "Reshape"), {"r", "shape"}, {"flat"});       // a view of an arena block
+  g.add_node(test::op("add", "Add"), {"flat", "w"}, {"sum"});
+  g.add_node(test::op("id", "Identity"), {"w"}, {"w_out"});                // the initializer itself
   g.add_output("flat");
   g.add_output("sum");
   g.add_output("w_out");
@@ -84,9 +79,9 @@ TEST_CASE("a node failing at run time names itself and leaves the session usable
   graph g("reshape");
   g.add_input("x", type_info::tensor_of(element_type::float32, shape{dimension("n")}));
   g.add_input("shape", type_info::tensor_of(element_type::int64, shape{2}));
-  g.add_node(make_node("neg", "Neg"), {"x"}, {"y"});
-  g.add_node(make_node("bad_reshape", "Reshape"), {"y", "shape"}, {"z"});
-  g.add_node(make_node("relu", "Relu"), {"z"}, {"out"});
+  g.add_node(test::op("neg", "Neg"), {"x"}, {"y"});
+  g.add_node(test::op("bad_reshape", "Reshape"), {"y", "shape"}, {"z"});
+  g.add_node(test::op("relu", "Relu"), {"z"}, {"out"});
   g.add_output("out");
   auto s = cpu_session::create(wrap(std::move(g)));
   REQUIRE_MESSAGE(s.has_value(), s.status().to_string());
@@ -103,20 +98,20 @@ TEST_CASE("a node failing at run time names itself and leaves the session usable
 
 TEST_CASE("If runs the branch the condition selects, and branches read values of the enclosing graph") {
   graph then_g("then");
-  then_g.add_node(make_node("t_add", "Add"), {"a", "b"}, {"t_out"});  // a, b from the enclosing graph
+  then_g.add_node(test::op("t_add", "Add"), {"a", "b"}, {"t_out"});  // a, b from the enclosing graph
   then_g.add_output("t_out", type_info::tensor_of(element_type::float32, shape{3}));
   graph else_g("else");
-  else_g.add_node(make_node("e_mul", "Mul"), {"a", "b"}, {"e_out"});
+  else_g.add_node(test::op("e_mul", "Mul"), {"a", "b"}, {"e_out"});
   else_g.add_output("e_out", type_info::tensor_of(element_type::float32, shape{3}));
   graph g("if");
   g.add_input("cond", type_info::tensor_of(element_type::boolean, shape{}));
   g.add_input("x", type_info::tensor_of(element_type::float32, shape{3}));
   g.add_initializer("b", floats({3}, {10, 20, 30}));
-  g.add_node(make_node("abs", "Abs"), {"x"}, {"a"});
+  g.add_node(test::op("abs", "Abs"), {"x"}, {"a"});
   attribute_list attrs;
   attrs.set("then_branch", make_subgraph(std::move(then_g)));
   attrs.set("else_branch", make_subgraph(std::move(else_g)));
-  g.add_node(make_node("if", "If", std::move(attrs)), {"cond"}, {"y"});
+  g.add_node(test::op("if", "If", std::move(attrs)), {"cond"}, {"y"});
   g.add_output("y", type_info::tensor_of(element_type::float32, shape{3}));
   auto s = cpu_session::create(wrap(std::move(g)));
   REQUIRE_MESSAGE(s.has_value(), s.status().to_string());
@@ -138,9 +133,9 @@ TEST_CASE("Loop carries state, stops on its condition or trip count, and stacks 
   body.add_input("cond_in", type_info::tensor_of(element_type::boolean, shape{}));
   body.add_input("acc", type_info::tensor_of(element_type::float32, shape{2}));
   body.add_initializer("three", tensor::scalar<std::int64_t>(3));
-  body.add_node(make_node("b_add", "Add"), {"acc", "x"}, {"acc_out"});
-  body.add_node(make_node("b_less", "Less"), {"i", "three"}, {"cond_out"});
-  body.add_node(make_node("b_id", "Identity"), {"acc_out"}, {"scan_out"});
+  body.add_node(test::op("b_add", "Add"), {"acc", "x"}, {"acc_out"});
+  body.add_node(test::op("b_less", "Less"), {"i", "three"}, {"cond_out"});
+  body.add_node(test::op("b_id", "Identity"), {"acc_out"}, {"scan_out"});
   body.add_output("cond_out", type_info::tensor_of(element_type::boolean, shape{}));
   body.add_output("acc_out", type_info::tensor_of(element_type::float32, shape{2}));
   body.add_output("scan_out", type_info::tensor_of(element_type::float32, shape{2}));
@@ -151,7 +146,7 @@ TEST_CASE("Loop carries state, stops on its condition or trip count, and stacks 
   g.add_initializer("init", floats({2}, {0, 100}));
   attribute_list attrs;
   attrs.set("body", make_subgraph(std::move(body)));
-  g.add_node(make_node("loop", "Loop", std::move(attrs)), {"M", "cond", "init"}, {"final", "stacked"});
+  g.add_node(test::op("loop", "Loop", std::move(attrs)), {"M", "cond", "init"}, {"final", "stacked"});
   g.add_output("final");
   g.add_output("stacked");
   auto s = cpu_session::create(wrap(std::move(g)));
@@ -175,8 +170,8 @@ TEST_CASE("Scan runs its body over slices, in both directions, with state") {
   body.add_input("state", type_info::tensor_of(element_type::float32, shape{2}));
   body.add_input("row", type_info::tensor_of(element_type::float32, shape{2}));
   body.add_input("rev_row", type_info::tensor_of(element_type::float32, shape{2}));
-  body.add_node(make_node("s_add", "Add"), {"state", "row"}, {"state_out"});
-  body.add_node(make_node("s_id", "Identity"), {"rev_row"}, {"rev_out"});
+  body.add_node(test::op("s_add", "Add"), {"state", "row"}, {"state_out"});
+  body.add_node(test::op("s_id", "Identity"), {"rev_row"}, {"rev_out"});
   body.add_output("state_out", type_info::tensor_of(element_type::float32, shape{2}));
   body.add_output("rev_out", type_info::tensor_of(element_type::float32, shape{2}));
   graph g("scan");
@@ -186,7 +181,7 @@ TEST_CASE("Scan runs its body over slices, in both directions, with state") {
   attrs.set("body", make_subgraph(std::move(body)));
   attrs.set("num_scan_inputs", std::int64_t{2});
   attrs.set("scan_input_directions", std::vector<std::int64_t>{0, 1});
-  g.add_node(make_node("scan", "Scan", std::move(attrs)), {"init", "xs", "xs"}, {"total", "reversed"});
+  g.add_node(test::op("scan", "Scan", std::move(attrs)), {"init", "xs", "xs"}, {"total", "reversed"});
   g.add_output("total");
   g.add_output("reversed");
   auto s = cpu_session::create(wrap(std::move(g), 11));

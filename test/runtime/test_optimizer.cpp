@@ -4,6 +4,7 @@
 #include <epstack/providers/cpu.hpp>
 #include <epstack/session.hpp>
 
+#include "../support/graphs.hpp"
 #include "../support/temp_dir.hpp"
 
 #include <doctest/doctest.h>
@@ -16,13 +17,6 @@ using cpu_session = session<cpu_provider>;
 
 namespace {
 
-node make_node(std::string name, std::string op, attribute_list attrs = {}) {
-  node n;
-  n.name = std::move(name);
-  n.op_type = std::move(op);
-  n.attributes = std::move(attrs);
-  return n;
-}
 model wrap(graph g) {
   model m;
   m.opsets = {{"", 13}};
@@ -67,14 +61,14 @@ TEST_CASE("basic: constants and known shapes fold, Identity and dead nodes go, o
   g.add_input("x", type_info::tensor_of(element_type::float32, shape{2, 3}));
   g.add_initializer("c1", tensor::from<float>({3}, {1, 2, 3}));
   g.add_initializer("c2", tensor::from<float>({3}, {10, 20, 30}));
-  g.add_node(make_node("const_add", "Add"), {"c1", "c2"}, {"c12"});           // constant: folds
-  g.add_node(make_node("scale", "Mul"), {"x", "c12"}, {"scaled"});
-  g.add_node(make_node("shape", "Shape"), {"x"}, {"shp"});                    // x's shape is known: folds
-  g.add_node(make_node("count", "ReduceProd"), {"shp"}, {"count"});           // then this folds too
-  g.add_node(make_node("id", "Identity"), {"scaled"}, {"scaled_id"});         // removed
-  g.add_node(make_node("unused", "Neg"), {"x"}, {"nobody"});                   // dead
-  g.add_node(make_node("flatten", "Reshape"), {"scaled_id", "count"}, {"y_pre"});
-  g.add_node(make_node("relu", "Relu"), {"y_pre"}, {"y"});
+  g.add_node(test::op("const_add", "Add"), {"c1", "c2"}, {"c12"});           // constant: folds
+  g.add_node(test::op("scale", "Mul"), {"x", "c12"}, {"scaled"});
+  g.add_node(test::op("shape", "Shape"), {"x"}, {"shp"});                    // x's shape is known: folds
+  g.add_node(test::op("count", "ReduceProd"), {"shp"}, {"count"});           // then this folds too
+  g.add_node(test::op("id", "Identity"), {"scaled"}, {"scaled_id"});         // removed
+  g.add_node(test::op("unused", "Neg"), {"x"}, {"nobody"});                   // dead
+  g.add_node(test::op("flatten", "Reshape"), {"scaled_id", "count"}, {"y_pre"});
+  g.add_node(test::op("relu", "Relu"), {"y_pre"}, {"y"});
   g.add_output("y");
   const auto m = wrap(std::move(g));
   auto plain = make(m, graph_optimization_level::disable);
@@ -165,19 +159,19 @@ TEST_CASE("the optimised model is saved (optimized_model_filepath), loads back a
 
 TEST_CASE("values a subgraph uses are neither removed nor fused away") {
   graph then_g("then");
-  then_g.add_node(make_node("t", "Neg"), {"kept"}, {"t_out"});
+  then_g.add_node(test::op("t", "Neg"), {"kept"}, {"t_out"});
   then_g.add_output("t_out", type_info::tensor_of(element_type::float32, shape{2}));
   graph else_g("else");
-  else_g.add_node(make_node("e", "Abs"), {"kept"}, {"e_out"});
+  else_g.add_node(test::op("e", "Abs"), {"kept"}, {"e_out"});
   else_g.add_output("e_out", type_info::tensor_of(element_type::float32, shape{2}));
   graph g("outer");
   g.add_input("c", type_info::tensor_of(element_type::boolean, shape{}));
   g.add_input("x", type_info::tensor_of(element_type::float32, shape{2}));
-  g.add_node(make_node("id", "Identity"), {"x"}, {"kept"});  // only the branches use it
+  g.add_node(test::op("id", "Identity"), {"x"}, {"kept"});  // only the branches use it
   attribute_list attrs;
   attrs.set("then_branch", make_subgraph(std::move(then_g)));
   attrs.set("else_branch", make_subgraph(std::move(else_g)));
-  g.add_node(make_node("if", "If", std::move(attrs)), {"c"}, {"y"});
+  g.add_node(test::op("if", "If", std::move(attrs)), {"c"}, {"y"});
   g.add_output("y");
   auto s = make(wrap(std::move(g)), graph_optimization_level::all);
   CHECK(op_counts(s.get_model().graph).at("Identity") == 1);
@@ -193,8 +187,8 @@ TEST_CASE("function operators no provider takes run as their function bodies (th
   g.add_input("x", type_info::tensor_of(element_type::float32, shape{1, 2, 1, 3}));
   attribute_list celu;
   celu.set("alpha", 2.0f);
-  g.add_node(make_node("celu", "Celu", celu), {"x"}, {"c"});
-  g.add_node(make_node("mvn", "MeanVarianceNormalization"), {"c"}, {"y"});
+  g.add_node(test::op("celu", "Celu", celu), {"x"}, {"c"});
+  g.add_node(test::op("mvn", "MeanVarianceNormalization"), {"c"}, {"y"});
   g.add_output("y");
   const auto m = wrap(std::move(g));
   auto s = cpu_session::create(m);

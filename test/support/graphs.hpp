@@ -6,10 +6,11 @@
 
 namespace epstack::test {
 
-inline node op(std::string name, std::string type) {
+inline node op(std::string name, std::string type, attribute_list attrs = {}) {
   node n;
   n.name = std::move(name);
   n.op_type = std::move(type);
+  n.attributes = std::move(attrs);
   return n;
 }
 

@@ -4,6 +4,8 @@
 #include "broadcast.hpp"
 #include "kernel_util.hpp"
 
+#include <type_traits>
+
 namespace epstack::cpu {
 namespace impl {
 namespace {
@@ -105,33 +107,28 @@ Status check_same_type(const tensor& a, const tensor& b) {
   return {};
 }
 
-// An arithmetic binary op (output type = input type) over types Ts.
-template <class... Ts, class Make>
-Result<compute_function> arith_over(const graph& g, node_id n, Make make) {
+// A binary op over input types Ts: arithmetic (output type = input type) or a comparison (bool output).
+template <bool Compare, class... Ts, class Make>
+Result<compute_function> binary_over(const graph& g, node_id n, Make make) {
   Result<compute_function> r = Status(errc::not_implemented, "unsupported element type");
   dispatch<Ts...>(in_type(g, n, 0), [&](auto tag) {
     using T = typename decltype(tag)::type;
+    using Out = std::conditional_t<Compare, bool, T>;
     auto fn = make(tag);
     r = make_fn(g.node(n).op_type, [fn](compute_context& ctx) -> Status {
       EPSTACK_RETURN_IF_ERROR(check_same_type<T>(ctx.input(0), ctx.input(1)));
-      return binary_apply<T, T>(ctx, ctx.input(0), ctx.input(1), fn);
+      return binary_apply<T, Out>(ctx, ctx.input(0), ctx.input(1), fn);
     });
   });
   return r;
 }
-// A comparison (bool output) over types Ts.
+template <class... Ts, class Make>
+Result<compute_function> arith_over(const graph& g, node_id n, Make make) {
+  return binary_over<false, Ts...>(g, n, make);
+}
 template <class... Ts, class Make>
 Result<compute_function> compare_over(const graph& g, node_id n, Make make) {
-  Result<compute_function> r = Status(errc::not_implemented, "unsupported element type");
-  dispatch<Ts...>(in_type(g, n, 0), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    auto fn = make(tag);
-    r = make_fn(g.node(n).op_type, [fn](compute_context& ctx) -> Status {
-      EPSTACK_RETURN_IF_ERROR(check_same_type<T>(ctx.input(0), ctx.input(1)));
-      return binary_apply<T, bool>(ctx, ctx.input(0), ctx.input(1), fn);
-    });
-  });
-  return r;
+  return binary_over<true, Ts...>(g, n, make);
 }
 bool binary_types_match(const graph& g, node_id n) {
   const auto a = in_type(g, n, 0), b = in_type(g, n, 1);

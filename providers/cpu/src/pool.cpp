@@ -39,6 +39,17 @@ struct pool_geometry {
   std::vector<tap> taps;                     // 2-D: the column taps that read inside the input
 };
 
+// Advances the window counters `ji` of output position `oi` to the next tap inside the input (last dim fastest);
+// false after the last one.
+bool next_tap(const pool_geometry& g, const tensor_sizes& oi, tensor_sizes& ji) {
+  for (std::size_t i = g.spatial; i-- > 0;) {
+    const window& w = g.windows[i][static_cast<std::size_t>(oi[i])];
+    if (++ji[i] < w.hi) return true;
+    ji[i] = w.lo;
+  }
+  return false;
+}
+
 Result<pool_geometry> make_geometry(const pool_attrs& at, std::span<const std::int64_t> x) {
   pool_geometry g;
   if (x.size() < 3) return Status(errc::invalid_argument, cat("X must have rank >= 3 (N, C, spatial dims), got ", dims_string(x)));
@@ -195,13 +206,7 @@ void max_pool_plane(const pool_geometry& g, const pool_attrs& at, const T* x, T*
         best = x[off];
         best_at = at.column_major ? col : off;
       }
-      std::size_t i = S;
-      while (i-- > 0) {
-        const window& w = g.windows[i][static_cast<std::size_t>(oi[i])];
-        if (++ji[i] < w.hi) break;
-        ji[i] = w.lo;
-      }
-      if (i == static_cast<std::size_t>(-1)) break;
+      if (!next_tap(g, oi, ji)) break;
     }
     y[o] = best;
     if (idx != nullptr) idx[o] = best_at < 0 ? -1 : plane_base + best_at;
@@ -262,13 +267,7 @@ void average_pool_plane(const pool_geometry& g, const pool_attrs& at, const T* x
         for (std::size_t i = 0; i < S; ++i)
           off += (g.windows[i][static_cast<std::size_t>(oi[i])].start + ji[i] * g.dilation[i]) * in_stride[i];
         sum += x[off];
-        std::size_t i = S;
-        while (i-- > 0) {
-          const window& w = g.windows[i][static_cast<std::size_t>(oi[i])];
-          if (++ji[i] < w.hi) break;
-          ji[i] = w.lo;
-        }
-        if (i == static_cast<std::size_t>(-1)) break;
+        if (!next_tap(g, oi, ji)) break;
       }
     const std::int64_t count = at.count_include_pad ? padded : valid;
     y[o] = count > 0 ? sum / static_cast<T>(count) : std::numeric_limits<T>::quiet_NaN();
