@@ -3,6 +3,9 @@
 // summaries, and a small JSON writer.
 #include <epstack/errors.hpp>
 #include <epstack/providers/cpu.hpp>
+#if defined(EPSTACK_WITH_DNNL)
+#include <epstack/providers/dnnl.hpp>
+#endif
 #include <epstack/session.hpp>
 
 #include <cstdio>
@@ -130,7 +133,11 @@ inline Result<session_options> session_options_from(const args& a) {
 
 /// The provider stacks this tool is compiled with, by the names `--providers` accepts.
 inline const std::vector<std::string>& stack_names() {
+#if defined(EPSTACK_WITH_DNNL)
+  static const std::vector<std::string> names{"cpu", "dnnl,cpu (or dnnl)"};
+#else
   static const std::vector<std::string> names{"cpu"};
+#endif
   return names;
 }
 
@@ -142,6 +149,12 @@ Status with_stack(const std::string& providers, F&& f) {
     f(std::type_identity<session<cpu_provider>>{});
     return {};
   }
+#if defined(EPSTACK_WITH_DNNL)
+  if (providers == "dnnl,cpu" || providers == "dnnl") {
+    f(std::type_identity<session<dnnl_provider, cpu_provider>>{});
+    return {};
+  }
+#endif
   std::string list;
   for (const auto& n : stack_names()) list += (list.empty() ? "" : ", ") + n;
   return Status(errc::invalid_argument, "unknown provider stack '" + providers + "'; this build has: " + list);

@@ -28,6 +28,8 @@ namespace epstack {
 struct provider_entry {
   std::string_view type_key;
   std::function<std::vector<capability>(const graph_view<graph>&)> get_capability;
+  /// Optional: why the provider does not take a node (empty when it would), for the plan's fallback reasons.
+  std::function<std::string(const graph&, node_id)> why_not = {};
 };
 
 /// Options of partitioning.
@@ -260,6 +262,9 @@ inline void note_fallbacks(graph_plan& gp, std::size_t cpu, std::span<const prov
     for (const auto& r : gp.refused)
       if (r.pieces == 0 && std::find(r.nodes.begin(), r.nodes.end(), n) != r.nodes.end())
         reason = cat("group '", r.meta_name, "' of ", providers[r.provider].type_key, " was refused: ", r.reason);
+    for (std::size_t p = 0; p < providers.size() && reason.empty(); ++p)
+      if (p != cpu && providers[p].why_not)
+        if (auto why = providers[p].why_not(*gp.g, n); !why.empty()) reason = cat(providers[p].type_key, ": ", why);
     e.fallback_reason = reason.empty() ? std::string("no provider before the CPU provider claimed it") : reason;
   }
 }

@@ -17,6 +17,7 @@
 ///   - `static constexpr epstack::data_layout preferred_layout` (ONNX Runtime's GetPreferredLayout; NCHW when
 ///     absent): the layout the provider wants for 4-D activations. It is declared and reported today; the layout
 ///     transformation that acts on it arrives with the first provider that prefers NHWC.
+///   - `std::string why_not(const graph&, node_id) const`: why the provider does not take a node (shown in the plan);
 ///   - EP context (compiled partitions cached in a model): a later issue.
 
 #include <epstack/capability.hpp>
@@ -27,6 +28,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 #include <type_traits>
 #include <vector>
@@ -55,6 +57,10 @@ template <class P>
 concept provider_has_allocator = requires(const P& p, std::size_t n, void* q) {
   { p.allocate(n) } -> std::same_as<void*>;
   { p.deallocate(q, n) } -> std::same_as<void>;
+};
+template <class P>
+concept provider_has_why_not = requires(const P& p, const graph& g, node_id n) {
+  { p.why_not(g, n) } -> std::convertible_to<std::string>;
 };
 template <class P>
 concept provider_has_compile = requires(const P& p, std::span<const partition> parts) {
@@ -97,6 +103,9 @@ struct provider_traits {
   }();
   /// True when the provider brings its own allocator (see the file comment).
   static constexpr bool has_allocator = detail::provider_has_allocator<P>;
+  /// True when the provider explains refusals: `std::string why_not(const graph&, node_id) const`, empty when it
+  /// takes the node; the partition plan shows the reason beside each node that fell back to the CPU provider.
+  static constexpr bool has_why_not = detail::provider_has_why_not<P>;
   /// The layout the provider prefers for 4-D activations: its `preferred_layout` when declared, else NCHW.
   static constexpr data_layout preferred_layout = [] {
     if constexpr (requires { P::preferred_layout; }) return data_layout(P::preferred_layout);

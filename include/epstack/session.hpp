@@ -153,6 +153,8 @@ class basic_session {
           b.deallocate = [&q](void* x, std::size_t n) { q.deallocate(x, n); };
         }
         b.preferred_layout = provider_traits<Q>::preferred_layout;
+        if constexpr (provider_traits<Q>::has_why_not)
+          b.why_not = [&q](const graph& g, node_id n) { return std::string(q.why_not(g, n)); };
         bindings.push_back(std::move(b));
       };
       (bind(p), ...);

@@ -47,6 +47,7 @@ struct provider_binding {
   std::function<void*(std::size_t)> allocate;
   std::function<void(void*, std::size_t)> deallocate;
   data_layout preferred_layout = data_layout::nchw;
+  std::function<std::string(const graph&, node_id)> why_not;  ///< optional (see provider_entry::why_not)
 };
 
 /// @brief A prepared model: immutable after `build`; `run` is safe from many threads at once.

@@ -507,7 +507,7 @@ Result<std::shared_ptr<const session_core>> session_core::build(model m, std::ve
   }
 
   std::vector<provider_entry> entries;
-  for (const auto& p : providers) entries.push_back({p.type_key, p.get_capability});
+  for (const auto& p : providers) entries.push_back({p.type_key, p.get_capability, p.why_not});
   partition_options po;
   po.disable_cpu_fallback = options.flag(config_keys::disable_cpu_ep_fallback);
   EPSTACK_ASSIGN_OR_RETURN(d.plan, partition_graph(d.m.graph, entries, po));

@@ -1,0 +1,56 @@
+#pragma once
+/// @file dnnl.hpp
+/// @brief The oneDNN execution provider (ONNX Runtime's DnnlExecutionProvider): it takes maximal connected, acyclic
+/// groups of the float nodes oneDNN runs well (convolutions, matrix products, pooling, normalisations, softmax,
+/// element-wise and layout operators) and compiles each group into one fused sequence of oneDNN primitives: batch
+/// normalisation folded into the convolution before it, bias, activations and residual additions as post-ops,
+/// blocked memory formats chosen by oneDNN inside the group with reorders only at its boundary, weights reordered
+/// once. This header is light: oneDNN itself is included only by the provider's sources, compiled once.
+///
+/// Use it first in a stack: `epstack::session<epstack::dnnl_provider>` (the CPU provider runs the rest).
+
+#include <epstack/capability.hpp>
+#include <epstack/compute.hpp>
+#include <epstack/errors.hpp>
+#include <epstack/graph_view.hpp>
+#include <epstack/provider_concepts.hpp>
+
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace epstack {
+
+namespace dnnl_ep {
+/// Groups of nodes the oneDNN provider runs, among those of the view (see dnnl_provider).
+[[nodiscard]] std::vector<capability> get_capability(const graph_view<graph>& v);
+/// Why the oneDNN provider does not take node `n` (empty when it does, alone or in a group).
+[[nodiscard]] std::string why_not(const graph& g, node_id n);
+/// Compiles each partition into a sequence of oneDNN primitives.
+[[nodiscard]] Result<std::vector<compute_function>> compile(std::span<const partition> parts);
+/// The oneDNN version the provider was built with and runs with, "2.6.3".
+[[nodiscard]] std::string library_version();
+/// The instruction set oneDNN dispatches to on this machine ("avx512_core", "avx2", ...).
+[[nodiscard]] std::string cpu_isa();
+/// @brief What partition `p` compiles to, one line per primitive, in order: "convolution <- /conv1 + /bn1 + /relu1
+/// [post-ops: eltwise_relu]". Reorders at the boundary, which depend on the shapes seen at run time, are not listed.
+[[nodiscard]] std::vector<std::string> describe(const partition& p);
+}  // namespace dnnl_ep
+
+/// @brief The oneDNN execution provider. Copyable and stateless: compiled partitions own what they need.
+struct dnnl_provider {
+  using provider_concept = execution_provider_tag;
+  static constexpr std::string_view type_key = "DnnlExecutionProvider";
+  static constexpr std::string_view short_name = "dnnl";
+
+  [[nodiscard]] std::vector<capability> get_capability(const graph_view<graph>& v) const {
+    return dnnl_ep::get_capability(v);
+  }
+  [[nodiscard]] std::string why_not(const graph& g, node_id n) const { return dnnl_ep::why_not(g, n); }
+  [[nodiscard]] Result<std::vector<compute_function>> compile(std::span<const partition> parts) const {
+    return dnnl_ep::compile(parts);
+  }
+};
+
+}  // namespace epstack

@@ -1,0 +1,1164 @@
+// Compiling a partition for oneDNN: for each set of input shapes, a plan of primitives (weights reordered once into
+// the formats the primitives chose, activations in blocked formats inside the partition, reorders at the boundary,
+// one scratch block planned by liveness), built at compile time when the shapes are static, else at the first run
+// with new shapes; then executed against the run's inputs, outputs and arena memory.
+#include "ir.hpp"
+
+#include <epstack/detail/cat.hpp>
+#include <epstack/providers/dnnl.hpp>
+
+#include <omp.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <numeric>
+#include <shared_mutex>
+#include <unordered_map>
+
+namespace epstack::dnnl_ep {
+
+using epstack::detail::cat;
+
+namespace {
+
+using tag = dn::memory::format_tag;
+using dt = dn::memory::data_type;
+using dims = dn::memory::dims;
+using alg = dn::algorithm;
+using md_t = dn::memory::desc;
+
+dn::engine& cpu_engine() {
+  static dn::engine e(dn::engine::kind::cpu, 0);
+  return e;
+}
+
+dims mdims(const dims& d) { return d.empty() ? dims{1} : d; }
+std::int64_t volume(const dims& d) { return std::accumulate(d.begin(), d.end(), std::int64_t{1}, std::multiplies<>()); }
+
+md_t plain(const dims& d0) {
+  const dims d = mdims(d0);
+  dims strides(d.size(), 1);
+  for (std::size_t i = d.size() - 1; i > 0; --i) strides[i - 1] = strides[i] * std::max<std::int64_t>(d[i], 1);
+  return md_t(d, dt::f32, strides);
+}
+
+dims pad_front(const dims& d, std::size_t rank) {
+  dims r(rank - std::min(rank, d.size()), 1);
+  r.insert(r.end(), d.begin(), d.end());
+  return r;
+}
+
+std::string str(const dims& d) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+enum class where : std::uint8_t { input, output, constant, scratch };
+
+struct slot {
+  where w = where::scratch;
+  int index = -1;  ///< input or output position, constant number, or buffer number
+  md_t md;
+};
+
+struct step {
+  dn::primitive prim;
+  std::vector<std::pair<int, int>> args;  ///< oneDNN argument, slot
+  bool scratchpad = false;
+};
+
+/// Everything needed to run a partition for one set of input shapes. Immutable once built.
+struct plan {
+  std::vector<std::int64_t> key;
+  std::vector<slot> slots;
+  std::vector<const void*> constants;
+  std::vector<std::shared_ptr<const void>> keep;  ///< owners of the constants
+  std::vector<std::size_t> buffer_offset;
+  std::size_t scratch_bytes = 0, pad_offset = 0, pad_bytes = 0;
+  std::vector<step> steps;
+  std::vector<dims> out_dims;
+};
+
+std::shared_ptr<void> aligned_block(std::size_t bytes) {
+  void* p = std::aligned_alloc(64, (std::max<std::size_t>(bytes, 1) + 63) / 64 * 64);
+  if (p == nullptr) throw std::bad_alloc();
+  return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+}
+
+/// What a partition's inputs look like for one run.
+struct input_shapes {
+  std::vector<dims> sizes;                       ///< per partition input (empty for non-tensors)
+  std::vector<std::vector<std::int64_t>> values; ///< int64 contents of the inputs read as shapes or axes
+};
+
+class plan_builder {
+ public:
+  plan_builder(const ir& r, const input_shapes& in) : r_(r), in_(in), vd_(r.values.size()), vslot_(r.values.size(), -1) {}
+
+  Result<std::shared_ptr<plan>> build() {
+    try {
+      for (std::size_t i = 0; i < r_.inputs.size(); ++i) {
+        const int v = r_.inputs[i];
+        const auto& val = r_.values[static_cast<std::size_t>(v)];
+        if (val.constant) continue;
+        vd_[static_cast<std::size_t>(v)] = in_.sizes[i];
+        vslot_[static_cast<std::size_t>(v)] = add_slot({where::input, static_cast<int>(i), plain(in_.sizes[i])});
+      }
+      last_use_.assign(r_.values.size(), -1);
+      for (std::size_t i = 0; i < r_.ops.size(); ++i) {
+        for (int v : r_.ops[i].in)
+          if (v >= 0) last_use_[static_cast<std::size_t>(v)] = static_cast<int>(i);
+        for (const auto& p : r_.ops[i].posts)
+          if (p.binary) last_use_[static_cast<std::size_t>(p.src1)] = static_cast<int>(i);
+      }
+      for (int v : r_.outputs) last_use_[static_cast<std::size_t>(v)] = INT_MAX;
+      for (const auto& op : r_.ops) {
+        current_ = &op;
+        op_index_ = static_cast<int>(&op - r_.ops.data());
+        if (auto st = lower(op); !st) return st;
+      }
+      current_ = nullptr;
+      finish_outputs();
+      allocate_scratch();
+      return pl_;
+    } catch (const dn::error& e) {
+      return Status(errc::ep_fail, cat("oneDNN provider: partition '", r_.name, "'", where_text(), ": oneDNN: ", e.what()));
+    } catch (const std::bad_alloc&) {
+      return Status(errc::fail, cat("oneDNN provider: partition '", r_.name, "': out of memory while planning"));
+    }
+  }
+
+ private:
+  struct buffer {
+    std::size_t bytes = 0;
+    int first = INT_MAX, last = -1;
+  };
+
+  std::string where_text() const {
+    if (current_ == nullptr) return {};
+    std::string s = ", node";
+    for (std::size_t i = 0; i < current_->nodes.size(); ++i) s += (i ? " + '" : " '") + current_->nodes[i] + "'";
+    return s;
+  }
+  Status fail(const std::string& what) const {
+    return Status(errc::ep_fail, cat("oneDNN provider: partition '", r_.name, "'", where_text(), ": ", what));
+  }
+
+  int add_slot(slot s) {
+    pl_->slots.push_back(std::move(s));
+    return static_cast<int>(pl_->slots.size() - 1);
+  }
+  int scratch_slot(const md_t& md) {
+    bufs_.push_back({md.get_size()});
+    buf_last_op_.push_back(-1);
+    return add_slot({where::scratch, static_cast<int>(bufs_.size() - 1), md});
+  }
+  int alias(int s, const md_t& md) {
+    slot c = pl_->slots[static_cast<std::size_t>(s)];
+    c.md = md;
+    return add_slot(std::move(c));
+  }
+  int constant_slot(const void* data, std::shared_ptr<const void> owner, const md_t& md) {
+    pl_->constants.push_back(data);
+    pl_->keep.push_back(std::move(owner));
+    return add_slot({where::constant, static_cast<int>(pl_->constants.size() - 1), md});
+  }
+  int constant_slot(const tensor& t, const md_t& md) {
+    auto holder = std::make_shared<tensor>(t);
+    return constant_slot(holder->data(), holder, md);
+  }
+  /// Reorders constant data described by `from` (at `data`) into a block of layout `to`, now.
+  int reordered_constant(const void* data, const md_t& from, const md_t& to) {
+    auto block = aligned_block(to.get_size());
+    dn::memory src(from, cpu_engine(), const_cast<void*>(data));
+    dn::memory dst(to, cpu_engine(), block.get());
+    dn::stream s(cpu_engine());
+    dn::reorder(src, dst).execute(s, src, dst);
+    s.wait();
+    return constant_slot(block.get(), block, to);
+  }
+
+  const md_t& md_of(int s) const { return pl_->slots[static_cast<std::size_t>(s)].md; }
+
+  void add_step(dn::primitive prim, std::vector<std::pair<int, int>> args, const dn::primitive_desc_base& pd) {
+    const int at = static_cast<int>(pl_->steps.size());
+    for (const auto& [a, s] : args) {
+      const auto& sl = pl_->slots[static_cast<std::size_t>(s)];
+      if (sl.w != where::scratch) continue;
+      auto& b = bufs_[static_cast<std::size_t>(sl.index)];
+      b.first = std::min(b.first, at);
+      b.last = std::max(b.last, at);
+    }
+    const std::size_t pad = pd.scratchpad_desc().get_size();
+    pl_->pad_bytes = std::max(pl_->pad_bytes, pad);
+    pl_->steps.push_back(step{std::move(prim), std::move(args), pad > 0});
+  }
+  static dn::primitive_attr base_attr() {
+    dn::primitive_attr a;
+    a.set_scratchpad_mode(dn::scratchpad_mode::user);
+    return a;
+  }
+
+  void reorder_into(int from, int to) {
+    dn::primitive_attr a = base_attr();
+    dn::reorder::primitive_desc pd(cpu_engine(), md_of(from), cpu_engine(), md_of(to), a);
+    add_step(dn::reorder(pd), {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}}, pd);
+  }
+  /// Slot `s` in layout `md` (same dims): `s` itself, or a reordered copy.
+  int as_md(int s, const md_t& md) {
+    if (md_of(s) == md) return s;
+    const int t = scratch_slot(md);
+    reorder_into(s, t);
+    return t;
+  }
+  /// Slot `s` (holding dims `d`) in plain row-major layout.
+  int as_plain(int s, const dims& d) { return as_md(s, plain(d)); }
+
+  /// The slot of value v (constants get a plain slot over their data).
+  int slot_of(int v) {
+    auto& s = vslot_[static_cast<std::size_t>(v)];
+    if (s >= 0) return s;
+    const auto& val = r_.values[static_cast<std::size_t>(v)];
+    if (!val.constant) throw std::logic_error("value '" + val.name + "' used before it is computed");
+    const tensor& t = *val.constant;
+    vd_[static_cast<std::size_t>(v)] = dims(t.sizes().begin(), t.sizes().end());
+    s = constant_slot(t, plain(vd_[static_cast<std::size_t>(v)]));
+    return s;
+  }
+  const dims& dims_of(int v) {
+    (void)slot_of(v);
+    return vd_[static_cast<std::size_t>(v)];
+  }
+  void define(int v, int s, dims d) {
+    const auto& sl = pl_->slots[static_cast<std::size_t>(s)];
+    if (sl.w == where::scratch) {
+      auto& l = buf_last_op_[static_cast<std::size_t>(sl.index)];
+      l = std::max(l, last_use_[static_cast<std::size_t>(v)]);
+    }
+    vslot_[static_cast<std::size_t>(v)] = s;
+    vd_[static_cast<std::size_t>(v)] = std::move(d);
+  }
+
+  // ---- post-ops ----
+  /// Post-ops of `posts` for a primitive writing dims `dst` in layout `dst_md` (when known): the oneDNN list and the
+  /// slots of binary operands; nullopt when a binary operand does not broadcast into `dst`.
+  struct posts_made {
+    dn::post_ops po;
+    std::vector<std::pair<int, int>> args;
+    int sum_src = -1;  ///< the value a sum post-op adds (the destination is filled with it first)
+  };
+  std::optional<posts_made> make_posts(const std::vector<post_op>& posts, const dims& dst, const md_t* dst_md,
+                                       bool materialise) {
+    posts_made m;
+    for (std::size_t i = 0; i < posts.size(); ++i) {
+      const auto& p = posts[i];
+      if (!p.binary) {
+        m.po.append_eltwise(1.0f, p.alg, p.alpha, p.beta);
+        continue;
+      }
+      const dims& d1 = dims_of(p.src1);
+      const auto pd1o = post_dims(d1, dst);
+      if (!pd1o) return std::nullopt;
+      const dims& pd1 = *pd1o;
+      if (p.alg == alg::binary_add && pd1 == dst && m.sum_src < 0) {
+        // A full-size addition (a residual connection): oneDNN's sum post-op adds what the destination holds,
+        // and keeps the primitive on its fastest (blocked) implementations where a binary post-op would not.
+        m.po.append_sum(1.0f);
+        m.sum_src = p.src1;
+        continue;
+      }
+      md_t md = (pd1 == dst && dst_md != nullptr) ? *dst_md : plain(pd1);
+      m.po.append_binary(p.alg, md);
+      if (materialise) {
+        int s = slot_of(p.src1);
+        s = pd1 == dst && dst_md != nullptr ? as_md(d1 == dst ? s : alias(as_plain(s, d1), plain(dst)), md)
+                                            : alias(as_plain(s, d1), md);
+        m.args.emplace_back(DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1, s);
+      }
+    }
+    return m;
+  }
+
+  /// The dims a binary post-op operand of dims `d1` takes against a destination of dims `dst`: padded with leading
+  /// 1s to its rank, or, when a matrix product runs collapsed to 2-D (`collapse_from_` is the rank it came from),
+  /// collapsed the same way. nullopt when it does not broadcast into `dst`.
+  std::optional<dims> post_dims(const dims& d1, const dims& dst) const {
+    if (collapse_from_ > 0) {
+      if (d1.size() > collapse_from_) return std::nullopt;
+      const dims pd = pad_front(mdims(d1), collapse_from_);
+      const std::int64_t lead = volume(pd) / std::max<std::int64_t>(pd.back(), 1);
+      if ((lead != 1 && lead != dst[0]) || (pd.back() != 1 && pd.back() != dst[1])) return std::nullopt;
+      return dims{lead, pd.back()};
+    }
+    if (d1.size() > dst.size()) return std::nullopt;
+    const dims pd = pad_front(mdims(d1), dst.size());
+    for (std::size_t k = 0; k < dst.size(); ++k)
+      if (pd[k] != dst[k] && pd[k] != 1) return std::nullopt;
+    return pd;
+  }
+
+  /// Creates the primitive descriptor with the op's post-ops fused when oneDNN accepts them (`make(attr)` throws
+  /// otherwise); `fused` says which happened. Binary operands of the full output size take the layout the primitive
+  /// chose for its output.
+  template <class PD, class Make>
+  PD with_posts(const std::vector<post_op>& posts, const dims& dst, Make make, bool& fused,
+                std::vector<std::pair<int, int>>& post_args) {
+    fused = false;
+    sum_src_ = -1;
+    if (!posts.empty()) {
+      if (auto first = make_posts(posts, dst, nullptr, false)) {
+        try {
+          dn::primitive_attr a = base_attr();
+          a.set_post_ops(first->po);
+          PD pd = make(a);
+          const md_t out = pd.dst_desc();
+          bool full = false;
+          const bool has_full = std::any_of(posts.begin(), posts.end(), [&](const post_op& p) {
+            return p.binary && p.alg != alg::binary_add && post_dims(dims_of(p.src1), dst) == dst;
+          });
+          if (has_full && out != plain(dst)) {
+            try {
+              dn::primitive_attr a2 = base_attr();
+              a2.set_post_ops(make_posts(posts, dst, &out, false)->po);
+              PD pd2 = make(a2);
+              if (pd2.dst_desc() == out) pd = pd2, full = true;
+            } catch (const dn::error&) {
+            }
+          }
+          auto made = make_posts(posts, dst, full ? &out : nullptr, true);
+          post_args = made->args;
+          sum_src_ = made->sum_src;
+          fused = true;
+          return pd;
+        } catch (const dn::error&) {
+        }
+      }
+    }
+    return make(base_attr());
+  }
+  /// The destination of a primitive just created by with_posts: a new buffer, or, for a sum post-op, the buffer of
+  /// the value it adds when nothing reads that buffer later (in place), else a copy of that value.
+  int dst_slot(const md_t& md, const dims& dst) {
+    if (sum_src_ < 0) return scratch_slot(md);
+    int rs = slot_of(sum_src_);
+    const dims d1 = dims_of(sum_src_);
+    if (d1.size() != dst.size()) rs = alias(as_plain(rs, d1), plain(dst));
+    const auto& sl = pl_->slots[static_cast<std::size_t>(rs)];
+    bool read_here = false;  // the primitive must not read the buffer it adds into
+    for (int v : current_->in)
+      if (v >= 0 && vslot_[static_cast<std::size_t>(v)] >= 0) {
+        const auto& in = pl_->slots[static_cast<std::size_t>(vslot_[static_cast<std::size_t>(v)])];
+        read_here = read_here || (in.w == where::scratch && in.index == sl.index);
+      }
+    for (const auto& p : current_->posts)
+      if (p.binary && p.src1 != sum_src_ && vslot_[static_cast<std::size_t>(p.src1)] >= 0) {
+        const auto& in = pl_->slots[static_cast<std::size_t>(vslot_[static_cast<std::size_t>(p.src1)])];
+        read_here = read_here || (in.w == where::scratch && in.index == sl.index);
+      }
+    if (sl.w == where::scratch && sl.md == md && !read_here && buf_last_op_[static_cast<std::size_t>(sl.index)] <= op_index_)
+      return rs;
+    const int t = scratch_slot(md);
+    reorder_into(rs, t);
+    return t;
+  }
+
+  /// Runs `posts` one by one on slot `s` (dims `d`) when they could not be fused; returns the result's slot.
+  /// `d` is updated to the result's dims (a binary operand may broadcast the value).
+  int unfused_posts(const std::vector<post_op>& posts, int s, dims& d) {
+    for (const auto& p : posts) {
+      if (!p.binary) s = eltwise(s, p.alg, p.alpha, p.beta);
+      else {
+        dims out;
+        s = binary(p.alg, s, d, slot_of(p.src1), dims_of(p.src1), {}, out);
+        d = out;
+      }
+    }
+    return s;
+  }
+
+  int eltwise(int s, alg a, float alpha, float beta) {
+    const md_t md = md_of(s);
+    dn::eltwise_forward::desc d(dn::prop_kind::forward_inference, a, md, alpha, beta);
+    dn::eltwise_forward::primitive_desc pd(d, base_attr(), cpu_engine());
+    const int t = scratch_slot(pd.dst_desc());
+    add_step(dn::eltwise_forward(pd), {{DNNL_ARG_SRC, s}, {DNNL_ARG_DST, t}}, pd);
+    return t;
+  }
+
+  /// a (alg) b with numpy broadcasting; `out` receives the result's dims.
+  int binary(alg a, int sa, dims da0, int sb, dims db0, const std::vector<post_op>& posts, dims& out) {
+    const std::size_t rank = std::max({da0.size(), db0.size(), std::size_t{1}});
+    dims da = pad_front(mdims(da0), rank), db = pad_front(mdims(db0), rank);
+    out.assign(rank, 1);
+    for (std::size_t k = 0; k < rank; ++k) {
+      if (da[k] != db[k] && da[k] != 1 && db[k] != 1)
+        throw std::invalid_argument("operands " + str(da0) + " and " + str(db0) + " do not broadcast");
+      out[k] = da[k] == 1 ? db[k] : da[k];
+    }
+    std::vector<post_op> fix;
+    if (da != out) {
+      if (db != out) throw std::invalid_argument("both operands " + str(da0) + " and " + str(db0) + " broadcast");
+      std::swap(sa, sb);
+      std::swap(da, db);
+      std::swap(da0, db0);
+      if (a == alg::binary_sub) fix.push_back(post_op{false, alg::eltwise_linear, -1.0f, 0.0f, -1});
+      if (a == alg::binary_div) fix.push_back(post_op{false, alg::eltwise_pow, 1.0f, -1.0f, -1});
+    }
+    // src0 keeps its layout when it has the output's rank; src1 matches it, or is plain when it broadcasts.
+    int s0 = da0.size() == rank ? sa : alias(as_plain(sa, da0), plain(da));
+    const md_t md0 = md_of(s0);
+    int s1 = db == out ? as_md(db0.size() == rank ? sb : alias(as_plain(sb, db0), plain(db)), md0)
+                       : alias(as_plain(sb, db0), plain(db));
+    std::vector<post_op> all = fix;
+    all.insert(all.end(), posts.begin(), posts.end());
+    bool fused = false;
+    std::vector<std::pair<int, int>> post_args;
+    const md_t md1 = md_of(s1);
+    auto pd = with_posts<dn::binary::primitive_desc>(all, out, [&](const dn::primitive_attr& at) {
+      dn::binary::desc d(a, md0, md1, md0);
+      return dn::binary::primitive_desc(d, at, cpu_engine());
+    }, fused, post_args);
+    const int t = dst_slot(pd.dst_desc(), out);
+    std::vector<std::pair<int, int>> args{{DNNL_ARG_SRC_0, s0}, {DNNL_ARG_SRC_1, s1}, {DNNL_ARG_DST, t}};
+    args.insert(args.end(), post_args.begin(), post_args.end());
+    add_step(dn::binary(pd), std::move(args), pd);
+    return fused ? t : unfused_posts(all, t, out);
+  }
+
+  // ---- geometry ----
+  struct window {
+    dims out, pad_l, pad_r, strides, dil, kernel;
+  };
+  Result<window> conv_window(const ir_op& op, const dims& in, const dims& kernel, bool transposed) const {
+    const std::size_t sp = in.size() - 2;
+    window w;
+    w.kernel = kernel;
+    w.strides = op.strides.empty() ? dims(sp, 1) : op.strides;
+    w.dil = op.dilations.empty() ? dims(sp, 1) : op.dilations;
+    if (w.strides.size() != sp || w.dil.size() != sp || kernel.size() != sp) return fail("strides, dilations or kernel do not match the input rank");
+    w.pad_l.assign(sp, 0);
+    w.pad_r.assign(sp, 0);
+    w.out.assign(sp, 0);
+    for (std::size_t i = 0; i < sp; ++i) {
+      const std::int64_t x = in[2 + i], s = w.strides[i], ek = (kernel[i] - 1) * w.dil[i] + 1;
+      if (s < 1 || w.dil[i] < 1) return fail("strides and dilations must be positive");
+      if (!transposed) {
+        if (op.auto_pad == "SAME_UPPER" || op.auto_pad == "SAME_LOWER") {
+          const std::int64_t o = (x + s - 1) / s, total = std::max<std::int64_t>(0, (o - 1) * s + ek - x);
+          w.pad_l[i] = op.auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+          w.pad_r[i] = total - w.pad_l[i];
+        } else if (op.auto_pad != "VALID" && !op.pads.empty()) {
+          if (op.pads.size() != 2 * sp) return fail("pads do not match the input rank");
+          w.pad_l[i] = op.pads[i];
+          w.pad_r[i] = op.pads[sp + i];
+        }
+        std::int64_t span = x + w.pad_l[i] + w.pad_r[i] - ek;
+        if (span < 0) return fail("the kernel is larger than the padded input");
+        std::int64_t o = span / s + 1;
+        if (op.ceil_mode) {
+          o = (span + s - 1) / s + 1;
+          if ((o - 1) * s >= x + w.pad_l[i]) --o;  // the last window must start inside the input or left padding
+          w.pad_r[i] = std::max<std::int64_t>(w.pad_r[i], (o - 1) * s + ek - x - w.pad_l[i]);
+        }
+        w.out[i] = o;
+      } else {
+        const std::int64_t op_pad = op.output_padding.empty() ? 0 : op.output_padding[i];
+        const std::int64_t natural = s * (x - 1) + op_pad + ek;
+        if (!op.output_shape.empty() || op.auto_pad == "SAME_UPPER" || op.auto_pad == "SAME_LOWER") {
+          const std::int64_t target = !op.output_shape.empty() ? op.output_shape[op.output_shape.size() - sp + i] : x * s;
+          const std::int64_t total = natural - target;
+          if (total < 0) return fail("output_shape is larger than the convolution can produce");
+          const bool upper = op.auto_pad != "SAME_LOWER";
+          w.pad_l[i] = upper ? total / 2 : total - total / 2;
+          w.pad_r[i] = total - w.pad_l[i];
+        } else if (op.auto_pad != "VALID" && !op.pads.empty()) {
+          w.pad_l[i] = op.pads[i];
+          w.pad_r[i] = op.pads[sp + i];
+        }
+        w.out[i] = natural - w.pad_l[i] - w.pad_r[i];
+      }
+    }
+    for (auto& d : w.dil) d -= 1;  // oneDNN counts dilation from 0
+    return w;
+  }
+
+  // ---- lowering ----
+  Status lower(const ir_op& op) {
+    switch (op.kind) {
+      case op_kind::conv:
+      case op_kind::deconv: return conv(op);
+      case op_kind::matmul: return matmul(op);
+      case op_kind::pool: return pool(op);
+      case op_kind::eltwise: {
+        const int s = slot_of(op.in[0]);
+        define(op.out, eltwise(s, op.alg, op.alpha, op.beta), dims_of(op.in[0]));
+        return {};
+      }
+      case op_kind::binary: {
+        dims out;
+        const int s0 = slot_of(op.in[0]), s1 = slot_of(op.in[1]);
+        const int t = binary(op.alg, s0, dims_of(op.in[0]), s1, dims_of(op.in[1]), op.posts, out);
+        define(op.out, t, out);
+        return {};
+      }
+      case op_kind::softmax: return softmax(op);
+      case op_kind::layernorm: return layernorm(op);
+      case op_kind::batchnorm: return batchnorm(op);
+      case op_kind::transpose: return transpose(op);
+      case op_kind::reshape: return reshape(op);
+      case op_kind::concat: return concat(op);
+    }
+    return fail("unknown operation");
+  }
+
+  Status conv(const ir_op& op) {
+    const bool transposed = op.kind == op_kind::deconv;
+    const dims in = dims_of(op.in[0]);
+    const tensor& w = op.weights;
+    const dims wd(w.sizes().begin(), w.sizes().end());
+    if (in.size() != wd.size() || in.size() < 3) return fail("input " + str(in) + " and weights " + str(wd) + " differ in rank");
+    const std::int64_t g = op.group;
+    const std::int64_t c = in[1];
+    std::int64_t oc = 0, icg = 0, ocg = 0;
+    if (!transposed) {
+      oc = wd[0], icg = wd[1], ocg = oc / g;
+      if (g < 1 || c != icg * g || oc % g != 0) return fail("channels " + std::to_string(c) + " do not match weights " + str(wd) + " with group " + std::to_string(g));
+    } else {
+      ocg = wd[1], icg = c / g, oc = ocg * g;
+      if (g < 1 || wd[0] != c || c % g != 0) return fail("channels " + std::to_string(c) + " do not match weights " + str(wd) + " with group " + std::to_string(g));
+    }
+    const dims kernel(wd.begin() + 2, wd.end());
+    if (!op.kernel.empty() && op.kernel != kernel) return fail("kernel_shape does not match the weights");
+    auto win = conv_window(op, in, kernel, transposed);
+    if (!win) return win.status();
+    dims out{in[0], oc};
+    out.insert(out.end(), win->out.begin(), win->out.end());
+    // Weights as oneDNN sees them ([G,] O, I, k...) over the ONNX layout.
+    dims wdims, wstrides;
+    const std::int64_t ksize = volume(kernel);
+    dims kstrides(kernel.size(), 1);
+    for (std::size_t i = kernel.size(); i-- > 1;) kstrides[i - 1] = kstrides[i] * kernel[i];
+    if (!transposed) {
+      if (g > 1) wdims = {g, ocg, icg}, wstrides = {ocg * icg * ksize, icg * ksize, ksize};
+      else wdims = {oc, icg}, wstrides = {icg * ksize, ksize};
+    } else {  // ONNX [C, OC/G, k...]
+      if (g > 1) wdims = {g, ocg, icg}, wstrides = {icg * ocg * ksize, ksize, ocg * ksize};
+      else wdims = {oc, icg}, wstrides = {ksize, ocg * ksize};
+    }
+    wdims.insert(wdims.end(), kernel.begin(), kernel.end());
+    wstrides.insert(wstrides.end(), kstrides.begin(), kstrides.end());
+    const md_t w_src(wdims, dt::f32, wstrides);
+    const md_t src_any(in, dt::f32, tag::any), w_any(wdims, dt::f32, tag::any), dst_any(out, dt::f32, tag::any);
+    const bool has_bias = !op.bias.empty();
+    const md_t bias_md = has_bias ? md_t({oc}, dt::f32, tag::a) : md_t();
+    bool fused = false;
+    std::vector<std::pair<int, int>> post_args;
+    int t = -1, s = -1, ws = -1;
+    if (!transposed) {
+      auto pd = with_posts<dn::convolution_forward::primitive_desc>(op.posts, out, [&](const dn::primitive_attr& a) {
+        dn::convolution_forward::desc d(dn::prop_kind::forward_inference, alg::convolution_direct, src_any, w_any,
+                                        bias_md, dst_any, win->strides, win->dil, win->pad_l, win->pad_r);
+        return dn::convolution_forward::primitive_desc(d, a, cpu_engine());
+      }, fused, post_args);
+      s = as_md(slot_of(op.in[0]), pd.src_desc());
+      ws = reordered_constant(w.data(), w_src, pd.weights_desc());
+      t = dst_slot(pd.dst_desc(), out);
+      std::vector<std::pair<int, int>> args{{DNNL_ARG_SRC, s}, {DNNL_ARG_WEIGHTS, ws}, {DNNL_ARG_DST, t}};
+      if (has_bias) args.emplace_back(DNNL_ARG_BIAS, constant_slot(op.bias, bias_md));
+      args.insert(args.end(), post_args.begin(), post_args.end());
+      add_step(dn::convolution_forward(pd), std::move(args), pd);
+    } else {
+      auto pd = with_posts<dn::deconvolution_forward::primitive_desc>(op.posts, out, [&](const dn::primitive_attr& a) {
+        dn::deconvolution_forward::desc d(dn::prop_kind::forward_inference, alg::deconvolution_direct, src_any, w_any,
+                                          bias_md, dst_any, win->strides, win->dil, win->pad_l, win->pad_r);
+        return dn::deconvolution_forward::primitive_desc(d, a, cpu_engine());
+      }, fused, post_args);
+      s = as_md(slot_of(op.in[0]), pd.src_desc());
+      ws = reordered_constant(w.data(), w_src, pd.weights_desc());
+      t = dst_slot(pd.dst_desc(), out);
+      std::vector<std::pair<int, int>> args{{DNNL_ARG_SRC, s}, {DNNL_ARG_WEIGHTS, ws}, {DNNL_ARG_DST, t}};
+      if (has_bias) args.emplace_back(DNNL_ARG_BIAS, constant_slot(op.bias, bias_md));
+      args.insert(args.end(), post_args.begin(), post_args.end());
+      add_step(dn::deconvolution_forward(pd), std::move(args), pd);
+    }
+    const int res = fused ? t : unfused_posts(op.posts, t, out);
+    define(op.out, res, out);
+    return {};
+  }
+
+  /// A row-major md of logical dims `d` ([..., R, C]) over memory laid out as `d` with the last two swapped when
+  /// `trans`.
+  static md_t matrix_md(const dims& d, bool trans) {
+    dims phys = d;
+    const std::size_t n = d.size();
+    if (trans) std::swap(phys[n - 1], phys[n - 2]);
+    dims ps(n, 1);
+    for (std::size_t i = n - 1; i > 0; --i) ps[i - 1] = ps[i] * std::max<std::int64_t>(phys[i], 1);
+    dims strides = ps;
+    if (trans) std::swap(strides[n - 1], strides[n - 2]);
+    return md_t(d, dt::f32, strides);
+  }
+
+  Status matmul(const ir_op& op) {
+    dims a = dims_of(op.in[0]), b = dims_of(op.in[1]);
+    const dims a0 = a, b0 = b;
+    if (a.empty() || b.empty()) return fail("matrix product of a scalar");
+    const bool squeeze_a = a.size() == 1, squeeze_b = b.size() == 1;
+    if (squeeze_a) a.insert(a.begin(), 1);
+    if (squeeze_b) b.push_back(1);
+    if (op.trans_a) std::swap(a[a.size() - 1], a[a.size() - 2]);
+    if (op.trans_b) std::swap(b[b.size() - 1], b[b.size() - 2]);
+    const std::size_t rank = std::max(a.size(), b.size());
+    a = pad_front(a, rank);
+    b = pad_front(b, rank);
+    if (a[rank - 1] != b[rank - 2]) return fail("inner dimensions of " + str(a0) + " and " + str(b0) + " differ");
+    dims out(rank);
+    for (std::size_t k = 0; k + 2 < rank; ++k) {
+      if (a[k] != b[k] && a[k] != 1 && b[k] != 1) return fail("batch dimensions of " + str(a0) + " and " + str(b0) + " do not broadcast");
+      out[k] = a[k] == 1 ? b[k] : a[k];
+    }
+    out[rank - 2] = a[rank - 2];
+    out[rank - 1] = b[rank - 1];
+    dims onnx_out = out;  // ONNX's result: the promoted 1-D dims dropped
+    if (squeeze_b) onnx_out.pop_back();
+    if (squeeze_a) onnx_out.erase(onnx_out.end() - (squeeze_b ? 1 : 2));
+    const bool const_b = r_.values[static_cast<std::size_t>(op.in[1])].constant.has_value();
+    // Constant weights without batch dims against a batched A: one 2-D product [batch*M, K] x [K, N], for which
+    // oneDNN packs the weights into its blocked format (it keeps batched weights plain).
+    const bool collapse = rank > 2 && const_b && !op.trans_a && volume(b) == b[rank - 1] * b[rank - 2];
+    dims ea = a, eb = b, eo = out;
+    if (collapse) {
+      ea = {volume(a) / a[rank - 1], a[rank - 1]};
+      eb = {b[rank - 2], b[rank - 1]};
+      eo = {ea[0], eb[1]};
+      collapse_from_ = rank;
+    }
+    // Operand memory: ONNX dims, plain, possibly transposed; the padded leading dims have size 1.
+    const auto operand = [&](int v, const dims& logical, bool trans) {
+      return alias(as_plain(slot_of(v), dims_of(v)), matrix_md(logical, trans));
+    };
+    const int sa = operand(op.in[0], ea, op.trans_a);
+    const md_t a_md = md_of(sa);
+    const md_t b_md = const_b ? md_t(eb, dt::f32, tag::any) : matrix_md(eb, op.trans_b);
+    const md_t dst_md = plain(eo);
+    bool fused = false;
+    std::vector<std::pair<int, int>> post_args;
+    auto pd = with_posts<dn::matmul::primitive_desc>(op.posts, eo, [&](dn::primitive_attr at) {
+      if (op.scale != 1.0f) at.set_output_scales(0, {op.scale});
+      dn::matmul::desc d(a_md, b_md, dst_md);
+      return dn::matmul::primitive_desc(d, at, cpu_engine());
+    }, fused, post_args);
+    int sb = -1;
+    if (const_b) {
+      const tensor& bt = *r_.values[static_cast<std::size_t>(op.in[1])].constant;
+      sb = reordered_constant(bt.data(), matrix_md(eb, op.trans_b), pd.weights_desc());
+    } else {
+      sb = operand(op.in[1], eb, op.trans_b);
+    }
+    const int t = dst_slot(pd.dst_desc(), eo);
+    collapse_from_ = 0;
+    std::vector<std::pair<int, int>> args{{DNNL_ARG_SRC, sa}, {DNNL_ARG_WEIGHTS, sb}, {DNNL_ARG_DST, t}};
+    args.insert(args.end(), post_args.begin(), post_args.end());
+    add_step(dn::matmul(pd), std::move(args), pd);
+    dims res_dims = onnx_out;
+    int res = alias(as_plain(t, eo), plain(onnx_out));
+    if (!fused) res = unfused_posts(op.posts, res, res_dims);
+    define(op.out, res, res_dims);
+    return {};
+  }
+
+  Status pool(const ir_op& op) {
+    const dims in = dims_of(op.in[0]);
+    if (in.size() < 3 || in.size() > 5) return fail("pooling input " + str(in));
+    const bool global = op.kernel.empty();
+    const dims kernel = global ? dims(in.begin() + 2, in.end()) : op.kernel;
+    if (kernel.size() != in.size() - 2) return fail("kernel_shape does not match the input rank");
+    auto win = conv_window(op, in, kernel, false);
+    if (!win) return win.status();
+    dims out{in[0], in[1]};
+    out.insert(out.end(), win->out.begin(), win->out.end());
+    const int s = slot_of(op.in[0]);
+    const md_t dst_any(out, dt::f32, tag::any);
+    dn::pooling_v2_forward::desc d(dn::prop_kind::forward_inference, op.alg, md_of(s), dst_any, win->strides, kernel,
+                                   win->dil, win->pad_l, win->pad_r);
+    dn::pooling_v2_forward::primitive_desc pd(d, base_attr(), cpu_engine());
+    const int t = scratch_slot(pd.dst_desc());
+    add_step(dn::pooling_v2_forward(pd), {{DNNL_ARG_SRC, s}, {DNNL_ARG_DST, t}}, pd);
+    define(op.out, t, out);
+    return {};
+  }
+
+  Status softmax(const ir_op& op) {
+    const dims in = dims_of(op.in[0]);
+    const auto rank = static_cast<std::int64_t>(std::max<std::size_t>(in.size(), 1));
+    const std::int64_t axis = op.axis < 0 ? op.axis + rank : op.axis;
+    if (axis < 0 || axis >= rank) return fail("axis " + std::to_string(op.axis) + " out of range for " + str(in));
+    int s = slot_of(op.in[0]);
+    const auto make = [&](const md_t& md) {
+      dn::softmax_v2_forward::desc d(dn::prop_kind::forward_inference, alg::softmax_accurate, md, md, static_cast<int>(axis));
+      return dn::softmax_v2_forward::primitive_desc(d, base_attr(), cpu_engine());
+    };
+    dn::softmax_v2_forward::primitive_desc pd;
+    try {
+      pd = make(md_of(s));
+    } catch (const dn::error&) {
+      s = as_plain(s, in);
+      pd = make(md_of(s));
+    }
+    const int t = scratch_slot(pd.dst_desc());
+    add_step(dn::softmax_v2_forward(pd), {{DNNL_ARG_SRC, s}, {DNNL_ARG_DST, t}}, pd);
+    define(op.out, t, in);
+    return {};
+  }
+
+  Status layernorm(const ir_op& op) {
+    const dims in = dims_of(op.in[0]);
+    if (in.empty()) return fail("layer normalisation of a scalar");
+    const std::int64_t c = in.back();
+    if (static_cast<std::int64_t>(op.weights.element_count()) != c || (!op.bias.empty() && static_cast<std::int64_t>(op.bias.element_count()) != c))
+      return fail("scale or bias does not have " + std::to_string(c) + " elements");
+    const int s = as_plain(slot_of(op.in[0]), in);
+    auto flags = dn::normalization_flags::use_scale;
+    if (!op.bias.empty()) flags |= dn::normalization_flags::use_shift;
+    dn::layer_normalization_forward::desc d(dn::prop_kind::forward_inference, md_of(s), op.epsilon, flags);
+    dn::layer_normalization_forward::primitive_desc pd(d, base_attr(), cpu_engine());
+    const int t = scratch_slot(pd.dst_desc());
+    const md_t cmd({c}, dt::f32, tag::a);
+    std::vector<std::pair<int, int>> args{{DNNL_ARG_SRC, s}, {DNNL_ARG_DST, t}, {DNNL_ARG_SCALE, constant_slot(op.weights, cmd)}};
+    if (!op.bias.empty()) args.emplace_back(DNNL_ARG_SHIFT, constant_slot(op.bias, cmd));
+    add_step(dn::layer_normalization_forward(pd), std::move(args), pd);
+    define(op.out, t, in);
+    return {};
+  }
+
+  Status batchnorm(const ir_op& op) {
+    const dims in = dims_of(op.in[0]);
+    if (in.size() < 2) return fail("batch normalisation input " + str(in));
+    const std::int64_t c = in[1];
+    for (const tensor* t : {&op.weights, &op.bias, &op.mean, &op.variance})
+      if (static_cast<std::int64_t>(t->element_count()) != c) return fail("scale, bias, mean or variance does not have C elements");
+    const int s = slot_of(op.in[0]);
+    const auto flags = dn::normalization_flags::use_global_stats | dn::normalization_flags::use_scale | dn::normalization_flags::use_shift;
+    dn::batch_normalization_forward::desc d(dn::prop_kind::forward_inference, md_of(s), op.epsilon, flags);
+    dn::batch_normalization_forward::primitive_desc pd(d, base_attr(), cpu_engine());
+    const int t = scratch_slot(pd.dst_desc());
+    const md_t cmd({c}, dt::f32, tag::a);
+    add_step(dn::batch_normalization_forward(pd),
+             {{DNNL_ARG_SRC, s}, {DNNL_ARG_DST, t}, {DNNL_ARG_MEAN, constant_slot(op.mean, cmd)},
+              {DNNL_ARG_VARIANCE, constant_slot(op.variance, cmd)}, {DNNL_ARG_SCALE, constant_slot(op.weights, cmd)},
+              {DNNL_ARG_SHIFT, constant_slot(op.bias, cmd)}},
+             pd);
+    define(op.out, t, in);
+    return {};
+  }
+
+  Status transpose(const ir_op& op) {
+    const dims in = dims_of(op.in[0]);
+    const std::size_t n = in.size();
+    std::vector<std::int64_t> perm = op.perm;
+    if (perm.empty())
+      for (std::size_t i = 0; i < n; ++i) perm.push_back(static_cast<std::int64_t>(n - 1 - i));
+    if (perm.size() != n) return fail("perm has " + std::to_string(perm.size()) + " entries for input " + str(in));
+    std::vector<bool> seen(n);
+    dims out(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::int64_t p = perm[i] < 0 ? perm[i] + static_cast<std::int64_t>(n) : perm[i];
+      if (p < 0 || p >= static_cast<std::int64_t>(n) || seen[static_cast<std::size_t>(p)]) return fail("perm is not a permutation");
+      seen[static_cast<std::size_t>(p)] = true;
+      perm[i] = p;
+      out[i] = in[static_cast<std::size_t>(p)];
+    }
+    const int s = slot_of(op.in[0]);
+    if (n <= 1) {
+      define(op.out, s, in);
+      return {};
+    }
+    const md_t out_plain = plain(out);
+    dims ostr(n, 1);
+    for (std::size_t i = n - 1; i > 0; --i) ostr[i - 1] = ostr[i] * std::max<std::int64_t>(out[i], 1);
+    dims src_strides(n);
+    for (std::size_t i = 0; i < n; ++i) src_strides[static_cast<std::size_t>(perm[i])] = ostr[i];
+    const int t = scratch_slot(out_plain);
+    const int view = alias(t, md_t(in, dt::f32, src_strides));
+    reorder_into(s, view);
+    define(op.out, t, out);
+    return {};
+  }
+
+  Status reshape(const ir_op& op) {
+    const dims in = dims_of(op.in[0]);
+    const std::int64_t count = volume(in);
+    dims out;
+    const auto values_of = [&](int v, std::vector<std::int64_t>& vals) -> Status {
+      const auto& val = r_.values[static_cast<std::size_t>(v)];
+      if (val.constant) {
+        if (val.constant->type() != element_type::int64) return fail("shape or axes input is not int64");
+        const auto* p = val.constant->typed<std::int64_t>();
+        vals.assign(p, p + val.constant->element_count());
+        return {};
+      }
+      if (val.input < 0)
+        return fail("shape or axes input '" + val.name + "' is not available when planning");
+      vals = in_.values[static_cast<std::size_t>(val.input)];
+      return {};
+    };
+    const auto rank = static_cast<std::int64_t>(in.size());
+    switch (op.form) {
+      case reshape_form::reshape: {
+        std::vector<std::int64_t> shape;
+        if (auto st = values_of(op.in[1], shape); !st) return st;
+        std::int64_t known = 1;
+        int infer = -1;
+        out.resize(shape.size());
+        for (std::size_t i = 0; i < shape.size(); ++i) {
+          std::int64_t d = shape[i];
+          if (d == 0 && !op.allowzero) {
+            if (i >= in.size()) return fail("shape " + str(shape) + " copies a dimension the input " + str(in) + " lacks");
+            d = in[i];
+          }
+          if (d == -1) {
+            if (infer >= 0) return fail("shape " + str(shape) + " has two -1");
+            infer = static_cast<int>(i);
+            continue;
+          }
+          if (d < 0) return fail("shape " + str(shape) + " has a negative dimension");
+          out[i] = d;
+          known *= d;
+        }
+        if (infer >= 0) {
+          if (known == 0 || count % known != 0) return fail("cannot reshape " + str(in) + " to " + str(shape));
+          out[static_cast<std::size_t>(infer)] = count / known;
+        }
+        break;
+      }
+      case reshape_form::flatten: {
+        const std::int64_t axis = op.axis < 0 ? op.axis + rank : op.axis;
+        if (axis < 0 || axis > rank) return fail("axis out of range");
+        const std::int64_t left = std::accumulate(in.begin(), in.begin() + axis, std::int64_t{1}, std::multiplies<>());
+        out = {left, left == 0 ? 0 : count / left};
+        break;
+      }
+      case reshape_form::squeeze:
+      case reshape_form::unsqueeze: {
+        std::vector<std::int64_t> axes = op.axes;
+        if (axes.empty() && op.in[1] >= 0)
+          if (auto st = values_of(op.in[1], axes); !st) return st;
+        if (op.form == reshape_form::squeeze) {
+          std::vector<bool> drop(in.size(), false);
+          for (auto a : axes) {
+            const std::int64_t x = a < 0 ? a + rank : a;
+            if (x < 0 || x >= rank || in[static_cast<std::size_t>(x)] != 1) return fail("cannot squeeze axis " + std::to_string(a) + " of " + str(in));
+            drop[static_cast<std::size_t>(x)] = true;
+          }
+          for (std::size_t i = 0; i < in.size(); ++i)
+            if (!(axes.empty() ? in[i] == 1 : drop[i])) out.push_back(in[i]);
+        } else {
+          const std::int64_t orank = rank + static_cast<std::int64_t>(axes.size());
+          std::vector<bool> ins(static_cast<std::size_t>(orank), false);
+          for (auto a : axes) {
+            const std::int64_t x = a < 0 ? a + orank : a;
+            if (x < 0 || x >= orank || ins[static_cast<std::size_t>(x)]) return fail("bad unsqueeze axes");
+            ins[static_cast<std::size_t>(x)] = true;
+          }
+          std::size_t j = 0;
+          for (std::int64_t i = 0; i < orank; ++i) out.push_back(ins[static_cast<std::size_t>(i)] ? 1 : in[j++]);
+        }
+        break;
+      }
+    }
+    if (volume(out) != count) return fail("cannot reshape " + str(in) + " to " + str(out));
+    if (out.size() > 12) return fail("rank above 12");
+    define(op.out, alias(as_plain(slot_of(op.in[0]), in), plain(out)), out);
+    return {};
+  }
+
+  Status concat(const ir_op& op) {
+    const dims first = dims_of(op.in[0]);
+    const auto rank = static_cast<std::int64_t>(first.size());
+    const std::int64_t axis = op.axis < 0 ? op.axis + rank : op.axis;
+    if (axis < 0 || axis >= rank) return fail("axis out of range");
+    dims out = first;
+    out[static_cast<std::size_t>(axis)] = 0;
+    std::vector<int> srcs;
+    std::vector<dims> src_dims;
+    for (int v : op.in) {
+      const dims d = dims_of(v);
+      if (d.size() != first.size()) return fail("inputs differ in rank");
+      for (std::size_t k = 0; k < d.size(); ++k)
+        if (static_cast<std::int64_t>(k) != axis && d[k] != first[k]) return fail("inputs differ outside the axis");
+      out[static_cast<std::size_t>(axis)] += d[static_cast<std::size_t>(axis)];
+      if (volume(d) == 0) continue;
+      srcs.push_back(slot_of(v));
+      src_dims.push_back(d);
+    }
+    const auto make = [&] {
+      std::vector<md_t> mds;
+      for (int s : srcs) mds.push_back(md_of(s));
+      return dn::concat::primitive_desc(static_cast<int>(axis), mds, cpu_engine(), base_attr());
+    };
+    dn::concat::primitive_desc pd;
+    try {
+      pd = make();
+    } catch (const dn::error&) {
+      for (std::size_t i = 0; i < srcs.size(); ++i) srcs[i] = as_plain(srcs[i], src_dims[i]);
+      pd = make();
+    }
+    const int t = scratch_slot(pd.dst_desc());
+    std::vector<std::pair<int, int>> args{{DNNL_ARG_DST, t}};
+    for (std::size_t i = 0; i < srcs.size(); ++i) args.emplace_back(DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i), srcs[i]);
+    add_step(dn::concat(pd), std::move(args), pd);
+    define(op.out, t, out);
+    return {};
+  }
+
+  // ---- boundary and memory ----
+  void finish_outputs() {
+    std::vector<bool> taken(bufs_.size(), false);
+    for (std::size_t k = 0; k < r_.outputs.size(); ++k) {
+      const int v = r_.outputs[k];
+      const int s = slot_of(v);
+      const dims d = dims_of(v);
+      pl_->out_dims.push_back(d);
+      const md_t target = plain(d);
+      const slot sl = pl_->slots[static_cast<std::size_t>(s)];
+      if (sl.w == where::scratch && sl.md == target && !taken[static_cast<std::size_t>(sl.index)] &&
+          bufs_[static_cast<std::size_t>(sl.index)].bytes == target.get_size()) {
+        taken[static_cast<std::size_t>(sl.index)] = true;
+        for (auto& x : pl_->slots)
+          if (x.w == where::scratch && x.index == sl.index) x.w = where::output, x.index = static_cast<int>(k);
+        continue;
+      }
+      if (volume(d) == 0) continue;
+      const int t = add_slot({where::output, static_cast<int>(k), target});
+      reorder_into(s, t);
+    }
+  }
+
+  /// Offsets in one scratch block: a buffer reuses the space of one whose last use came before its first.
+  void allocate_scratch() {
+    std::vector<std::size_t> order(bufs_.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return bufs_[a].first < bufs_[b].first; });
+    struct block {
+      std::size_t offset, bytes;
+      int last;
+    };
+    std::vector<block> blocks;
+    pl_->buffer_offset.assign(bufs_.size(), 0);
+    std::size_t end = 0;
+    for (std::size_t i : order) {
+      const auto& b = bufs_[i];
+      if (b.last < 0) continue;  // never used (an output now)
+      const std::size_t need = (b.bytes + 63) / 64 * 64;
+      block* best = nullptr;
+      for (auto& bl : blocks)
+        if (bl.last < b.first && bl.bytes >= need && (best == nullptr || bl.bytes < best->bytes)) best = &bl;
+      if (best == nullptr) {
+        blocks.push_back({end, need, b.last});
+        end += need;
+        pl_->buffer_offset[i] = blocks.back().offset;
+      } else {
+        best->last = b.last;
+        pl_->buffer_offset[i] = best->offset;
+      }
+    }
+    pl_->pad_offset = end;
+    pl_->scratch_bytes = end + (pl_->pad_bytes + 63) / 64 * 64;
+  }
+
+  const ir& r_;
+  const input_shapes& in_;
+  std::shared_ptr<plan> pl_ = std::make_shared<plan>();
+  std::vector<buffer> bufs_;
+  std::vector<dims> vd_;
+  std::vector<int> vslot_;
+  const ir_op* current_ = nullptr;
+  int op_index_ = 0;
+  std::size_t collapse_from_ = 0;
+  int sum_src_ = -1;
+  std::vector<int> last_use_;     ///< per value: index of the last op reading it (INT_MAX: a partition output)
+  std::vector<int> buf_last_op_;  ///< per buffer: the last op reading any value that lives in it
+};
+
+/// A compiled partition: its operations and the plans made for the input shapes seen so far.
+class compiled_partition {
+ public:
+  explicit compiled_partition(ir r) : r_(std::move(r)) {
+    value_inputs_.assign(r_.inputs.size(), false);
+    for (const auto& op : r_.ops)
+      if (op.kind == op_kind::reshape && op.in.size() > 1 && op.in[1] >= 0) {
+        const auto& v = r_.values[static_cast<std::size_t>(op.in[1])];
+        if (!v.constant && v.input >= 0) value_inputs_[static_cast<std::size_t>(v.input)] = true;
+      }
+  }
+
+  /// Plans for shapes known before any run (every input static): weights are reordered now, at compile time.
+  Status prepare(const graph& g) {
+    input_shapes in;
+    in.sizes.resize(r_.inputs.size());
+    in.values.resize(r_.inputs.size());
+    for (std::size_t i = 0; i < r_.inputs.size(); ++i) {
+      const auto& val = r_.values[static_cast<std::size_t>(r_.inputs[i])];
+      if (val.constant) continue;
+      if (value_inputs_[i]) return {};
+      const auto& t = g.value(g.find_value(val.name)).type;
+      if (!t.dims || !t.dims->is_static()) return {};
+      const auto s = *t.dims->sizes();
+      in.sizes[i].assign(s.begin(), s.end());
+    }
+    auto p = plan_for(in);
+    return p ? Status{} : p.status();
+  }
+
+  Status run(compute_context& ctx) const {
+    input_shapes in;
+    in.sizes.resize(r_.inputs.size());
+    in.values.resize(r_.inputs.size());
+    for (std::size_t i = 0; i < r_.inputs.size(); ++i) {
+      const auto& val = r_.values[static_cast<std::size_t>(r_.inputs[i])];
+      if (val.constant) continue;
+      const tensor& t = ctx.input(i);
+      if (value_inputs_[i]) {
+        if (t.type() != element_type::int64)
+          return Status(errc::invalid_argument, cat("oneDNN provider: partition '", r_.name, "': input '", val.name, "' is not int64"));
+        in.values[i].assign(t.typed<std::int64_t>(), t.typed<std::int64_t>() + t.element_count());
+        continue;
+      }
+      if (t.type() != element_type::float32)
+        return Status(errc::invalid_argument, cat("oneDNN provider: partition '", r_.name, "': input '", val.name, "' is ",
+                                                  to_string(t.type()), ", expected float32"));
+      in.sizes[i].assign(t.sizes().begin(), t.sizes().end());
+    }
+    auto pr = plan_for(in);
+    if (!pr) return pr.status();
+    const plan& pl = **pr;
+    return execute(pl, ctx);
+  }
+
+  [[nodiscard]] const ir& operations() const noexcept { return r_; }
+
+ private:
+  static std::vector<std::int64_t> key_of(const input_shapes& in) {
+    std::vector<std::int64_t> k;
+    for (std::size_t i = 0; i < in.sizes.size(); ++i) {
+      k.push_back(static_cast<std::int64_t>(in.sizes[i].size()));
+      k.insert(k.end(), in.sizes[i].begin(), in.sizes[i].end());
+      k.push_back(-static_cast<std::int64_t>(in.values[i].size()) - 1);
+      k.insert(k.end(), in.values[i].begin(), in.values[i].end());
+    }
+    return k;
+  }
+
+  Result<std::shared_ptr<const plan>> plan_for(const input_shapes& in) const {
+    const auto key = key_of(in);
+    {
+      std::shared_lock lock(mu_);
+      for (const auto& p : plans_)
+        if (p->key == key) return p;
+    }
+    std::unique_lock lock(mu_);
+    for (const auto& p : plans_)
+      if (p->key == key) return p;
+    plan_builder b(r_, in);
+    auto built = b.build();
+    if (!built) return built.status();
+    (*built)->key = key;
+    if (plans_.size() >= 16) plans_.erase(plans_.begin());  // shapes that keep changing: keep the recent ones
+    plans_.push_back(*built);
+    return std::shared_ptr<const plan>(*built);
+  }
+
+  Status execute(const plan& pl, compute_context& ctx) const {
+    std::vector<void*> outs(pl.out_dims.size(), nullptr);
+    for (std::size_t k = 0; k < pl.out_dims.size(); ++k)
+      outs[k] = ctx.allocate_output(k, element_type::float32, pl.out_dims[k]).mutable_data();
+    tensor scratch;
+    std::byte* base = nullptr;
+    if (pl.scratch_bytes > 0) {
+      scratch = ctx.scratch(element_type::uint8, pl.scratch_bytes + 64);
+      auto addr = reinterpret_cast<std::uintptr_t>(scratch.mutable_data());
+      base = scratch.mutable_data() + ((64 - addr % 64) % 64);
+    }
+    auto& eng = cpu_engine();
+    std::vector<dn::memory> mem;
+    mem.reserve(pl.slots.size());
+    for (const auto& s : pl.slots) {
+      void* p = nullptr;
+      switch (s.w) {
+        case where::input: p = const_cast<std::byte*>(ctx.input(static_cast<std::size_t>(s.index)).data()); break;
+        case where::output: p = outs[static_cast<std::size_t>(s.index)]; break;
+        case where::constant: p = const_cast<void*>(pl.constants[static_cast<std::size_t>(s.index)]); break;
+        case where::scratch: p = base + pl.buffer_offset[static_cast<std::size_t>(s.index)]; break;
+      }
+      mem.emplace_back(s.md, eng, p);
+    }
+    dn::memory pad;
+    if (pl.pad_bytes > 0) pad = dn::memory(md_t({static_cast<std::int64_t>(pl.pad_bytes)}, dt::u8, tag::a), eng, base + pl.pad_offset);
+    omp_set_num_threads(std::max(1, ctx.thread_count()));
+    try {
+      dn::stream stream(eng);
+      std::unordered_map<int, dn::memory> args;
+      for (const auto& st : pl.steps) {
+        args.clear();
+        for (const auto& [a, s] : st.args) args.emplace(a, mem[static_cast<std::size_t>(s)]);
+        if (st.scratchpad) args.emplace(DNNL_ARG_SCRATCHPAD, pad);
+        st.prim.execute(stream, args);
+      }
+      stream.wait();
+    } catch (const dn::error& e) {
+      return Status(errc::ep_fail, cat("oneDNN provider: partition '", r_.name, "': oneDNN: ", e.what()));
+    }
+    return {};
+  }
+
+  ir r_;
+  std::vector<bool> value_inputs_;
+  mutable std::shared_mutex mu_;
+  mutable std::vector<std::shared_ptr<const plan>> plans_;
+};
+
+}  // namespace
+
+Result<std::vector<compute_function>> compile(std::span<const partition> parts) {
+  std::vector<compute_function> fns;
+  fns.reserve(parts.size());
+  for (const auto& p : parts) {
+    auto r = build_ir(p);
+    if (!r) return r.status();
+    auto c = std::make_shared<compiled_partition>(std::move(*r));
+    if (auto st = c->prepare(*p.g); !st) return st;
+    fns.emplace_back([c](compute_context& ctx) { return c->run(ctx); });
+  }
+  return fns;
+}
+
+std::vector<std::string> describe(const partition& p) {
+  auto r = build_ir(p);
+  if (!r) return {r.status().message()};
+  return describe_ir(*r);
+}
+
+std::string library_version() {
+  const auto* v = dn::version();
+  return cat(std::to_string(v->major), ".", std::to_string(v->minor), ".", std::to_string(v->patch));
+}
+
+std::string cpu_isa() {
+  switch (dn::get_effective_cpu_isa()) {
+    case dn::cpu_isa::sse41: return "sse41";
+    case dn::cpu_isa::avx: return "avx";
+    case dn::cpu_isa::avx2: return "avx2";
+    case dn::cpu_isa::avx2_vnni: return "avx2_vnni";
+    case dn::cpu_isa::avx512_core: return "avx512_core";
+    case dn::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
+    case dn::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
+    case dn::cpu_isa::avx512_core_amx: return "avx512_core_amx";
+    default: return "isa_" + std::to_string(static_cast<int>(dn::get_effective_cpu_isa()));
+  }
+}
+
+}  // namespace epstack::dnnl_ep

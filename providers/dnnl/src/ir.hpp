@@ -1,0 +1,83 @@
+#pragma once
+// The oneDNN provider's view of a partition: a list of operations over numbered values, each operation one oneDNN
+// primitive with its post-ops. Built from the partition's nodes (decomposing contrib operators, recognising the
+// Erf form of Gelu), then fused (BatchNormalization into Conv, activations and additions into post-ops). Private to
+// epstack::dnnl.
+
+#include <epstack/compute.hpp>
+#include <epstack/errors.hpp>
+#include <epstack/tensor.hpp>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace epstack::dnnl_ep {
+
+namespace dn = ::dnnl;
+
+enum class op_kind : std::uint8_t {
+  conv, deconv, matmul, pool, eltwise, binary, softmax, layernorm, batchnorm, transpose, reshape, concat
+};
+enum class reshape_form : std::uint8_t { reshape, flatten, squeeze, unsqueeze };
+
+/// A post-op: an element-wise function, or a binary operation with value `src1`.
+struct post_op {
+  bool binary = false;
+  dn::algorithm alg = dn::algorithm::undef;
+  float alpha = 0, beta = 0;
+  int src1 = -1;
+};
+
+struct ir_value {
+  std::string name;
+  std::optional<tensor> constant;  ///< an initializer (or a constant made by fusion)
+  int input = -1;                  ///< position among the partition's inputs
+  std::vector<int> outputs;        ///< positions among the partition's outputs
+};
+
+struct ir_op {
+  op_kind kind{};
+  std::vector<std::string> nodes;  ///< names of the nodes it computes
+  std::vector<int> in;             ///< value indices (-1: absent)
+  int out = -1;
+  // convolution, deconvolution, pooling
+  std::vector<std::int64_t> strides, dilations, pads, kernel, output_padding, output_shape;
+  std::string auto_pad = "NOTSET";
+  std::int64_t group = 1;
+  bool ceil_mode = false;
+  tensor weights, bias;  ///< conv/deconv weights and bias; layer norm scale and shift; batch norm scale and shift
+  tensor mean, variance; ///< batch normalisation
+  // element-wise, binary, pooling
+  dn::algorithm alg = dn::algorithm::undef;
+  float alpha = 0, beta = 0, epsilon = 1e-5f;
+  // matmul
+  bool trans_a = false, trans_b = false;
+  float scale = 1;
+  // softmax, concat, flatten
+  std::int64_t axis = 0;
+  // transpose
+  std::vector<std::int64_t> perm;
+  // reshape family
+  reshape_form form = reshape_form::reshape;
+  std::vector<std::int64_t> axes;  ///< squeeze/unsqueeze axes from attributes (else in[1])
+  bool allowzero = false;
+  std::vector<post_op> posts;
+};
+
+struct ir {
+  std::string name;
+  std::vector<ir_value> values;
+  std::vector<ir_op> ops;
+  std::vector<int> inputs, outputs;  ///< value of each partition input and output
+};
+
+/// Builds and fuses the operations of partition `p`.
+[[nodiscard]] Result<ir> build_ir(const partition& p);
+/// One line per operation ("convolution <- a + b [post-ops: eltwise_relu]").
+[[nodiscard]] std::vector<std::string> describe_ir(const ir& r);
+
+}  // namespace epstack::dnnl_ep

@@ -1,0 +1,36 @@
+#pragma once
+// What the oneDNN provider takes: per-node rules (shared by get_capability, why_not and compile) and the Erf-form
+// Gelu pattern. Private to epstack::dnnl.
+
+#include <epstack/graph.hpp>
+
+#include <array>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace epstack::dnnl_ep {
+
+/// True for the ONNX domain ("" or "ai.onnx").
+[[nodiscard]] bool onnx_domain(std::string_view d);
+/// True for ONNX Runtime's contrib domain, which the graph optimiser writes fused operators into.
+[[nodiscard]] bool contrib_domain(std::string_view d);
+
+/// Why node `n` cannot run on oneDNN on its own merits (type, attributes, constant inputs), or empty when it can.
+[[nodiscard]] std::string node_refusal(const graph& g, node_id n);
+
+/// True for operators worth a oneDNN partition (convolutions, matrix products, pooling, normalisations, softmax):
+/// a group of only element-wise and layout operators stays on the CPU provider, where it costs no reorders.
+[[nodiscard]] bool is_heavy(const node& nd);
+
+/// The nodes of Gelu in its Erf form around Erf node `erf`: x / sqrt(2) (or x * 1/sqrt(2)) -> Erf -> + 1 -> * x
+/// -> * 0.5 (the two multiplications in either order, operands either way round). `x` is the Gelu input; `nodes` in
+/// order: scale, Erf, Add, first Mul, second Mul; the second Mul's output is the Gelu output. Every intermediate value
+/// is used only inside the pattern.
+struct gelu_match {
+  value_id x = no_id;
+  std::array<node_id, 5> nodes{};
+};
+[[nodiscard]] std::optional<gelu_match> match_gelu(const graph& g, node_id erf);
+
+}  // namespace epstack::dnnl_ep
