@@ -4,9 +4,14 @@
 // without them is skipped with a message.
 #include <epstack/bench_inputs.hpp>
 #include <epstack/providers/cpu.hpp>
+#if defined(EPSTACK_WITH_DNNL)
+#include <epstack/providers/dnnl.hpp>
+#endif
 #include <epstack/session.hpp>
 
 #include <doctest/doctest.h>
+
+#include <algorithm>
 
 #include <cmath>
 #include <cstdlib>
@@ -57,6 +62,10 @@ agreement compare(const tensor& ours, const std::string& theirs) {
   return a;
 }
 
+// Outside the template: g++-12 has an internal compiler error on `bench::input_rule{}` inside it.
+auto input_sizes(const std::string& name, const shape& dims) { return bench::resolve_sizes(name, dims, bench::input_rule{}); }
+
+template <class Session = session<cpu_provider>>
 void check_model(const std::string& name) {
   // The build passes its own folders; the environment overrides them (a ctest ENVIRONMENT list cannot carry two
   // variables through doctest_discover_tests, whose property list splits at ';').
@@ -73,12 +82,24 @@ void check_model(const std::string& name) {
   const fs::path dir = fs::path(dumps) / name;
   session_options so;
   so.set_intra_op_threads(2);
-  auto s = session<cpu_provider>::create(fs::path(models) / (name + ".onnx"), so);
+  auto s = Session::create(fs::path(models) / (name + ".onnx"), so);
   REQUIRE_MESSAGE(s.has_value(), s.status().to_string());
+  std::string stack;
+  for (const auto& p : s->plan().providers) stack += (stack.empty() ? "" : ",") + p;
+  if (s->plan().providers.size() > 1) {
+    // Every provider of the stack that ran something: mixed_ops must have islands on both.
+    std::vector<bool> used(s->plan().providers.size(), false);
+    for (auto p : s->plan().main.partition_provider) used[p] = true;
+    const bool all_used = std::find(used.begin(), used.end(), false) == used.end();
+    if (name == "mixed_ops") CHECK(all_used);
+    std::size_t first = 0;
+    for (std::size_t i = 0; i < s->plan().main.partitions.size(); ++i) first += s->plan().main.partition_provider[i] == 0 ? 1 : 0;
+    CHECK_MESSAGE(first > 0, "the first provider of " << stack << " took nothing in " << name);
+  }
   std::vector<named_tensor> feeds;
   for (std::size_t k = 0; k < s->inputs().size(); ++k) {
     const auto& in = s->inputs()[k];
-    const auto sizes = bench::resolve_sizes(in.name, *in.type.dims, bench::input_rule{});
+    const auto sizes = input_sizes(in.name, *in.type.dims);
     auto t = bench::make_input(in.name, in.type.elem, sizes);
     REQUIRE_MESSAGE(t.has_value(), t.status().to_string());
     const auto theirs = read_all(dir / ("input_" + std::to_string(k) + "_" + safe_name(in.name) + ".bin"));
@@ -102,7 +123,7 @@ void check_model(const std::string& name) {
       case element_type::boolean: a = compare<bool>(t, theirs); break;
       default: FAIL("unexpected output type");
     }
-    std::cout << "peer " << name << " output '" << oname << "': " << a.elements << " elements, max |diff| " << a.max_abs
+    std::cout << "peer " << name << " [" << stack << "] output '" << oname << "': " << a.elements << " elements, max |diff| " << a.max_abs
               << ", max rel " << a.max_rel << ", outside 1e-5 + 1e-4|ORT|: " << a.violations << std::endl;
     CHECK(a.violations == 0);
   }
@@ -119,3 +140,18 @@ TEST_CASE("peer: bert_layernorm17 agrees with ONNX Runtime") { check_model("bert
 TEST_CASE("peer: llm_prefill agrees with ONNX Runtime") { check_model("llm_prefill"); }
 TEST_CASE("peer: llm_decode agrees with ONNX Runtime") { check_model("llm_decode"); }
 TEST_CASE("peer: mixed_ops agrees with ONNX Runtime") { check_model("mixed_ops"); }
+
+#if defined(EPSTACK_WITH_DNNL)
+using dnnl_stack = session<dnnl_provider, cpu_provider>;
+TEST_CASE("peer: mlp_b1 on dnnl,cpu agrees with ONNX Runtime") { check_model<dnnl_stack>("mlp_b1"); }
+TEST_CASE("peer: mlp_b64 on dnnl,cpu agrees with ONNX Runtime") { check_model<dnnl_stack>("mlp_b64"); }
+TEST_CASE("peer: resnet50 on dnnl,cpu agrees with ONNX Runtime") { check_model<dnnl_stack>("resnet50"); }
+TEST_CASE("peer: mobilenetv2 on dnnl,cpu agrees with ONNX Runtime") { check_model<dnnl_stack>("mobilenetv2"); }
+TEST_CASE("peer: bert_base_seq128 on dnnl,cpu agrees with ONNX Runtime") { check_model<dnnl_stack>("bert_base_seq128"); }
+TEST_CASE("peer: bert_layernorm17 on dnnl,cpu agrees with ONNX Runtime") { check_model<dnnl_stack>("bert_layernorm17"); }
+TEST_CASE("peer: llm_prefill on dnnl,cpu agrees with ONNX Runtime") { check_model<dnnl_stack>("llm_prefill"); }
+TEST_CASE("peer: llm_decode on dnnl,cpu agrees with ONNX Runtime") { check_model<dnnl_stack>("llm_decode"); }
+TEST_CASE("peer: mixed_ops on dnnl,cpu agrees with ONNX Runtime, with islands on both providers") {
+  check_model<dnnl_stack>("mixed_ops");
+}
+#endif

@@ -155,7 +155,13 @@ std::string node_refusal(const graph& g, node_id n) {
       return "output_shape together with auto_pad";
     return {};
   }
-  if (onnx && op == "Gemm") return need_f32_inputs(g, n, {0, 1, 2});
+  if (onnx && op == "Gemm") {
+    if (!(r = need_f32_inputs(g, n, {0, 1, 2})).empty()) return r;
+    const float beta = attr_f(nd, "beta", 1.0f);
+    if (has_in(g, n, 2) && beta != 1.0f && beta != 0.0f && constant_input(g, n, 2) == nullptr)
+      return "Gemm with beta != 1 and a C computed at run time";
+    return {};
+  }
   if ((onnx && op == "MatMul") || (contrib && op == "FusedMatMul")) {
     if (!(r = need_f32_inputs(g, n, {0, 1})).empty()) return r;
     if (attr_i(nd, "transBatchA", 0) != 0 || attr_i(nd, "transBatchB", 0) != 0) return "transBatchA/transBatchB";

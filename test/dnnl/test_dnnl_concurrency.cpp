@@ -1,0 +1,90 @@
+// Concurrency of the oneDNN provider (label "concurrency"; CI runs it under ThreadSanitizer): eight threads running
+// one session<dnnl_provider, cpu_provider> get identical outputs. oneDNN runs its primitives on OpenMP threads
+// (libgomp), which ThreadSanitizer cannot see through: under ThreadSanitizer the session uses one intra-op thread, so
+// every oneDNN primitive runs on the calling thread and what is checked is our code's sharing of compiled plans,
+// primitives and memory between the eight callers.
+#include <epstack/model_zoo.hpp>
+#include <epstack/providers/cpu.hpp>
+#include <epstack/providers/dnnl.hpp>
+#include <epstack/session.hpp>
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+using namespace epstack;
+
+namespace {
+
+#if defined(__SANITIZE_THREAD__)
+constexpr int intra_threads = 1;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+constexpr int intra_threads = 1;
+#else
+constexpr int intra_threads = 2;
+#endif
+#else
+constexpr int intra_threads = 2;
+#endif
+
+template <class Session>
+void hammer(const Session& s, const std::vector<named_tensor>& feeds, int threads, int runs) {
+  auto first = s.run(feeds);
+  REQUIRE_MESSAGE(first.has_value(), first.status().to_string());
+  std::atomic<int> failures{0}, mismatches{0};
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&] {
+      for (int r = 0; r < runs; ++r) {
+        auto out = s.run(feeds);
+        if (!out) {
+          ++failures;
+          continue;
+        }
+        for (std::size_t k = 0; k < out->size(); ++k)
+          if (!(*out)[k].same_content((*first)[k])) ++mismatches;
+      }
+    });
+  for (auto& th : pool) th.join();
+  CHECK(failures.load() == 0);
+  CHECK(mismatches.load() == 0);
+}
+
+}  // namespace
+
+TEST_CASE("eight threads running one oneDNN session get identical outputs") {
+  session_options so;
+  so.set_intra_op_threads(intra_threads);
+  auto conv = session<dnnl_provider>::create(zoo::make_convnet({8, 16}, 32, 10), so);
+  REQUIRE_MESSAGE(conv.has_value(), conv.status().to_string());
+  hammer(*conv, {{"image", zoo::random_tensor({2, 3, 32, 32}, 3, 1.0f)}}, 8, 10);
+  zoo::transformer_config cfg;
+  cfg.layers = 1;
+  auto tr = session<dnnl_provider>::create(zoo::make_transformer(cfg), so);
+  REQUIRE_MESSAGE(tr.has_value(), tr.status().to_string());
+  tensor ids(element_type::int64, {1, 12});
+  for (std::size_t i = 0; i < ids.element_count(); ++i) ids.typed<std::int64_t>()[i] = static_cast<std::int64_t>(i * 7 % 512);
+  hammer(*tr, {{"input_ids", ids}}, 8, 10);
+}
+
+TEST_CASE("threads seeing new input shapes at once plan them once and agree") {
+  session_options so;
+  so.set_intra_op_threads(intra_threads);
+  auto s = session<dnnl_provider>::create(zoo::make_mlp({16, 32, 4}), so);
+  REQUIRE(s.has_value());
+  std::vector<std::thread> pool;
+  std::atomic<int> bad{0};
+  for (int t = 0; t < 8; ++t)
+    pool.emplace_back([&, t] {
+      const std::int64_t batch = 1 + t % 4;
+      const auto x = zoo::random_tensor({batch, 16}, static_cast<std::uint64_t>(batch), 1.0f);
+      auto a = s->run({{"input", x}});
+      auto b = s->run({{"input", x}});
+      if (!a || !b || !(*a)[0].same_content((*b)[0]) || (*a)[0].sizes()[0] != batch) ++bad;
+    });
+  for (auto& th : pool) th.join();
+  CHECK(bad.load() == 0);
+}
