@@ -7,7 +7,7 @@ PACKAGES="g++-12 cmake ninja-build ccache pkg-config
 clang-19 libclang-rt-19-dev
 libonnx-dev libprotobuf-dev protobuf-compiler
 libflatbuffers-dev flatbuffers-compiler
-libboost-graph-dev libboost-container-dev libxxhash-dev libeigen3-dev
+libboost-graph-dev libboost-container-dev libxxhash-dev libeigen3-dev libdnnl-dev
 doctest-dev libbenchmark-dev
 libonnx-testdata python3-onnx python3-numpy"
 # The peer tests install ONNX Runtime (onnxruntime-node) with npm: Debian's node and npm when the machine has none
