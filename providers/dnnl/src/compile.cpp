@@ -7,7 +7,6 @@
 #include <epstack/detail/cat.hpp>
 #include <epstack/providers/dnnl.hpp>
 
-#include <omp.h>
 
 #include <algorithm>
 #include <climits>
@@ -17,6 +16,9 @@
 #include <numeric>
 #include <shared_mutex>
 #include <unordered_map>
+
+// libgomp's, the OpenMP runtime oneDNN runs on (declared here rather than through <omp.h> and -fopenmp).
+extern "C" void omp_set_num_threads(int n);
 
 namespace epstack::dnnl_ep {
 
@@ -72,7 +74,21 @@ struct step {
 };
 
 /// Everything needed to run a partition for one set of input shapes. Immutable once built.
+/// What one call needs besides the plan, kept for the next call: a memory object per slot (only data handles change
+/// between runs, and only when the memory moved), the argument map of each step, a stream.
+struct exec_state {
+  std::vector<dn::memory> mem;
+  std::vector<void*> handle;
+  dn::memory pad;
+  void* pad_handle = nullptr;
+  std::vector<std::unordered_map<int, dn::memory>> args;
+  dn::stream stream;
+};
+
 struct plan {
+  /// Exec states not in use: a call takes one (or makes one) and gives it back, so runs allocate nothing here.
+  mutable std::mutex idle_mu;
+  mutable std::vector<std::unique_ptr<exec_state>> idle;
   std::vector<std::int64_t> key;
   std::vector<slot> slots;
   std::vector<const void*> constants;
@@ -1072,6 +1088,27 @@ class compiled_partition {
     return std::shared_ptr<const plan>(*built);
   }
 
+  static std::unique_ptr<exec_state> make_state(const plan& pl) {
+    auto& eng = cpu_engine();
+    auto st = std::make_unique<exec_state>();
+    st->mem.reserve(pl.slots.size());
+    st->handle.assign(pl.slots.size(), nullptr);
+    for (std::size_t i = 0; i < pl.slots.size(); ++i) {
+      const auto& s = pl.slots[i];
+      void* p = s.w == where::constant ? const_cast<void*>(pl.constants[static_cast<std::size_t>(s.index)]) : nullptr;
+      st->mem.emplace_back(s.md, eng, p);
+      st->handle[i] = p;
+    }
+    if (pl.pad_bytes > 0) st->pad = dn::memory(md_t({static_cast<std::int64_t>(pl.pad_bytes)}, dt::u8, tag::a), eng, nullptr);
+    st->args.resize(pl.steps.size());
+    for (std::size_t k = 0; k < pl.steps.size(); ++k) {
+      for (const auto& [a, s] : pl.steps[k].args) st->args[k].emplace(a, st->mem[static_cast<std::size_t>(s)]);
+      if (pl.steps[k].scratchpad) st->args[k].emplace(DNNL_ARG_SCRATCHPAD, st->pad);
+    }
+    st->stream = dn::stream(eng);
+    return st;
+  }
+
   Status execute(const plan& pl, compute_context& ctx) const {
     std::vector<void*> outs(pl.out_dims.size(), nullptr);
     for (std::size_t k = 0; k < pl.out_dims.size(); ++k)
@@ -1083,36 +1120,45 @@ class compiled_partition {
       auto addr = reinterpret_cast<std::uintptr_t>(scratch.mutable_data());
       base = scratch.mutable_data() + ((64 - addr % 64) % 64);
     }
-    auto& eng = cpu_engine();
-    std::vector<dn::memory> mem;
-    mem.reserve(pl.slots.size());
-    for (const auto& s : pl.slots) {
-      void* p = nullptr;
-      switch (s.w) {
-        case where::input: p = const_cast<std::byte*>(ctx.input(static_cast<std::size_t>(s.index)).data()); break;
-        case where::output: p = outs[static_cast<std::size_t>(s.index)]; break;
-        case where::constant: p = const_cast<void*>(pl.constants[static_cast<std::size_t>(s.index)]); break;
-        case where::scratch: p = base + pl.buffer_offset[static_cast<std::size_t>(s.index)]; break;
+    std::unique_ptr<exec_state> st;
+    {
+      std::lock_guard lock(pl.idle_mu);
+      if (!pl.idle.empty()) {
+        st = std::move(pl.idle.back());
+        pl.idle.pop_back();
       }
-      mem.emplace_back(s.md, eng, p);
     }
-    dn::memory pad;
-    if (pl.pad_bytes > 0) pad = dn::memory(md_t({static_cast<std::int64_t>(pl.pad_bytes)}, dt::u8, tag::a), eng, base + pl.pad_offset);
-    omp_set_num_threads(std::max(1, ctx.thread_count()));
+    Status result;
     try {
-      dn::stream stream(eng);
-      std::unordered_map<int, dn::memory> args;
-      for (const auto& st : pl.steps) {
-        args.clear();
-        for (const auto& [a, s] : st.args) args.emplace(a, mem[static_cast<std::size_t>(s)]);
-        if (st.scratchpad) args.emplace(DNNL_ARG_SCRATCHPAD, pad);
-        st.prim.execute(stream, args);
+      if (!st) st = make_state(pl);
+      for (std::size_t i = 0; i < pl.slots.size(); ++i) {
+        const auto& s = pl.slots[i];
+        void* p = nullptr;
+        switch (s.w) {
+          case where::input: p = const_cast<std::byte*>(ctx.input(static_cast<std::size_t>(s.index)).data()); break;
+          case where::output: p = outs[static_cast<std::size_t>(s.index)]; break;
+          case where::constant: continue;
+          case where::scratch: p = base + pl.buffer_offset[static_cast<std::size_t>(s.index)]; break;
+        }
+        if (p != st->handle[i]) st->mem[i].set_data_handle(p), st->handle[i] = p;
       }
-      stream.wait();
+      if (pl.pad_bytes > 0 && st->pad_handle != base + pl.pad_offset) {
+        st->pad_handle = base + pl.pad_offset;
+        st->pad.set_data_handle(st->pad_handle);
+      }
+      omp_set_num_threads(std::max(1, ctx.thread_count()));
+      for (std::size_t k = 0; k < pl.steps.size(); ++k) pl.steps[k].prim.execute(st->stream, st->args[k]);
+      st->stream.wait();
     } catch (const dn::error& e) {
-      return Status(errc::ep_fail, cat("oneDNN provider: partition '", r_.name, "': oneDNN: ", e.what()));
+      result = Status(errc::ep_fail, cat("oneDNN provider: partition '", r_.name, "': oneDNN: ", e.what()));
+    } catch (const std::bad_alloc&) {
+      result = Status(errc::fail, cat("oneDNN provider: partition '", r_.name, "': out of memory"));
     }
-    return {};
+    if (st) {
+      std::lock_guard lock(pl.idle_mu);
+      pl.idle.push_back(std::move(st));
+    }
+    return result;
   }
 
   ir r_;
