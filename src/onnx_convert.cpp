@@ -106,14 +106,7 @@ Result<tensor> tensor_from_proto(onnx::TensorProto& tp, external_data_resolver& 
   if (tp.data_location() == onnx::TensorProto::EXTERNAL) {
     if (et == element_type::string) return bad(where, "is a string tensor stored externally");
     EPSTACK_ASSIGN_OR_RETURN(auto mapped, ext.map(tp, n * es));
-    if (reinterpret_cast<std::uintptr_t>(mapped.first) % es == 0) {
-      t = tensor::borrow_file(et, dims, mapped.first, std::move(mapped.second));
-    } else {
-      // Data at an offset that is not a multiple of its element size (raw_data inside a model file lands anywhere):
-      // reading it in place would be a misaligned access, so it is copied.
-      t = tensor::uninitialized(et, dims);
-      std::memcpy(t.mutable_data(), mapped.first, n * es);
-    }
+    t = tensor::borrow_file(et, dims, mapped.first, std::move(mapped.second));
   } else if (tp.has_raw_data()) {
     if (n == 0) {
       t = tensor(et, dims);
