@@ -15,6 +15,13 @@
 namespace epstack::cpu::impl {
 
 namespace {
+
+// A float at any address: weights read in place from a model file need not be 4-byte aligned. Compiles to one load.
+inline float load_float(const void* p) noexcept {
+  float v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
 constexpr std::int64_t mr = sgemm_mr, nr = sgemm_nr, kc_max = sgemm_kc;
 constexpr std::int64_t mc_panels = 20;
 
@@ -46,13 +53,14 @@ void pack_a_panels(float* dst, const float* a, std::int64_t lda, bool ta, std::i
         for (std::int64_t k = 0; k < kc; ++k) {
           const float* src = a + (k0 + k) * lda + p * mr;
           std::int64_t i = 0;
-          for (; i < rows; ++i) out[k * mr + i] = src[i];
+          std::memcpy(out + k * mr, static_cast<const void*>(src), static_cast<std::size_t>(rows) * sizeof(float));
+          i = rows;
           for (; i < mr; ++i) out[k * mr + i] = 0.0f;
         }
       } else {
         for (std::int64_t i = 0; i < rows; ++i) {
           const float* src = a + (p * mr + i) * lda + k0;
-          for (std::int64_t k = 0; k < kc; ++k) out[k * mr + i] = src[k];
+          for (std::int64_t k = 0; k < kc; ++k) out[k * mr + i] = load_float(src + k);
         }
         for (std::int64_t i = rows; i < mr; ++i)
           for (std::int64_t k = 0; k < kc; ++k) out[k * mr + i] = 0.0f;
@@ -72,14 +80,14 @@ void pack_b(float* dst, const float* b, std::int64_t ldb, bool tb, std::int64_t 
       if (!tb) {
         for (std::int64_t k = 0; k < kc; ++k) {
           const float* src = b + (k0 + k) * ldb + q * nr;
-          std::memcpy(out + k * nr, src, static_cast<std::size_t>(cols) * sizeof(float));
+          std::memcpy(out + k * nr, static_cast<const void*>(src), static_cast<std::size_t>(cols) * sizeof(float));
           for (std::int64_t j = cols; j < nr; ++j) out[k * nr + j] = 0.0f;
         }
       } else {
         // B stored [N, K]: column j of the panel is row q*nr + j of memory.
         for (std::int64_t j = 0; j < cols; ++j) {
           const float* src = b + (q * nr + j) * ldb + k0;
-          for (std::int64_t k = 0; k < kc; ++k) out[k * nr + j] = src[k];
+          for (std::int64_t k = 0; k < kc; ++k) out[k * nr + j] = load_float(src + k);
         }
         for (std::int64_t j = cols; j < nr; ++j)
           for (std::int64_t k = 0; k < kc; ++k) out[k * nr + j] = 0.0f;

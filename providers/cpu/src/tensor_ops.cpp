@@ -24,9 +24,10 @@ bool mul_ok(std::int64_t a, std::int64_t b, std::int64_t& r) { return !__builtin
 // ---------------------------------------------------------------------------------------------------------------
 // Moving elements
 
-// N bytes of element data, copied as a unit. may_alias: reading a float tensor's bytes through it is defined.
+// N bytes of element data, copied as a unit. may_alias: reading a float tensor's bytes through it is defined. No
+// alignment beyond a byte: initializers read in place from a model file sit wherever protobuf put them.
 template <std::size_t N>
-struct [[gnu::may_alias]] alignas(N < 8 ? N : 8) unit {
+struct [[gnu::may_alias]] unit {
   unsigned char bytes[N];
 };
 

@@ -5,6 +5,7 @@
 #include "ir.hpp"
 
 #include <epstack/detail/cat.hpp>
+#include <epstack/mapped_file.hpp>
 #include <epstack/providers/dnnl.hpp>
 
 
@@ -187,14 +188,16 @@ class plan_builder {
     auto holder = std::make_shared<tensor>(t);
     return constant_slot(holder->data(), holder, md);
   }
-  /// Reorders constant data described by `from` (at `data`) into a block of layout `to`, now.
-  int reordered_constant(const void* data, const md_t& from, const md_t& to) {
+  /// Reorders constant data described by `from` (at `data`) into a block of layout `to`, now. When the data is a
+  /// weight read in place from a model file, its pages are then dropped (they map back in if a later plan reads them).
+  int reordered_constant(const void* data, const md_t& from, const md_t& to, const tensor* source = nullptr) {
     auto block = aligned_block(to.get_size());
     dn::memory src(from, cpu_engine(), const_cast<void*>(data));
     dn::memory dst(to, cpu_engine(), block.get());
     dn::stream s(cpu_engine());
     dn::reorder(src, dst).execute(s, src, dst);
     s.wait();
+    if (source != nullptr && source->is_file_backed()) release_file_pages(source->data(), source->byte_size());
     return constant_slot(block.get(), block, to);
   }
 
@@ -581,7 +584,7 @@ class plan_builder {
         return dn::convolution_forward::primitive_desc(d, a, cpu_engine());
       }, fused, post_args);
       s = as_md(slot_of(op.in[0]), pd.src_desc());
-      ws = reordered_constant(w.data(), w_src, pd.weights_desc());
+      ws = reordered_constant(w.data(), w_src, pd.weights_desc(), &w);
       t = dst_slot(pd.dst_desc(), out);
       std::vector<std::pair<int, int>> args{{DNNL_ARG_SRC, s}, {DNNL_ARG_WEIGHTS, ws}, {DNNL_ARG_DST, t}};
       if (has_bias) args.emplace_back(DNNL_ARG_BIAS, constant_slot(op.bias, bias_md));
@@ -594,7 +597,7 @@ class plan_builder {
         return dn::deconvolution_forward::primitive_desc(d, a, cpu_engine());
       }, fused, post_args);
       s = as_md(slot_of(op.in[0]), pd.src_desc());
-      ws = reordered_constant(w.data(), w_src, pd.weights_desc());
+      ws = reordered_constant(w.data(), w_src, pd.weights_desc(), &w);
       t = dst_slot(pd.dst_desc(), out);
       std::vector<std::pair<int, int>> args{{DNNL_ARG_SRC, s}, {DNNL_ARG_WEIGHTS, ws}, {DNNL_ARG_DST, t}};
       if (has_bias) args.emplace_back(DNNL_ARG_BIAS, constant_slot(op.bias, bias_md));
@@ -671,7 +674,7 @@ class plan_builder {
     int sb = -1;
     if (const_b) {
       const tensor& bt = *r_.values[static_cast<std::size_t>(op.in[1])].constant;
-      sb = reordered_constant(bt.data(), matrix_md(eb, op.trans_b), pd.weights_desc());
+      sb = reordered_constant(bt.data(), matrix_md(eb, op.trans_b), pd.weights_desc(), &bt);
     } else {
       sb = operand(op.in[1], eb, op.trans_b);
     }

@@ -3,6 +3,7 @@
 #include "support.hpp"
 
 #include <epstack/detail/cat.hpp>
+#include <epstack/mapped_file.hpp>
 #include <epstack/node_facts.hpp>
 
 #include <algorithm>
@@ -321,6 +322,7 @@ bool fold_batchnorm(ir& r) {
       for (std::size_t j = 0; j < per; ++j) wp[static_cast<std::size_t>(o) * per + j] *= k;
       bp[o] = ((b0 ? b0[o] : 0.0f) - mu[o]) * k + sh[o];
     }
+    if (conv.weights.is_file_backed()) release_file_pages(conv.weights.data(), conv.weights.byte_size());
     conv.weights = std::move(w);
     conv.bias = std::move(b);
     conv.out = bn.out;
