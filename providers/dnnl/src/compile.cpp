@@ -663,12 +663,26 @@ class plan_builder {
     const int sa = operand(op.in[0], ea, op.trans_a);
     const md_t a_md = md_of(sa);
     const md_t b_md = const_b ? md_t(eb, dt::f32, tag::any) : matrix_md(eb, op.trans_b);
+    // A first post-op adding a constant row of N values (Gemm's C, a MatMul's bias Add) is oneDNN's bias argument.
+    std::vector<post_op> posts = op.posts;
+    const tensor* bias = nullptr;
+    if (!posts.empty() && posts[0].binary && posts[0].alg == alg::binary_add && op.scale == 1.0f) {
+      const auto& c = r_.values[static_cast<std::size_t>(posts[0].src1)].constant;
+      if (c && c->type() == element_type::float32 && static_cast<std::int64_t>(c->element_count()) == eo.back() &&
+          (c->rank() == 0 ? eo.back() == 1 : c->sizes().back() == eo.back())) {
+        bias = &*c;
+        posts.erase(posts.begin());
+      }
+    }
+    dims bias_dims(eo.size(), 1);
+    bias_dims.back() = eo.back();
+    const md_t bias_md = bias != nullptr ? plain(bias_dims) : md_t();
     const md_t dst_md = plain(eo);
     bool fused = false;
     std::vector<std::pair<int, int>> post_args;
-    auto pd = with_posts<dn::matmul::primitive_desc>(op.posts, eo, [&](dn::primitive_attr at) {
+    auto pd = with_posts<dn::matmul::primitive_desc>(posts, eo, [&](dn::primitive_attr at) {
       if (op.scale != 1.0f) at.set_output_scales(0, {op.scale});
-      dn::matmul::desc d(a_md, b_md, dst_md);
+      dn::matmul::desc d(a_md, b_md, bias_md, dst_md);
       return dn::matmul::primitive_desc(d, at, cpu_engine());
     }, fused, post_args);
     int sb = -1;
@@ -681,11 +695,12 @@ class plan_builder {
     const int t = dst_slot(pd.dst_desc(), eo);
     collapse_from_ = 0;
     std::vector<std::pair<int, int>> args{{DNNL_ARG_SRC, sa}, {DNNL_ARG_WEIGHTS, sb}, {DNNL_ARG_DST, t}};
+    if (bias != nullptr) args.emplace_back(DNNL_ARG_BIAS, constant_slot(*bias, bias_md));
     args.insert(args.end(), post_args.begin(), post_args.end());
     add_step(dn::matmul(pd), std::move(args), pd);
     dims res_dims = onnx_out;
     int res = alias(as_plain(t, eo), plain(onnx_out));
-    if (!fused) res = unfused_posts(op.posts, res, res_dims);
+    if (!fused) res = unfused_posts(posts, res, res_dims);
     define(op.out, res, res_dims);
     return {};
   }
