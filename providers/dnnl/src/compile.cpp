@@ -54,6 +54,13 @@ dims pad_front(const dims& d, std::size_t rank) {
   return r;
 }
 
+/// The strides of a plain strided md (no blocking, no offset), or nullopt for a blocked one.
+std::optional<dims> strides_of(const md_t& m) {
+  const auto& d = m.data;
+  if (d.format_kind != dnnl_blocked || d.format_desc.blocking.inner_nblks != 0 || d.offset0 != 0) return std::nullopt;
+  return dims(d.format_desc.blocking.strides, d.format_desc.blocking.strides + d.ndims);
+}
+
 std::string str(const dims& d) {
   std::string s = "[";
   for (std::size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
@@ -671,11 +678,19 @@ class plan_builder {
     }
     // Operand memory: ONNX dims, plain, possibly transposed; the padded leading dims have size 1.
     const auto operand = [&](int v, const dims& logical, bool trans) {
-      return alias(as_plain(slot_of(v), dims_of(v)), matrix_md(logical, trans));
+      const int s = slot_of(v);
+      // A strided view (a transposition) of the operand's own rank is read in place.
+      if (const auto st = strides_of(md_of(s)); st && !collapse && dims_of(v).size() == logical.size() && md_of(s) != plain(dims_of(v))) {
+        dims vs = *st;
+        if (trans) std::swap(vs[vs.size() - 1], vs[vs.size() - 2]);
+        return alias(s, md_t(logical, dt::f32, vs));
+      }
+      return alias(as_plain(s, dims_of(v)), matrix_md(logical, trans));
     };
     const int sa = operand(op.in[0], ea, op.trans_a);
     const md_t a_md = md_of(sa);
-    const md_t b_md = const_b ? md_t(eb, dt::f32, tag::any) : matrix_md(eb, op.trans_b);
+    const int sb_runtime = const_b ? -1 : operand(op.in[1], eb, op.trans_b);  // its md: plain, or a strided view
+    const md_t b_md = const_b ? md_t(eb, dt::f32, tag::any) : md_of(sb_runtime);
     // A first post-op adding a constant row of N values (Gemm's C, a MatMul's bias Add) is oneDNN's bias argument.
     std::vector<post_op> posts = op.posts;
     const tensor* bias = nullptr;
@@ -703,7 +718,7 @@ class plan_builder {
       const tensor& bt = *r_.values[static_cast<std::size_t>(op.in[1])].constant;
       sb = reordered_constant(bt.data(), matrix_md(eb, op.trans_b), pd.weights_desc(), &bt);
     } else {
-      sb = operand(op.in[1], eb, op.trans_b);
+      sb = sb_runtime;
     }
     const int t = dst_slot(pd.dst_desc(), eo);
     collapse_from_ = 0;
@@ -822,6 +837,15 @@ class plan_builder {
     const int s = slot_of(op.in[0]);
     if (n <= 1) {
       define(op.out, s, in);
+      return {};
+    }
+    // A transposition of strided memory is a view: the same buffer with permuted strides. Consumers that read any
+    // strides (matrix products, element-wise and binary primitives) take it as it is; those that need row-major
+    // memory reorder it once.
+    if (const auto st = strides_of(md_of(s)); st && st->size() == n) {
+      dims vs(n);
+      for (std::size_t i = 0; i < n; ++i) vs[i] = (*st)[static_cast<std::size_t>(perm[i])];
+      define(op.out, alias(s, md_t(out, dt::f32, vs)), out);
       return {};
     }
     const md_t out_plain = plain(out);
