@@ -112,6 +112,15 @@ int partition_with(const args& a, const std::string& model_path) {
   for (const auto& f : r.fusions) kinds[f.substr(0, f.find(':'))]++;
   for (const auto& [k, n] : kinds) std::cout << "  " << k << ": " << n << "\n";
   std::cout << s->plan().to_table();
+#if defined(EPSTACK_WITH_DNNL)
+  // What each oneDNN partition compiles to: one line per primitive, with its post-ops.
+  const auto& plan = s->plan();
+  for (std::size_t i = 0; i < plan.main.partitions.size(); ++i) {
+    if (plan.providers[plan.main.partition_provider[i]] != dnnl_provider::type_key) continue;
+    std::cout << "partition " << plan.main.partitions[i].name << " compiles to:\n";
+    for (const auto& line : dnnl_ep::describe(plan.main.partitions[i])) std::cout << "    " << line << "\n";
+  }
+#endif
   if (auto dot = a.get("--dot")) {
     std::ofstream f(*dot);
     f << s->plan().to_dot();

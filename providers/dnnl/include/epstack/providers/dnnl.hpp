@@ -34,7 +34,9 @@ namespace dnnl_ep {
 /// The instruction set oneDNN dispatches to on this machine ("avx512_core", "avx2", ...).
 [[nodiscard]] std::string cpu_isa();
 /// @brief What partition `p` compiles to, one line per primitive, in order: "convolution <- /conv1 + /bn1 + /relu1
-/// [post-ops: eltwise_relu]". Reorders at the boundary, which depend on the shapes seen at run time, are not listed.
+/// [post-ops: eltwise_relu]". Reorders at the boundary, which depend on the shapes seen at run time, are not listed;
+/// at planning a matrix product's first constant-row binary_add becomes oneDNN's bias argument, and a full-size
+/// binary_add (a residual) its sum post-op.
 [[nodiscard]] std::vector<std::string> describe(const partition& p);
 }  // namespace dnnl_ep
 
