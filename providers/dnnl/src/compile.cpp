@@ -16,6 +16,7 @@
 #include <mutex>
 #include <numeric>
 #include <shared_mutex>
+#include <type_traits>
 #include <unordered_map>
 
 // libgomp's, the OpenMP runtime oneDNN runs on (declared here rather than through <omp.h> and -fopenmp).
@@ -409,9 +410,14 @@ class plan_builder {
   int eltwise(int s, alg a, float alpha, float beta) {
     const md_t md = md_of(s);
     dn::eltwise_forward::desc d(dn::prop_kind::forward_inference, a, md, alpha, beta);
-    dn::eltwise_forward::primitive_desc pd(d, base_attr(), cpu_engine());
+    return unary_step<dn::eltwise_forward>({d, base_attr(), cpu_engine()}, s);
+  }
+
+  /// A step of primitive `Prim` reading slot `s` and writing a new buffer in its destination layout; its slot.
+  template <class Prim>
+  int unary_step(const typename Prim::primitive_desc& pd, int s) {
     const int t = scratch_slot(pd.dst_desc());
-    add_step(dn::eltwise_forward(pd), {{DNNL_ARG_SRC, s}, {DNNL_ARG_DST, t}}, pd);
+    add_step(Prim(pd), {{DNNL_ARG_SRC, s}, {DNNL_ARG_DST, t}}, pd);
     return t;
   }
 
@@ -583,7 +589,17 @@ class plan_builder {
     const md_t bias_md = has_bias ? md_t({oc}, dt::f32, tag::a) : md_t();
     bool fused = false;
     std::vector<std::pair<int, int>> post_args;
-    int t = -1, s = -1, ws = -1;
+    int t = -1;
+    // The source in the layout the primitive chose, the weights reordered once, the destination, then the step.
+    const auto emit = [&](const auto& pd, auto prim) {
+      const int s = as_md(slot_of(op.in[0]), pd.src_desc());
+      const int ws = reordered_constant(w.data(), w_src, pd.weights_desc(), &w);
+      t = dst_slot(pd.dst_desc(), out);
+      std::vector<std::pair<int, int>> args{{DNNL_ARG_SRC, s}, {DNNL_ARG_WEIGHTS, ws}, {DNNL_ARG_DST, t}};
+      if (has_bias) args.emplace_back(DNNL_ARG_BIAS, constant_slot(op.bias, bias_md));
+      args.insert(args.end(), post_args.begin(), post_args.end());
+      add_step(typename decltype(prim)::type(pd), std::move(args), pd);
+    };
     if (!transposed) {
       // 3x3, stride 1, one group, large enough maps: oneDNN's Winograd kernels (2.25x fewer multiplications; on
       // resnet50 ~10% less time, logits within 3e-7 of ONNX Runtime). Anything they do not take falls back to direct.
@@ -603,26 +619,14 @@ class plan_builder {
           return dn::convolution_forward::primitive_desc(d, a, cpu_engine());
         }
       }, fused, post_args);
-      s = as_md(slot_of(op.in[0]), pd.src_desc());
-      ws = reordered_constant(w.data(), w_src, pd.weights_desc(), &w);
-      t = dst_slot(pd.dst_desc(), out);
-      std::vector<std::pair<int, int>> args{{DNNL_ARG_SRC, s}, {DNNL_ARG_WEIGHTS, ws}, {DNNL_ARG_DST, t}};
-      if (has_bias) args.emplace_back(DNNL_ARG_BIAS, constant_slot(op.bias, bias_md));
-      args.insert(args.end(), post_args.begin(), post_args.end());
-      add_step(dn::convolution_forward(pd), std::move(args), pd);
+      emit(pd, std::type_identity<dn::convolution_forward>{});
     } else {
       auto pd = with_posts<dn::deconvolution_forward::primitive_desc>(op.posts, out, [&](const dn::primitive_attr& a) {
         dn::deconvolution_forward::desc d(dn::prop_kind::forward_inference, alg::deconvolution_direct, src_any, w_any,
                                           bias_md, dst_any, win->strides, win->dil, win->pad_l, win->pad_r);
         return dn::deconvolution_forward::primitive_desc(d, a, cpu_engine());
       }, fused, post_args);
-      s = as_md(slot_of(op.in[0]), pd.src_desc());
-      ws = reordered_constant(w.data(), w_src, pd.weights_desc(), &w);
-      t = dst_slot(pd.dst_desc(), out);
-      std::vector<std::pair<int, int>> args{{DNNL_ARG_SRC, s}, {DNNL_ARG_WEIGHTS, ws}, {DNNL_ARG_DST, t}};
-      if (has_bias) args.emplace_back(DNNL_ARG_BIAS, constant_slot(op.bias, bias_md));
-      args.insert(args.end(), post_args.begin(), post_args.end());
-      add_step(dn::deconvolution_forward(pd), std::move(args), pd);
+      emit(pd, std::type_identity<dn::deconvolution_forward>{});
     }
     const int res = fused ? t : unfused_posts(op.posts, t, out);
     define(op.out, res, out);
@@ -747,10 +751,7 @@ class plan_builder {
     const md_t dst_any(out, dt::f32, tag::any);
     dn::pooling_v2_forward::desc d(dn::prop_kind::forward_inference, op.alg, md_of(s), dst_any, win->strides, kernel,
                                    win->dil, win->pad_l, win->pad_r);
-    dn::pooling_v2_forward::primitive_desc pd(d, base_attr(), cpu_engine());
-    const int t = scratch_slot(pd.dst_desc());
-    add_step(dn::pooling_v2_forward(pd), {{DNNL_ARG_SRC, s}, {DNNL_ARG_DST, t}}, pd);
-    define(op.out, t, out);
+    define(op.out, unary_step<dn::pooling_v2_forward>({d, base_attr(), cpu_engine()}, s), out);
     return {};
   }
 
@@ -771,9 +772,7 @@ class plan_builder {
       s = as_plain(s, in);
       pd = make(md_of(s));
     }
-    const int t = scratch_slot(pd.dst_desc());
-    add_step(dn::softmax_v2_forward(pd), {{DNNL_ARG_SRC, s}, {DNNL_ARG_DST, t}}, pd);
-    define(op.out, t, in);
+    define(op.out, unary_step<dn::softmax_v2_forward>(pd, s), in);
     return {};
   }
 
@@ -1067,44 +1066,57 @@ class compiled_partition {
       }
   }
 
-  /// Plans for shapes known before any run (every input static): weights are reordered now, at compile time.
-  Status prepare(const graph& g) {
+  /// The input shapes of a call: `f(i, value, shapes)` fills in each partition input that is not a constant, and
+  /// returns false to give up (nullopt).
+  template <class F>
+  std::optional<input_shapes> shapes_from(F&& f) const {
     input_shapes in;
     in.sizes.resize(r_.inputs.size());
     in.values.resize(r_.inputs.size());
     for (std::size_t i = 0; i < r_.inputs.size(); ++i) {
       const auto& val = r_.values[static_cast<std::size_t>(r_.inputs[i])];
-      if (val.constant) continue;
-      if (value_inputs_[i]) return {};
-      const auto& t = g.value(g.find_value(val.name)).type;
-      if (!t.dims || !t.dims->is_static()) return {};
-      const auto s = *t.dims->sizes();
-      in.sizes[i].assign(s.begin(), s.end());
+      if (!val.constant && !f(i, val, in)) return std::nullopt;
     }
-    auto p = plan_for(in);
+    return in;
+  }
+
+  /// Plans for shapes known before any run (every input static): weights are reordered now, at compile time.
+  Status prepare(const graph& g) {
+    const auto in = shapes_from([&](std::size_t i, const ir_value& val, input_shapes& sh) {
+      if (value_inputs_[i]) return false;
+      const auto& t = g.value(g.find_value(val.name)).type;
+      if (!t.dims || !t.dims->is_static()) return false;
+      const auto s = *t.dims->sizes();
+      sh.sizes[i].assign(s.begin(), s.end());
+      return true;
+    });
+    if (!in) return {};
+    auto p = plan_for(*in);
     return p ? Status{} : p.status();
   }
 
   Status run(compute_context& ctx) const {
-    input_shapes in;
-    in.sizes.resize(r_.inputs.size());
-    in.values.resize(r_.inputs.size());
-    for (std::size_t i = 0; i < r_.inputs.size(); ++i) {
-      const auto& val = r_.values[static_cast<std::size_t>(r_.inputs[i])];
-      if (val.constant) continue;
+    Status bad;
+    const auto in = shapes_from([&](std::size_t i, const ir_value& val, input_shapes& sh) {
       const tensor& t = ctx.input(i);
       if (value_inputs_[i]) {
-        if (t.type() != element_type::int64)
-          return Status(errc::invalid_argument, cat("oneDNN provider: partition '", r_.name, "': input '", val.name, "' is not int64"));
-        in.values[i].assign(t.typed<std::int64_t>(), t.typed<std::int64_t>() + t.element_count());
-        continue;
+        if (t.type() != element_type::int64) {
+          bad = Status(errc::invalid_argument, cat("oneDNN provider: partition '", r_.name, "': input '", val.name, "' is not int64"));
+          return false;
+        }
+        sh.values[i].assign(t.typed<std::int64_t>(), t.typed<std::int64_t>() + t.element_count());
+        return true;
       }
-      if (t.type() != element_type::float32)
-        return Status(errc::invalid_argument, cat("oneDNN provider: partition '", r_.name, "': input '", val.name, "' is ",
-                                                  to_string(t.type()), ", expected float32"));
-      in.sizes[i].assign(t.sizes().begin(), t.sizes().end());
-    }
-    auto pr = plan_for(in);
+      if (t.type() != element_type::float32) {
+        bad = Status(errc::invalid_argument, cat("oneDNN provider: partition '", r_.name, "': input '", val.name, "' is ",
+                                                 to_string(t.type()), ", expected float32"));
+        return false;
+      }
+      sh.sizes[i].assign(t.sizes().begin(), t.sizes().end());
+      return true;
+    });
+    if (!in) return bad;
+    auto pr = plan_for(*in);
     if (!pr) return pr.status();
     const plan& pl = **pr;
     return execute(pl, ctx);

@@ -68,6 +68,16 @@ struct builder {
     return true;
   }
 
+  /// Layer normalisation of value x by the node's scale (input `scale`) and bias (the input after it).
+  void layernorm(const node& nd, int x, std::size_t scale, float default_epsilon) {
+    auto& ln = emit(op_kind::layernorm, nd);
+    ln.in = {x};
+    ln.weights = *const_of(nd, scale);
+    if (const tensor* b = const_of(nd, scale + 1)) ln.bias = *b;
+    ln.epsilon = attr_f(nd, "epsilon", default_epsilon);
+    ln.out = value(nd.outputs[0]);
+  }
+
   Status conv_like(const node& nd, op_kind k) {
     auto& op = emit(k, nd);
     op.in = {value(nd.inputs[0])};
@@ -144,12 +154,7 @@ struct builder {
       return {};
     }
     if (t == "LayerNormalization") {
-      auto& op = emit(op_kind::layernorm, nd);
-      op.in = {in(0)};
-      op.weights = *const_of(nd, 1);
-      if (const tensor* b = const_of(nd, 2)) op.bias = *b;
-      op.epsilon = attr_f(nd, "epsilon", 1e-5f);
-      op.out = value(nd.outputs[0]);
+      layernorm(nd, in(0), 1, 1e-5f);
       return {};
     }
     if (t == "SkipLayerNormalization") {
@@ -160,12 +165,7 @@ struct builder {
       if (in(4) >= 0) add.posts.push_back(post_op{true, alg::binary_add, 0, 0, in(4)});
       const int sum = fresh(nd.name + ":sum");
       add.out = sum;
-      auto& ln = emit(op_kind::layernorm, nd);
-      ln.in = {sum};
-      ln.weights = *const_of(nd, 2);
-      if (const tensor* b = const_of(nd, 3)) ln.bias = *b;
-      ln.epsilon = attr_f(nd, "epsilon", 1e-12f);
-      ln.out = value(nd.outputs[0]);
+      layernorm(nd, sum, 2, 1e-12f);
       return {};
     }
     if (t == "Softmax") {
