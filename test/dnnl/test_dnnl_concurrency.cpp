@@ -1,8 +1,11 @@
 // Concurrency of the oneDNN provider (label "concurrency"; CI runs it under ThreadSanitizer): eight threads running
 // one session<dnnl_provider, cpu_provider> get identical outputs. oneDNN runs its primitives on OpenMP threads
-// (libgomp), which ThreadSanitizer cannot see through: under ThreadSanitizer the session uses one intra-op thread, so
-// every oneDNN primitive runs on the calling thread and what is checked is our code's sharing of compiled plans,
-// primitives and memory between the eight callers.
+// (libgomp), whose barriers ThreadSanitizer cannot see (libgomp is not instrumented, so a buffer written by an OpenMP
+// worker and freed after the barrier looks like a race): under ThreadSanitizer the session uses one intra-op thread,
+// and the provider runs every oneDNN call of a run (planning included) with that many OpenMP threads, so all of them
+// happen on the calling thread. What is checked is our code's sharing of compiled plans, primitives, execution
+// states and memory between the eight callers. (The models here have a symbolic batch: nothing is planned at compile
+// time, where oneDNN would use every core.)
 #include <epstack/model_zoo.hpp>
 #include <epstack/providers/cpu.hpp>
 #include <epstack/providers/dnnl.hpp>

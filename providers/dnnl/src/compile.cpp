@@ -1116,6 +1116,9 @@ class compiled_partition {
       return true;
     });
     if (!in) return bad;
+    // Planning at a first run with new shapes (weight reorders) and the primitives run on the session's intra-op
+    // thread count of OpenMP threads.
+    omp_set_num_threads(std::max(1, ctx.thread_count()));
     auto pr = plan_for(*in);
     if (!pr) return pr.status();
     const plan& pl = **pr;
@@ -1213,7 +1216,6 @@ class compiled_partition {
         st->pad_handle = base + pl.pad_offset;
         st->pad.set_data_handle(st->pad_handle);
       }
-      omp_set_num_threads(std::max(1, ctx.thread_count()));
       for (std::size_t k = 0; k < pl.steps.size(); ++k) pl.steps[k].prim.execute(st->stream, st->args[k]);
       st->stream.wait();
     } catch (const dn::error& e) {
