@@ -187,6 +187,11 @@ TEST_CASE("the transformer agrees with the CPU stack; the Erf form of Gelu is re
   }
   CHECK(gelu);
   CHECK(erf_on_dnnl);
+  // Optimised, the encoder is one oneDNN partition: the attention's Shape -> Gather -> Unsqueeze -> Concat ->
+  // Reshape chains are evaluated when planning instead of splitting it.
+  auto o = dnnl_session::create(m, with_level(graph_optimization_level::all));
+  REQUIRE(o.has_value());
+  CHECK(dnnl_partitions(*o).size() == 1);
 }
 
 TEST_CASE("groups never make the graph cyclic: a path through a CPU node splits them") {
@@ -296,4 +301,57 @@ TEST_CASE("refusals by attribute: LayerNormalization over several axes, training
   CHECK(reason_of(*d, "ln_two_axes").find("axis is not the last one") != std::string::npos);
   // Gemm with a C computed at run time and beta != 1 (a constant C is scaled once, at compile time).
   CHECK(reason_of(*d, "gemm_beta").find("beta") != std::string::npos);
+}
+
+TEST_CASE("shape computations are evaluated when planning and keep a reshape in the partition; Split is taken") {
+  // x [batch, 12] -> MatMul -> y [batch, 12]; Shape(y)[0] -> Unsqueeze -> Concat with [3, 4] -> Reshape(y) to
+  // [batch, 3, 4]; Split along axis 2 into [batch,3,1] and [batch,3,3]; the computed shape is an output too.
+  model m;
+  m.opsets = {{"", 13}};
+  auto& g = m.graph;
+  g.set_name("shapes");
+  g.add_input("x", f32(shape{dimension("batch"), 12}));
+  g.add_initializer("W", zoo::random_tensor({12, 12}, 1, 0.5f));
+  g.add_initializer("zero", tensor::from<std::int64_t>({1}, {0}));
+  g.add_initializer("rest", tensor::from<std::int64_t>({2}, {3, 4}));
+  g.add_initializer("parts", tensor::from<std::int64_t>({2}, {1, 3}));
+  g.add_node(op("mm", "MatMul"), {"x", "W"}, {"y"});
+  g.add_node(op("shape", "Shape"), {"y"}, {"s"});
+  attribute_list ax0;
+  ax0.set("axis", std::int64_t{0});
+  g.add_node(op("gather", "Gather", ax0), {"s", "zero"}, {"b"});
+  g.add_node(op("concat", "Concat", ax0), {"b", "rest"}, {"target"});
+  g.add_node(op("reshape", "Reshape"), {"y", "target"}, {"r"});
+  attribute_list ax2;
+  ax2.set("axis", std::int64_t{2});
+  g.add_node(op("split", "Split", ax2), {"r", "parts"}, {"p0", "p1"});
+  g.add_node(op("relu", "Relu"), {"p1"}, {"q1"});
+  g.add_output("p0", f32(shape{dimension("batch"), 3, 1}));
+  g.add_output("q1", f32(shape{dimension("batch"), 3, 3}));
+  g.add_output("target", type_info::tensor_of(element_type::int64, shape{3}));
+  const auto so = with_level(graph_optimization_level::disable);
+  auto d = dnnl_session::create(m, so);
+  REQUIRE_MESSAGE(d.has_value(), d.status().to_string());
+  REQUIRE(dnnl_partitions(*d).size() == 1);
+  for (const char* n : {"mm", "shape", "gather", "concat", "reshape", "split", "relu"}) CHECK(provider_of(*d, n) == "DnnlExecutionProvider");
+  CHECK(has_line(dnnl_ep::describe(*dnnl_partitions(*d)[0]), {"shape computation (when planning) <- concat"}));
+  for (std::int64_t batch : {2, 5}) {
+    const auto x = zoo::random_tensor({batch, 12}, static_cast<std::uint64_t>(batch), 1.0f);
+    auto c = cpu_session::create(m, so);
+    REQUIRE(c.has_value());
+    auto want = c->run({{"x", x}});
+    auto got = d->run({{"x", x}});
+    REQUIRE_MESSAGE(got.has_value(), got.status().to_string());
+    REQUIRE(want.has_value());
+    const tensor& t = (*got)[2];
+    REQUIRE(t.type() == element_type::int64);
+    CHECK(std::vector<std::int64_t>(t.typed<std::int64_t>(), t.typed<std::int64_t>() + 3) == std::vector<std::int64_t>{batch, 3, 4});
+    for (std::size_t k = 0; k < 2; ++k) {
+      const tensor& a = (*got)[k];
+      const tensor& b = (*want)[k];
+      REQUIRE(std::vector<std::int64_t>(a.sizes().begin(), a.sizes().end()) == std::vector<std::int64_t>(b.sizes().begin(), b.sizes().end()));
+      for (std::size_t i = 0; i < a.element_count(); ++i)
+        CHECK(a.typed<float>()[i] == doctest::Approx(b.typed<float>()[i]).epsilon(1e-4));
+    }
+  }
 }

@@ -106,6 +106,8 @@ struct plan {
   std::size_t scratch_bytes = 0, pad_offset = 0, pad_bytes = 0;
   std::vector<step> steps;
   std::vector<dims> out_dims;
+  std::vector<element_type> out_types;                ///< float32, or int64 for shape computations
+  std::vector<std::vector<std::int64_t>> host_out;   ///< the values of int64 outputs, copied out at each run
 };
 
 std::shared_ptr<void> aligned_block(std::size_t bytes) {
@@ -118,11 +120,14 @@ std::shared_ptr<void> aligned_block(std::size_t bytes) {
 struct input_shapes {
   std::vector<dims> sizes;                       ///< per partition input (empty for non-tensors)
   std::vector<std::vector<std::int64_t>> values; ///< int64 contents of the inputs read as shapes or axes
+  std::vector<bool> dims_only;                   ///< inputs read only for their dims (by Shape): no memory
+  std::vector<bool> is_values;                   ///< inputs read for their int64 values: no memory either
 };
 
 class plan_builder {
  public:
-  plan_builder(const ir& r, const input_shapes& in) : r_(r), in_(in), vd_(r.values.size()), vslot_(r.values.size(), -1) {}
+  plan_builder(const ir& r, const input_shapes& in)
+      : r_(r), in_(in), vd_(r.values.size()), vslot_(r.values.size(), -1), hv_(r.values.size()) {}
 
   Result<std::shared_ptr<plan>> build() {
     try {
@@ -131,6 +136,10 @@ class plan_builder {
         const auto& val = r_.values[static_cast<std::size_t>(v)];
         if (val.constant) continue;
         vd_[static_cast<std::size_t>(v)] = in_.sizes[i];
+        if (in_.is_values[i] || in_.dims_only[i]) {
+          hv_[static_cast<std::size_t>(v)] = in_.values[i];  // an int64 input: a host value, no memory
+          continue;
+        }
         vslot_[static_cast<std::size_t>(v)] = add_slot({where::input, static_cast<int>(i), plain(in_.sizes[i])});
       }
       last_use_.assign(r_.values.size(), -1);
@@ -257,8 +266,9 @@ class plan_builder {
     return s;
   }
   const dims& dims_of(int v) {
-    (void)slot_of(v);
-    return vd_[static_cast<std::size_t>(v)];
+    const auto i = static_cast<std::size_t>(v);
+    if (!hv_[i] && !(r_.values[i].input >= 0 && !r_.values[i].constant)) (void)slot_of(v);
+    return vd_[i];
   }
   void define(int v, int s, dims d) {
     const auto& sl = pl_->slots[static_cast<std::size_t>(s)];
@@ -543,6 +553,8 @@ class plan_builder {
       case op_kind::transpose: return transpose(op);
       case op_kind::reshape: return reshape(op);
       case op_kind::concat: return concat(op);
+      case op_kind::split: return split(op);
+      case op_kind::host: return host(op);
     }
     return fail("unknown operation");
   }
@@ -865,6 +877,10 @@ class plan_builder {
     dims out;
     const auto values_of = [&](int v, std::vector<std::int64_t>& vals) -> Status {
       const auto& val = r_.values[static_cast<std::size_t>(v)];
+      if (const auto& h = hv_[static_cast<std::size_t>(v)]) {
+        vals = *h;
+        return {};
+      }
       if (val.constant) {
         if (val.constant->type() != element_type::int64) return fail("shape or axes input is not int64");
         const auto* p = val.constant->typed<std::int64_t>();
@@ -985,11 +1001,159 @@ class plan_builder {
     return {};
   }
 
+  Status split(const ir_op& op) {
+    const dims in = dims_of(op.in[0]);
+    const auto rank = static_cast<std::int64_t>(in.size());
+    const std::int64_t axis = op.axis < 0 ? op.axis + rank : op.axis;
+    if (axis < 0 || axis >= rank) return fail("axis out of range");
+    const std::int64_t total = in[static_cast<std::size_t>(axis)];
+    std::vector<std::int64_t> sizes = op.sizes;
+    const auto n = static_cast<std::int64_t>(op.outs.size());
+    if (sizes.empty()) {
+      if (total % n != 0) return fail("cannot split " + std::to_string(total) + " into " + std::to_string(n) + " equal parts");
+      sizes.assign(static_cast<std::size_t>(n), total / n);
+    }
+    if (static_cast<std::int64_t>(sizes.size()) != n || std::accumulate(sizes.begin(), sizes.end(), std::int64_t{0}) != total)
+      return fail("split sizes do not add up to " + std::to_string(total));
+    // Each part: a reorder from a sub-memory view of the (row-major) input into its own buffer.
+    const int s = as_plain(slot_of(op.in[0]), in);
+    dims offsets(in.size(), 0);
+    for (std::size_t i = 0; i < op.outs.size(); ++i) {
+      dims d = in;
+      d[static_cast<std::size_t>(axis)] = sizes[i];
+      const int part = alias(s, md_of(s).submemory_desc(d, offsets));
+      const int t = scratch_slot(plain(d));
+      reorder_into(part, t);
+      define(op.outs[i], t, d);
+      offsets[static_cast<std::size_t>(axis)] += sizes[i];
+    }
+    return {};
+  }
+
+  /// An int64 shape computation, evaluated now into a host value.
+  Status host(const ir_op& op) {
+    const auto known = [&](int v, dims& d, std::vector<std::int64_t>& x) -> bool {
+      if (v < 0) return false;
+      const auto i = static_cast<std::size_t>(v);
+      if (hv_[i]) {
+        d = vd_[i];
+        x = *hv_[i];
+        return true;
+      }
+      const auto& c = r_.values[i].constant;
+      if (!c || c->type() != element_type::int64) return false;
+      d.assign(c->sizes().begin(), c->sizes().end());
+      x.assign(c->typed<std::int64_t>(), c->typed<std::int64_t>() + c->element_count());
+      return true;
+    };
+    dims d0, out_d;
+    std::vector<std::int64_t> x0, out_x;
+    const std::string& t = op.host_op;
+    if (t == "Shape") {
+      const dims in = dims_of(op.in[0]);
+      const auto rank = static_cast<std::int64_t>(in.size());
+      const auto clampi = [&](std::int64_t v) { return std::clamp(v < 0 ? v + rank : v, std::int64_t{0}, rank); };
+      const std::int64_t b = clampi(op.start), e = clampi(op.end == INT64_MAX ? rank : op.end);
+      for (std::int64_t i = b; i < e; ++i) out_x.push_back(in[static_cast<std::size_t>(i)]);
+      out_d = {static_cast<std::int64_t>(out_x.size())};
+    } else {
+      if (!known(op.in[0], d0, x0)) return fail("shape computation input is not known when planning");
+      const auto rank = static_cast<std::int64_t>(d0.size());
+      std::vector<std::int64_t> axes = op.axes;
+      dims da;
+      if (axes.empty() && op.in.size() > 1 && op.in[1] >= 0 && (t == "Unsqueeze" || t == "Squeeze") && !known(op.in[1], da, axes))
+        return fail("axes are not known when planning");
+      if (t == "Gather") {
+        dims di;
+        std::vector<std::int64_t> idx;
+        if (!known(op.in[1], di, idx)) return fail("indices are not known when planning");
+        const std::int64_t axis = op.axis < 0 ? op.axis + rank : op.axis;
+        if (axis < 0 || axis >= rank) return fail("Gather axis out of range");
+        const std::int64_t n = d0[static_cast<std::size_t>(axis)];
+        const std::int64_t outer = volume(dims(d0.begin(), d0.begin() + axis));
+        const std::int64_t inner = volume(dims(d0.begin() + axis + 1, d0.end()));
+        for (std::int64_t o = 0; o < outer; ++o)
+          for (std::int64_t j : idx) {
+            const std::int64_t k = j < 0 ? j + n : j;
+            if (k < 0 || k >= n) return fail("Gather index " + std::to_string(j) + " out of range for " + str(d0));
+            for (std::int64_t q = 0; q < inner; ++q) out_x.push_back(x0[static_cast<std::size_t>((o * n + k) * inner + q)]);
+          }
+        out_d.assign(d0.begin(), d0.begin() + axis);
+        out_d.insert(out_d.end(), di.begin(), di.end());
+        out_d.insert(out_d.end(), d0.begin() + axis + 1, d0.end());
+      } else if (t == "Unsqueeze" || t == "Squeeze") {
+        out_x = x0;
+        if (t == "Squeeze") {
+          for (std::int64_t i = 0; i < rank; ++i) {
+            const bool listed = std::any_of(axes.begin(), axes.end(), [&](std::int64_t a) { return (a < 0 ? a + rank : a) == i; });
+            if (!(axes.empty() ? d0[static_cast<std::size_t>(i)] == 1 : listed)) out_d.push_back(d0[static_cast<std::size_t>(i)]);
+          }
+        } else {
+          const auto orank = rank + static_cast<std::int64_t>(axes.size());
+          std::size_t j = 0;
+          for (std::int64_t i = 0; i < orank; ++i) {
+            const bool listed = std::any_of(axes.begin(), axes.end(), [&](std::int64_t a) { return (a < 0 ? a + orank : a) == i; });
+            out_d.push_back(listed ? 1 : d0[j++]);
+          }
+        }
+      } else if (t == "Concat") {
+        const std::int64_t axis = op.axis < 0 ? op.axis + rank : op.axis;
+        if (axis < 0 || axis >= rank) return fail("Concat axis out of range");
+        std::vector<dims> ds;
+        std::vector<std::vector<std::int64_t>> xs;
+        out_d = d0;
+        out_d[static_cast<std::size_t>(axis)] = 0;
+        for (int v : op.in) {
+          dims d;
+          std::vector<std::int64_t> x;
+          if (!known(v, d, x) || d.size() != d0.size()) return fail("Concat input is not known when planning");
+          out_d[static_cast<std::size_t>(axis)] += d[static_cast<std::size_t>(axis)];
+          ds.push_back(d);
+          xs.push_back(x);
+        }
+        const std::int64_t outer = volume(dims(d0.begin(), d0.begin() + axis));
+        for (std::int64_t o = 0; o < outer; ++o)
+          for (std::size_t k = 0; k < xs.size(); ++k) {
+            const std::int64_t chunk = volume(dims(ds[k].begin() + axis, ds[k].end()));
+            out_x.insert(out_x.end(), xs[k].begin() + o * chunk, xs[k].begin() + (o + 1) * chunk);
+          }
+      } else if (t == "Slice") {
+        if (rank != 1) return fail("Slice of an int64 tensor of rank " + std::to_string(rank));
+        dims dd;
+        std::vector<std::int64_t> st, en, ax, sp;
+        if (!known(op.in[1], dd, st) || !known(op.in[2], dd, en)) return fail("Slice bounds are not known when planning");
+        if (op.in.size() > 3 && op.in[3] >= 0 && !known(op.in[3], dd, ax)) return fail("Slice axes are not known when planning");
+        if (op.in.size() > 4 && op.in[4] >= 0 && !known(op.in[4], dd, sp)) return fail("Slice steps are not known when planning");
+        if (st.size() != 1 || en.size() != 1 || (!ax.empty() && ax[0] != 0 && ax[0] != -1)) return fail("Slice of a 1-D tensor needs one start and end on axis 0");
+        const std::int64_t n = d0[0], step = sp.empty() ? 1 : sp[0];
+        if (step == 0) return fail("Slice step 0");
+        const auto norm = [&](std::int64_t v, std::int64_t lo, std::int64_t hi) { return std::clamp(v < 0 ? v + n : v, lo, hi); };
+        const std::int64_t b = step > 0 ? norm(st[0], 0, n) : norm(st[0], -1, n - 1);
+        const std::int64_t e = step > 0 ? norm(en[0], 0, n) : norm(en[0], -1, n - 1);
+        for (std::int64_t i = b; step > 0 ? i < e : i > e; i += step) out_x.push_back(x0[static_cast<std::size_t>(i)]);
+        out_d = {static_cast<std::int64_t>(out_x.size())};
+      } else {
+        return fail("shape operator " + t + " is not evaluated when planning");
+      }
+    }
+    vd_[static_cast<std::size_t>(op.out)] = out_d;
+    hv_[static_cast<std::size_t>(op.out)] = std::move(out_x);
+    return {};
+  }
+
   // ---- boundary and memory ----
   void finish_outputs() {
     std::vector<bool> taken(bufs_.size(), false);
     for (std::size_t k = 0; k < r_.outputs.size(); ++k) {
       const int v = r_.outputs[k];
+      if (const auto& h = hv_[static_cast<std::size_t>(v)]) {  // an int64 result of a shape computation
+        pl_->out_dims.push_back(vd_[static_cast<std::size_t>(v)]);
+        pl_->out_types.push_back(element_type::int64);
+        pl_->host_out.push_back(*h);
+        continue;
+      }
+      pl_->out_types.push_back(element_type::float32);
+      pl_->host_out.emplace_back();
       const int s = slot_of(v);
       const dims d = dims_of(v);
       pl_->out_dims.push_back(d);
@@ -1050,6 +1214,7 @@ class plan_builder {
   int op_index_ = 0;
   std::size_t collapse_from_ = 0;
   int sum_src_ = -1;
+  std::vector<std::optional<std::vector<std::int64_t>>> hv_;  ///< int64 values known when planning (host values)
   std::vector<int> last_use_;     ///< per value: index of the last op reading it (INT_MAX: a partition output)
   std::vector<int> buf_last_op_;  ///< per buffer: the last op reading any value that lives in it
 };
@@ -1059,11 +1224,29 @@ class compiled_partition {
  public:
   explicit compiled_partition(ir r) : r_(std::move(r)) {
     value_inputs_.assign(r_.inputs.size(), false);
-    for (const auto& op : r_.ops)
-      if (op.kind == op_kind::reshape && op.in.size() > 1 && op.in[1] >= 0) {
-        const auto& v = r_.values[static_cast<std::size_t>(op.in[1])];
+    for (const auto& op : r_.ops) {
+      const bool reads_values = op.kind == op_kind::host ? op.host_op != "Shape" : op.kind == op_kind::reshape;
+      for (std::size_t k = op.kind == op_kind::reshape ? 1 : 0; reads_values && k < op.in.size(); ++k) {
+        if (op.in[k] < 0) continue;
+        const auto& v = r_.values[static_cast<std::size_t>(op.in[k])];
         if (!v.constant && v.input >= 0) value_inputs_[static_cast<std::size_t>(v.input)] = true;
       }
+    }
+    // Inputs read only by Shape: their dims matter, not their memory or element type.
+    dims_only_.assign(r_.inputs.size(), false);
+    for (std::size_t i = 0; i < r_.inputs.size(); ++i) {
+      const int v = r_.inputs[i];
+      bool shape_only = true, used = false;
+      for (const auto& op : r_.ops) {
+        const bool reads = std::find(op.in.begin(), op.in.end(), v) != op.in.end() ||
+                           std::any_of(op.posts.begin(), op.posts.end(), [&](const post_op& p) { return p.binary && p.src1 == v; });
+        if (!reads) continue;
+        used = true;
+        shape_only = shape_only && op.kind == op_kind::host && op.host_op == "Shape";
+      }
+      const bool output = std::find(r_.outputs.begin(), r_.outputs.end(), v) != r_.outputs.end();
+      dims_only_[i] = used && shape_only && !output;
+    }
   }
 
   /// The input shapes of a call: `f(i, value, shapes)` fills in each partition input that is not a constant, and
@@ -1073,6 +1256,8 @@ class compiled_partition {
     input_shapes in;
     in.sizes.resize(r_.inputs.size());
     in.values.resize(r_.inputs.size());
+    in.dims_only = dims_only_;
+    in.is_values = value_inputs_;
     for (std::size_t i = 0; i < r_.inputs.size(); ++i) {
       const auto& val = r_.values[static_cast<std::size_t>(r_.inputs[i])];
       if (!val.constant && !f(i, val, in)) return std::nullopt;
@@ -1105,9 +1290,10 @@ class compiled_partition {
           return false;
         }
         sh.values[i].assign(t.typed<std::int64_t>(), t.typed<std::int64_t>() + t.element_count());
+        sh.sizes[i].assign(t.sizes().begin(), t.sizes().end());
         return true;
       }
-      if (t.type() != element_type::float32) {
+      if (t.type() != element_type::float32 && !dims_only_[i]) {
         bad = Status(errc::invalid_argument, cat("oneDNN provider: partition '", r_.name, "': input '", val.name, "' is ",
                                                  to_string(t.type()), ", expected float32"));
         return false;
@@ -1181,8 +1367,11 @@ class compiled_partition {
 
   Status execute(const plan& pl, compute_context& ctx) const {
     std::vector<void*> outs(pl.out_dims.size(), nullptr);
-    for (std::size_t k = 0; k < pl.out_dims.size(); ++k)
-      outs[k] = ctx.allocate_output(k, element_type::float32, pl.out_dims[k]).mutable_data();
+    for (std::size_t k = 0; k < pl.out_dims.size(); ++k) {
+      outs[k] = ctx.allocate_output(k, pl.out_types[k], pl.out_dims[k]).mutable_data();
+      if (pl.out_types[k] == element_type::int64 && !pl.host_out[k].empty())
+        std::memcpy(outs[k], pl.host_out[k].data(), pl.host_out[k].size() * sizeof(std::int64_t));
+    }
     tensor scratch;
     std::byte* base = nullptr;
     if (pl.scratch_bytes > 0) {
@@ -1232,6 +1421,7 @@ class compiled_partition {
 
   ir r_;
   std::vector<bool> value_inputs_;
+  std::vector<bool> dims_only_;
   mutable std::shared_mutex mu_;
   mutable std::vector<std::shared_ptr<const plan>> plans_;
 };

@@ -110,6 +110,27 @@ struct builder {
     const auto& nd = g.node(n);
     const std::string_view t = nd.op_type;
     const auto in = [&](std::size_t i) { return i < nd.inputs.size() ? value(nd.inputs[i]) : -1; };
+    if (is_host_shape_op(nd) && g.value(nd.outputs[0]).type.elem == element_type::int64) {
+      auto& op = emit(op_kind::host, nd);
+      op.host_op = nd.op_type;
+      for (std::size_t i = 0; i < nd.inputs.size(); ++i) op.in.push_back(in(i));
+      op.axis = attr_i(nd, "axis", 0);
+      if (has_attr(nd, "axes")) op.axes = attr_ints(nd, "axes");
+      op.start = attr_i(nd, "start", 0);
+      op.end = attr_i(nd, "end", INT64_MAX);
+      op.out = value(nd.outputs[0]);
+      return {};
+    }
+    if (t == "Split") {
+      auto& op = emit(op_kind::split, nd);
+      op.in = {in(0)};
+      op.axis = attr_i(nd, "axis", 0);
+      if (const tensor* sp = const_of(nd, 1)) op.sizes.assign(sp->typed<std::int64_t>(), sp->typed<std::int64_t>() + sp->element_count());
+      else if (has_attr(nd, "split")) op.sizes = attr_ints(nd, "split");
+      for (value_id o : nd.outputs) op.outs.push_back(value(o));
+      op.out = op.outs.front();
+      return {};
+    }
     if (t == "Conv" || t == "FusedConv") return conv_like(nd, op_kind::conv);
     if (t == "ConvTranspose") return conv_like(nd, op_kind::deconv);
     if (t == "MatMul" || t == "FusedMatMul") {
@@ -163,7 +184,8 @@ struct builder {
       add.alg = alg::binary_add;
       add.in = {in(0), in(1)};
       if (in(4) >= 0) add.posts.push_back(post_op{true, alg::binary_add, 0, 0, in(4)});
-      const int sum = fresh(nd.name + ":sum");
+      // Output 3, when the model asks for it, is this sum.
+      const int sum = nd.outputs.size() > 3 && nd.outputs[3] != no_id ? value(nd.outputs[3]) : fresh(nd.name + ":sum");
       add.out = sum;
       layernorm(nd, sum, 2, 1e-12f);
       return {};
@@ -388,6 +410,8 @@ std::string_view kind_name(op_kind k) {
     case op_kind::transpose: return "reorder";
     case op_kind::reshape: return "reshape";
     case op_kind::concat: return "concat";
+    case op_kind::split: return "split";
+    case op_kind::host: return "shape computation (when planning)";
   }
   return "?";
 }

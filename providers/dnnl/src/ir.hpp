@@ -11,6 +11,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <cstdint>
+#include <climits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,7 +21,8 @@ namespace epstack::dnnl_ep {
 namespace dn = ::dnnl;
 
 enum class op_kind : std::uint8_t {
-  conv, deconv, matmul, pool, eltwise, binary, softmax, layernorm, batchnorm, transpose, reshape, concat
+  conv, deconv, matmul, pool, eltwise, binary, softmax, layernorm, batchnorm, transpose, reshape, concat, split,
+  host  ///< an int64 shape computation, evaluated when a plan is made (`host_op` names it)
 };
 enum class reshape_form : std::uint8_t { reshape, flatten, squeeze, unsqueeze };
 
@@ -44,6 +46,10 @@ struct ir_op {
   std::vector<std::string> nodes;  ///< names of the nodes it computes
   std::vector<int> in;             ///< value indices (-1: absent)
   int out = -1;
+  std::vector<int> outs;  ///< split: every output (`out` is the first)
+  std::string host_op;    ///< host: Shape, Gather, Unsqueeze, Squeeze, Concat or Slice
+  std::vector<std::int64_t> sizes;  ///< split: the size of each output along `axis`
+  std::int64_t start = 0, end = INT64_MAX;  ///< host Shape: the dims it returns
   // convolution, deconvolution, pooling
   std::vector<std::int64_t> strides, dilations, pads, kernel, output_padding, output_shape;
   std::string auto_pad = "NOTSET";

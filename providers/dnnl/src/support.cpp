@@ -133,11 +133,38 @@ bool is_heavy(const node& nd) {
   return false;
 }
 
+bool is_host_shape_op(const node& nd) {
+  const std::string_view op = nd.op_type;
+  return onnx_domain(nd.domain) && (op == "Shape" || op == "Gather" || op == "Unsqueeze" || op == "Squeeze" ||
+                                    op == "Concat" || op == "Slice");
+}
+
+bool host_evaluable(const graph& g, value_id v, int depth) {
+  if (v == no_id || depth > 64) return false;
+  const auto& val = g.value(v);
+  if (val.type.kind != type_kind::tensor || val.type.elem != element_type::int64) return false;
+  if (val.initializer) return !val.is_graph_input;
+  if (val.producer == no_id) return false;
+  const auto& nd = g.node(val.producer);
+  if (!is_host_shape_op(nd)) return false;
+  if (nd.op_type == "Shape") return true;  // the dims of its input, known when the partition is planned
+  for (value_id in : nd.inputs)
+    if (in != no_id && !host_evaluable(g, in, depth + 1)) return false;
+  return true;
+}
+
 std::string node_refusal(const graph& g, node_id n) {
   const auto& nd = g.node(n);
   const std::string_view op = nd.op_type;
   const bool onnx = onnx_domain(nd.domain), contrib = contrib_domain(nd.domain);
   if (!onnx && !contrib) return cat("domain '", nd.domain, "' is not one oneDNN implements");
+  // Shape computations (Shape -> Gather -> Unsqueeze -> Concat -> Reshape): evaluated when a plan is made, from the
+  // dims of the partition's inputs, so they cost nothing per run and keep the partition whole.
+  if (is_host_shape_op(nd) && !nd.outputs.empty() && out_type(g, n, 0) == element_type::int64) {
+    if (op == "Shape") return {};
+    if (host_evaluable(g, nd.outputs[0], 0)) return {};
+    return "int64 values computed at run time (only shape computations are evaluated when planning)";
+  }
   if (!nd.outputs.empty() && nd.outputs[0] != no_id && !f32(out_type(g, n, 0)))
     return cat("output 0 is ", to_string(out_type(g, n, 0)), "; the oneDNN provider runs float32");
   std::string r;
@@ -185,7 +212,9 @@ std::string node_refusal(const graph& g, node_id n) {
   if (contrib && op == "SkipLayerNormalization") {
     if (!(r = need_f32_inputs(g, n, {0, 1, 2, 3, 4})).empty()) return r;
     if (!(r = need_constant(g, n, {2, 3, 4}, "gamma, beta or bias")).empty()) return r;
-    return only_first_output(g, n);
+    for (std::size_t i : {1, 2})  // mean and inverse standard deviation; output 3 (the sum) is computed anyway
+      if (!output_unused(g, n, i)) return cat("its output ", std::to_string(i), " (a statistic) is used");
+    return {};
   }
   if (onnx && op == "Softmax") {
     if (!(r = need_f32_inputs(g, n, {0})).empty()) return r;
@@ -240,6 +269,12 @@ std::string node_refusal(const graph& g, node_id n) {
   }
   if (onnx && (op == "Transpose" || op == "Flatten" || op == "Reshape" || op == "Squeeze" || op == "Unsqueeze"))
     return need_f32_inputs(g, n, {0});
+  if (onnx && op == "Split") {
+    if (!(r = need_f32_inputs(g, n, {0})).empty()) return r;
+    if (nd.inputs.size() > 1 && nd.inputs[1] != no_id && constant_input(g, n, 1) == nullptr)
+      return "split sizes computed at run time";
+    return {};
+  }
   if (onnx && op == "Concat") {
     for (std::size_t i = 0; i < nd.inputs.size(); ++i)
       if (!f32(in_type(g, n, i))) return cat("input ", std::to_string(i), " is not float32");

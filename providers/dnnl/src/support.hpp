@@ -19,6 +19,11 @@ namespace epstack::dnnl_ep {
 /// Why node `n` cannot run on oneDNN on its own merits (type, attributes, constant inputs), or empty when it can.
 [[nodiscard]] std::string node_refusal(const graph& g, node_id n);
 
+/// Shape, Gather, Unsqueeze, Squeeze, Concat and Slice: with int64 values, evaluated when a plan is made.
+[[nodiscard]] bool is_host_shape_op(const node& nd);
+/// True when int64 value `v` is a constant or computed from constants and Shape outputs by shape operators.
+[[nodiscard]] bool host_evaluable(const graph& g, value_id v, int depth = 0);
+
 /// True for operators worth a oneDNN partition (convolutions, matrix products, pooling, normalisations, softmax):
 /// a group of only element-wise and layout operators stays on the CPU provider, where it costs no reorders.
 [[nodiscard]] bool is_heavy(const node& nd);
