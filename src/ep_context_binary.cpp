@@ -1,0 +1,241 @@
+// The EP context binary: building, writing (temporary name, then rename) and verified reading, in place.
+#include <epstack/ep_context_binary.hpp>
+#include <epstack/mapped_file.hpp>
+
+#include "atomic_file.hpp"
+#include "ep_context_generated.h"
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <limits>
+
+namespace epstack {
+
+namespace {
+
+constexpr std::size_t header_size = 64, alignment = 64;
+constexpr std::array<char, 8> magic = {'E', 'P', 'S', 'T', 'K', 'C', 'T', 'X'};
+
+std::uint64_t hash_of(std::span<const std::byte> b) { return XXH64(b.data(), b.size(), 0); }
+std::uint64_t align_up(std::uint64_t x) { return (x + alignment - 1) / alignment * alignment; }
+
+void put64(std::byte* p, std::uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<std::byte>((v >> (8 * i)) & 0xff);
+}
+void put32(std::byte* p, std::uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<std::byte>((v >> (8 * i)) & 0xff);
+}
+std::uint64_t get64(const std::byte* p) {
+  std::uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<std::uint64_t>(p[i]);
+  return v;
+}
+std::uint32_t get32(const std::byte* p) {
+  std::uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<std::uint32_t>(p[i]);
+  return v;
+}
+
+std::string hex(std::uint64_t v) {
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string s(16, '0');
+  for (int i = 15; i >= 0; --i, v >>= 4) s[static_cast<std::size_t>(i)] = digits[v & 0xf];
+  return s;
+}
+
+}  // namespace
+
+// ---- building ----
+
+ep_context_builder::ep_context_builder(std::string provider, std::string sdk_version, std::string hardware_architecture)
+    : provider_(std::move(provider)), sdk_version_(std::move(sdk_version)), hardware_(std::move(hardware_architecture)) {}
+
+std::uint32_t ep_context_builder::add_tensor(std::string_view name, element_type type, std::span<const std::int64_t> shape,
+                                             std::span<const std::byte> bytes) {
+  const std::uint64_t h = hash_of(bytes);
+  for (std::size_t i = 0; i < tensors_.size(); ++i) {
+    const auto& t = tensors_[i];
+    if (t.hash == h && t.type == type && std::equal(t.shape.begin(), t.shape.end(), shape.begin(), shape.end()) &&
+        t.bytes.size() == bytes.size() && std::memcmp(t.bytes.data(), bytes.data(), bytes.size()) == 0)
+      return static_cast<std::uint32_t>(i);
+  }
+  tensors_.push_back({std::string(name), type, std::vector<std::int64_t>(shape.begin(), shape.end()),
+                      std::vector<std::byte>(bytes.begin(), bytes.end()), h});
+  return static_cast<std::uint32_t>(tensors_.size() - 1);
+}
+
+Status ep_context_builder::add_graph(std::string name, std::vector<std::string> inputs, std::vector<std::string> outputs,
+                                     std::vector<std::byte> payload, std::vector<std::uint32_t> tensors) {
+  for (const auto& g : graphs_)
+    if (g.name == name) return Status(errc::invalid_argument, "EP context: a graph named '" + name + "' was added already");
+  for (auto t : tensors)
+    if (t >= tensors_.size())
+      return Status(errc::invalid_argument, "EP context: graph '" + name + "' refers to tensor " + std::to_string(t) +
+                                                " of " + std::to_string(tensors_.size()));
+  graphs_.push_back({std::move(name), std::move(inputs), std::move(outputs), std::move(payload), std::move(tensors)});
+  return {};
+}
+
+std::uint64_t ep_context_builder::tensor_bytes() const noexcept {
+  std::uint64_t n = 0;
+  for (const auto& t : tensors_) n += t.bytes.size();
+  return n;
+}
+
+Result<std::vector<std::byte>> ep_context_builder::serialize() const {
+  flatbuffers::FlatBufferBuilder fbb(1024);
+  std::vector<flatbuffers::Offset<fb::Tensor>> tensors;
+  std::uint64_t data_size = 0;
+  std::vector<std::uint64_t> offsets;
+  for (const auto& t : tensors_) {
+    offsets.push_back(data_size);
+    tensors.push_back(fb::CreateTensor(fbb, fbb.CreateString(t.name), static_cast<std::int32_t>(t.type),
+                                       fbb.CreateVector(t.shape), data_size, t.bytes.size(), t.hash));
+    data_size = align_up(data_size + t.bytes.size());
+  }
+  std::vector<flatbuffers::Offset<fb::Graph>> graphs;
+  for (const auto& g : graphs_) {
+    const auto name = fbb.CreateString(g.name);
+    const auto ins = fbb.CreateVectorOfStrings(g.inputs);
+    const auto outs = fbb.CreateVectorOfStrings(g.outputs);
+    const auto payload = fbb.CreateVector(reinterpret_cast<const std::uint8_t*>(g.payload.data()), g.payload.size());
+    const auto refs = fbb.CreateVector(g.tensors);
+    graphs.push_back(fb::CreateGraph(fbb, name, ins, outs, payload, refs));
+  }
+  const auto root = fb::CreateContext(fbb, fbb.CreateString(provider_), fbb.CreateString(sdk_version_),
+                                      fbb.CreateString(hardware_), fbb.CreateVector(graphs), fbb.CreateVector(tensors));
+  fb::FinishContextBuffer(fbb, root);
+  const std::uint64_t fb_size = fbb.GetSize();
+  const std::uint64_t data_offset = align_up(header_size + fb_size);
+  std::vector<std::byte> out(data_offset + data_size);
+  std::memcpy(out.data() + header_size, fbb.GetBufferPointer(), fb_size);
+  for (std::size_t i = 0; i < tensors_.size(); ++i)
+    if (!tensors_[i].bytes.empty())
+      std::memcpy(out.data() + data_offset + offsets[i], tensors_[i].bytes.data(), tensors_[i].bytes.size());
+  std::memcpy(out.data(), magic.data(), magic.size());
+  put32(out.data() + 8, ep_context_format_version);
+  put32(out.data() + 12, 0);
+  put64(out.data() + 16, header_size);
+  put64(out.data() + 24, fb_size);
+  put64(out.data() + 32, data_offset);
+  put64(out.data() + 40, data_size);
+  put64(out.data() + 48, hash_of(std::span<const std::byte>(out).subspan(header_size)));
+  put64(out.data() + 56, hash_of(std::span<const std::byte>(out.data(), 56)));
+  return out;
+}
+
+Status ep_context_builder::write(const std::filesystem::path& path, bool overwrite) const {
+  std::error_code ec;
+  if (!overwrite && std::filesystem::exists(path, ec))
+    return Status(errc::invalid_argument, "EP context binary '" + path.string() + "' exists already");
+  EPSTACK_ASSIGN_OR_RETURN(auto bytes, serialize());
+  detail::atomic_file f(path);
+  f.write(bytes.data(), bytes.size());
+  return f.commit();
+}
+
+// ---- reading ----
+
+Result<ep_context_binary> ep_context_binary::open(const std::filesystem::path& path) {
+  auto f = mapped_file::open(path);
+  if (!f) return Status(errc::invalid_graph, "EP context binary: " + f.status().message());
+  const std::span<const std::byte> bytes = (*f)->bytes();
+  return from_bytes(bytes, std::shared_ptr<const void>(*f), "EP context binary '" + path.string() + "'");
+}
+
+Result<ep_context_binary> ep_context_binary::from_bytes(std::span<const std::byte> bytes, std::shared_ptr<const void> owner,
+                                                        std::string what) {
+  const auto bad = [&](const std::string& msg) { return Status(errc::invalid_graph, what + ": " + msg); };
+  if (bytes.size() < header_size)
+    return bad("truncated: " + std::to_string(bytes.size()) + " bytes, expected at least a " + std::to_string(header_size) +
+               "-byte header");
+  const std::byte* p = bytes.data();
+  if (std::memcmp(p, magic.data(), magic.size()) != 0) return bad("not an epstack EP context binary (expected magic EPSTKCTX)");
+  if (get64(p + 56) != hash_of(bytes.first(56))) return bad("corrupted header (its hash does not match)");
+  const std::uint32_t version = get32(p + 8);
+  if (version != ep_context_format_version)
+    return bad("format version " + std::to_string(version) + ", expected " + std::to_string(ep_context_format_version) +
+               " (this build reads only that)");
+  const std::uint64_t fb_off = get64(p + 16), fb_size = get64(p + 24), data_off = get64(p + 32), data_size = get64(p + 40);
+  const std::uint64_t n = bytes.size();
+  if (fb_off != header_size || fb_size > n || fb_off + fb_size > n || data_off % alignment != 0 || data_off < fb_off + fb_size ||
+      data_off > n || data_size != n - data_off)
+    return bad("sections do not fit the " + std::to_string(n) + "-byte file (flatbuffer " + std::to_string(fb_off) + "+" +
+               std::to_string(fb_size) + ", data " + std::to_string(data_off) + "+" + std::to_string(data_size) +
+               "): truncated or corrupted");
+  const std::uint64_t want = get64(p + 48), got = hash_of(bytes.subspan(header_size));
+  if (want != got) return bad("corrupted: content hash " + hex(got) + ", expected " + hex(want));
+  const auto* fbp = reinterpret_cast<const std::uint8_t*>(p + fb_off);
+  flatbuffers::Verifier verifier(fbp, static_cast<std::size_t>(fb_size));
+  if (!fb::ContextBufferHasIdentifier(fbp) || !fb::VerifyContextBuffer(verifier))
+    return bad("its table of graphs and tensors fails the flatbuffers verifier");
+  const fb::Context* c = fb::GetContext(fbp);
+
+  ep_context_binary b;
+  b.owner_ = std::move(owner);
+  b.origin_ = what;
+  b.version_ = version;
+  const auto str = [](const flatbuffers::String* s) { return s != nullptr ? s->str() : std::string(); };
+  b.provider_ = str(c->provider());
+  b.sdk_version_ = str(c->sdk_version());
+  b.hardware_ = str(c->hardware_architecture());
+  const std::span<const std::byte> data = bytes.subspan(data_off);
+  if (c->tensors() != nullptr)
+    for (const fb::Tensor* t : *c->tensors()) {
+      ep_context_tensor et;
+      et.name = str(t->name());
+      if (!is_valid(static_cast<element_type>(t->element_type())))
+        return bad("tensor '" + et.name + "' has unknown element type " + std::to_string(t->element_type()));
+      et.type = static_cast<element_type>(t->element_type());
+      if (t->shape() != nullptr) et.shape.assign(t->shape()->begin(), t->shape()->end());
+      std::uint64_t count = 1;
+      for (auto d : et.shape) {
+        if (d < 0 || (d != 0 && count > std::numeric_limits<std::uint64_t>::max() / static_cast<std::uint64_t>(d)))
+          return bad("tensor '" + et.name + "' has an invalid shape");
+        count *= static_cast<std::uint64_t>(d);
+      }
+      const std::uint64_t off = t->offset(), len = t->length();
+      if (et.type != element_type::string && (element_size(et.type) == 0 || count > len || count * element_size(et.type) != len))
+        return bad("tensor '" + et.name + "' has " + std::to_string(len) + " bytes for its shape");
+      if (off % alignment != 0 || off > data.size() || len > data.size() - off)
+        return bad("tensor '" + et.name + "' at " + std::to_string(off) + "+" + std::to_string(len) +
+                   " lies outside the " + std::to_string(data.size()) + "-byte data section");
+      et.data = data.subspan(off, len);
+      et.hash = t->xxhash64();
+      if (hash_of(et.data) != et.hash)
+        return bad("tensor '" + et.name + "' is corrupted: hash " + hex(hash_of(et.data)) + ", expected " + hex(et.hash));
+      b.tensors_.push_back(std::move(et));
+    }
+  if (c->graphs() != nullptr)
+    for (const fb::Graph* g : *c->graphs()) {
+      ep_context_graph eg;
+      eg.name = str(g->name());
+      if (g->inputs() != nullptr)
+        for (const auto* s : *g->inputs()) eg.inputs.push_back(str(s));
+      if (g->outputs() != nullptr)
+        for (const auto* s : *g->outputs()) eg.outputs.push_back(str(s));
+      if (g->payload() != nullptr)
+        eg.payload = {reinterpret_cast<const std::byte*>(g->payload()->data()), g->payload()->size()};
+      if (g->tensors() != nullptr)
+        for (auto i : *g->tensors()) {
+          if (i >= b.tensors_.size())
+            return bad("graph '" + eg.name + "' refers to tensor " + std::to_string(i) + " of " + std::to_string(b.tensors_.size()));
+          eg.tensors.push_back(i);
+        }
+      if (b.find_graph(eg.name) != nullptr) return bad("two graphs are named '" + eg.name + "'");
+      b.graphs_.push_back(std::move(eg));
+    }
+  return b;
+}
+
+const ep_context_graph* ep_context_binary::find_graph(std::string_view name) const noexcept {
+  for (const auto& g : graphs_)
+    if (g.name == name) return &g;
+  return nullptr;
+}
+
+}  // namespace epstack
