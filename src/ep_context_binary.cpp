@@ -171,7 +171,9 @@ Result<ep_context_binary> ep_context_binary::from_bytes(std::span<const std::byt
   if (want != got) return bad("corrupted: content hash " + hex(got) + ", expected " + hex(want));
   const auto* fbp = reinterpret_cast<const std::uint8_t*>(p + fb_off);
   flatbuffers::Verifier verifier(fbp, static_cast<std::size_t>(fb_size));
-  if (!fb::ContextBufferHasIdentifier(fbp) || !fb::VerifyContextBuffer(verifier))
+  // (The verifier checks the file identifier within bounds; ContextBufferHasIdentifier alone would read 8 bytes of a
+  // flatbuffer that may be shorter: the fuzzer found that.)
+  if (fb_size < 8 || !fb::VerifyContextBuffer(verifier))
     return bad("its table of graphs and tensors fails the flatbuffers verifier");
   const fb::Context* c = fb::GetContext(fbp);
 
@@ -191,7 +193,11 @@ Result<ep_context_binary> ep_context_binary::from_bytes(std::span<const std::byt
       if (!is_valid(static_cast<element_type>(t->element_type())))
         return bad("tensor '" + et.name + "' has unknown element type " + std::to_string(t->element_type()));
       et.type = static_cast<element_type>(t->element_type());
-      if (t->shape() != nullptr) et.shape.assign(t->shape()->begin(), t->shape()->end());
+      if (t->shape() != nullptr) {
+        // Copied bytewise: the verifier aligns a vector's length, not its 8-byte elements, in crafted input.
+        et.shape.resize(t->shape()->size());
+        if (!et.shape.empty()) std::memcpy(et.shape.data(), t->shape()->Data(), et.shape.size() * sizeof(std::int64_t));
+      }
       std::uint64_t count = 1;
       for (auto d : et.shape) {
         if (d < 0 || (d != 0 && count > std::numeric_limits<std::uint64_t>::max() / static_cast<std::uint64_t>(d)))
