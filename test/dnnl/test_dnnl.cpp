@@ -17,6 +17,9 @@
 using namespace epstack;
 using test::op;
 
+// libgomp's (linked through epstack::dnnl): how many OpenMP threads this thread's next parallel region would use.
+extern "C" int omp_get_max_threads();
+
 namespace {
 
 using dnnl_session = session<dnnl_provider, cpu_provider>;
@@ -353,5 +356,17 @@ TEST_CASE("shape computations are evaluated when planning and keep a reshape in 
       for (std::size_t i = 0; i < a.element_count(); ++i)
         CHECK(a.typed<float>()[i] == doctest::Approx(b.typed<float>()[i]).epsilon(1e-4));
     }
+  }
+}
+
+TEST_CASE("the session's intra-op thread count is the OpenMP thread count oneDNN runs with") {
+  const auto m = zoo::make_mlp({16, 32, 4});
+  for (int threads : {1, 2, 3}) {
+    auto d = dnnl_session::create(m, with_level(graph_optimization_level::all, threads));
+    REQUIRE(d.has_value());
+    REQUIRE(d->intra_op_threads() == threads);
+    auto out = d->run({{"input", zoo::random_tensor({2, 16}, 1, 1.0f)}});
+    REQUIRE(out.has_value());
+    CHECK(omp_get_max_threads() == threads);  // set on the calling thread for the run's oneDNN calls
   }
 }
