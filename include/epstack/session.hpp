@@ -7,6 +7,7 @@
 /// threads at once. The work that does not depend on the provider types (loading, optimisation, partitioning,
 /// execution) is compiled once in `epstack::runtime` (session_core.hpp); this header is the typed layer over it.
 
+#include <epstack/ep_context_provider.hpp>
 #include <epstack/graph_algorithms.hpp>
 #include <epstack/onnx_io.hpp>
 #include <epstack/provider_concepts.hpp>
@@ -134,13 +135,42 @@ class basic_session {
   [[nodiscard]] session_core::memory_stats memory() const { return core_->memory(); }
   /// Time per step over every run so far (empty unless `session_options::enable_profiling`).
   [[nodiscard]] std::vector<session_core::step_profile> profile() const { return core_->profile(); }
+  /// What the session loaded from an EPContext model, or wrote with `ep.context_enable` (and its warnings).
+  [[nodiscard]] const ep_context_report& ep_context() const noexcept { return core_->ep_context(); }
+
+  /// @brief Whether the EPContext model at `path` would load on this stack, without creating a session: every
+  /// EPContext node's source recognised, its context found and verified, made by this SDK version for hardware this
+  /// machine has. OK (also for a model without EPContext nodes), or the invalid_graph a session would report.
+  [[nodiscard]] static Status check_compatibility(const std::filesystem::path& path, const session_options& options = {},
+                                                  providers_type providers = {}) {
+    load_options lo = load_options_of(options);
+    lo.shape_inference = shape_inference_mode::off;
+    EPSTACK_ASSIGN_OR_RETURN(auto m, load_model(path, lo));
+    return session_core::check_compatibility(m, bindings_of(providers, nullptr, nullptr), options);
+  }
+  /// From serialized bytes (embed_mode 0 binaries need `ep.context_file_path` for their folder).
+  [[nodiscard]] static Status check_compatibility(std::span<const std::byte> bytes, const session_options& options = {},
+                                                  providers_type providers = {}) {
+    load_options lo = load_options_of(options);
+    lo.shape_inference = shape_inference_mode::off;
+    EPSTACK_ASSIGN_OR_RETURN(auto m, load_model(bytes, lo));
+    return session_core::check_compatibility(m, bindings_of(providers, nullptr, nullptr), options);
+  }
 
  private:
   static Result<basic_session> create_prepared(model m, const session_options& options, providers_type providers) {
     auto keep = std::make_shared<providers_type>(std::move(providers));
-    std::vector<provider_binding> bindings;
     node_compiler fold;
     operator_query can_run;
+    auto bindings = bindings_of(*keep, &fold, &can_run);
+    EPSTACK_ASSIGN_OR_RETURN(auto core, session_core::build(std::move(m), std::move(bindings), options, fold, can_run));
+    return basic_session(std::move(core), std::move(keep));
+  }
+
+  // The runtime-typed view of the providers (which must outlive it); the CPU provider's folding and operator query.
+  static std::vector<provider_binding> bindings_of(const providers_type& providers, node_compiler* fold,
+                                                   operator_query* can_run) {
+    std::vector<provider_binding> bindings;
     std::apply([&](const auto&... p) {
       const auto bind = [&bindings](const auto& q) {
         using Q = std::remove_cvref_t<decltype(q)>;
@@ -155,22 +185,22 @@ class basic_session {
         b.preferred_layout = provider_traits<Q>::preferred_layout;
         if constexpr (provider_traits<Q>::has_why_not)
           b.why_not = [&q](const graph& g, node_id n) { return std::string(q.why_not(g, n)); };
+        if constexpr (ep_context_provider<Q>) b.context = make_ep_context_binding(q);
         bindings.push_back(std::move(b));
       };
       (bind(p), ...);
       const auto set_fold = [&](const auto& q) {
         using Q = std::remove_cvref_t<decltype(q)>;
         if constexpr (detail::is_cpu_key<Q>::value) {
-          fold = [&q](const graph& g, node_id n) { return detail::compile_one(q, g, n); };
+          if (fold != nullptr) *fold = [&q](const graph& g, node_id n) { return detail::compile_one(q, g, n); };
           // Fusions write only operators the fallback provider can run (when it can say so).
           if constexpr (requires { Q::has_op(std::string_view(), std::string_view()); })
-            can_run = [](std::string_view d, std::string_view op) { return Q::has_op(d, op); };
+            if (can_run != nullptr) *can_run = [](std::string_view d, std::string_view op) { return Q::has_op(d, op); };
         }
       };
       (set_fold(p), ...);
-    }, *keep);
-    EPSTACK_ASSIGN_OR_RETURN(auto core, session_core::build(std::move(m), std::move(bindings), options, fold, can_run));
-    return basic_session(std::move(core), std::move(keep));
+    }, providers);
+    return bindings;
   }
 
   basic_session(std::shared_ptr<const session_core> core, std::shared_ptr<providers_type> providers)

@@ -6,12 +6,14 @@
 /// If/Loop/Scan). `session<P...>` is a thin template over it.
 
 #include <epstack/compute.hpp>
+#include <epstack/ep_context_provider.hpp>
 #include <epstack/model.hpp>
 #include <epstack/optimizer.hpp>
 #include <epstack/partition_plan.hpp>
 #include <epstack/partitioner.hpp>
 #include <epstack/session_options.hpp>
 
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <span>
@@ -48,6 +50,19 @@ struct provider_binding {
   std::function<void(void*, std::size_t)> deallocate;
   data_layout preferred_layout = data_layout::nchw;
   std::function<std::string(const graph&, node_id)> why_not;  ///< optional (see provider_entry::why_not)
+  std::shared_ptr<const ep_context_binding> context;           ///< set for an `ep_context_provider`
+};
+
+/// @brief What a session did with EP contexts: what it loaded from an EPContext model, or what it generated
+/// (`ep.context_enable`).
+struct ep_context_report {
+  std::size_t nodes_loaded = 0;        ///< EPContext nodes restored (nothing compiled for them)
+  std::vector<std::string> binaries_read;  ///< context binaries opened from files (not those taken from the workspace)
+  std::size_t graphs_from_workspace = 0;   ///< graphs taken from the shared workspace (ep.share_ep_contexts)
+  std::filesystem::path model_written;     ///< the `_ctx.onnx` written (empty: none)
+  std::vector<std::filesystem::path> binaries_written;
+  std::size_t nodes_written = 0;       ///< EPContext nodes in the model written
+  std::vector<std::string> warnings;   ///< e.g. generation enabled but nothing compiled
 };
 
 /// @brief A prepared model: immutable after `build`; `run` is safe from many threads at once.
@@ -55,10 +70,17 @@ class session_core {
  public:
   /// @brief Optimises `m` (at `options.optimization_level()`, folding constants with `fold`), partitions it over
   /// `providers` (priority order), compiles each provider's partitions in one call, and plans execution.
+  /// EPContext nodes of `m` are restored by the provider whose `source` they name (compiling nothing); with
+  /// `ep.context_enable` = 1 an EPContext model is written (ep-context-design.md; the README lists the rules).
   [[nodiscard]] static Result<std::shared_ptr<const session_core>> build(model m, std::vector<provider_binding> providers,
                                                                          const session_options& options,
                                                                          const node_compiler& fold,
                                                                          const operator_query& can_run = {});
+  /// @brief Checks, without building a session, that every EPContext node of `m` would load on `providers`: its
+  /// source recognised, its context found, verified and made by the same SDK for hardware this machine has. OK for a
+  /// model without EPContext nodes; otherwise the error a session would report.
+  [[nodiscard]] static Status check_compatibility(const model& m, const std::vector<provider_binding>& providers,
+                                                  const session_options& options);
   ~session_core();
   session_core(const session_core&) = delete;
   session_core& operator=(const session_core&) = delete;
@@ -75,6 +97,8 @@ class session_core {
   [[nodiscard]] const optimization_report& optimizations() const noexcept;
   /// Threads a kernel may use.
   [[nodiscard]] int intra_op_threads() const noexcept;
+  /// What the session loaded from or wrote to EPContext models.
+  [[nodiscard]] const ep_context_report& ep_context() const noexcept;
 
   /// Memory the executor keeps between runs: one arena per run that was ever concurrent.
   struct memory_stats {

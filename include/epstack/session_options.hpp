@@ -2,7 +2,9 @@
 /// @file session_options.hpp
 /// @brief Session options: ONNX Runtime's configuration keys as strings, and the intra-op thread count.
 
+#include <cstddef>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -24,6 +26,18 @@ inline constexpr std::string_view ep_share_contexts = "ep.share_ep_contexts";
 inline constexpr std::string_view ep_stop_share_contexts = "ep.stop_share_ep_contexts";
 inline constexpr std::string_view ep_context_external_initializers_file = "ep.context_model_external_initializers_file_name";
 }  // namespace config_keys
+
+/// @brief Where a session's preparation (or `compile_model`) is: `stage` ("optimize", "partition", "compile",
+/// "restore", "serialize", "write") and `done` of `total` steps of it.
+struct compile_progress {
+  std::string_view stage;
+  std::size_t done = 0;
+  std::size_t total = 0;
+  std::string_view detail;  ///< e.g. the provider compiling
+};
+/// Called between the steps of a session's preparation; returning false cancels it (errc::fail, "cancelled"), before
+/// anything is written.
+using progress_callback = std::function<bool(const compile_progress&)>;
 
 /// Graph transformations before partitioning, as ONNX Runtime's `GraphOptimizationLevel`.
 enum class graph_optimization_level : std::uint8_t {
@@ -81,12 +95,20 @@ class session_options {
   }
   [[nodiscard]] bool profiling() const noexcept { return profiling_; }
 
+  /// A callback told of the preparation's progress, which may cancel it (see `progress_callback`).
+  session_options& set_progress_callback(progress_callback f) {
+    progress_ = std::move(f);
+    return *this;
+  }
+  [[nodiscard]] const progress_callback& progress() const noexcept { return progress_; }
+
  private:
   std::map<std::string, std::string, std::less<>> config_;
   int intra_op_threads_ = 0;
   graph_optimization_level opt_level_ = graph_optimization_level::all;
   std::filesystem::path optimized_model_path_;
   bool profiling_ = false;
+  progress_callback progress_;
 };
 
 }  // namespace epstack

@@ -10,6 +10,8 @@
 #include <epstack/graph_algorithms.hpp>
 #include <epstack/onnx_io.hpp>
 
+#include "ep_context.hpp"
+
 #include <boost/container/flat_map.hpp>
 
 #include <algorithm>
@@ -391,6 +393,7 @@ struct session_core::impl {
   std::vector<const void*> shared_owners;  // storage owners of initializers (sorted)
   std::unique_ptr<thread_pool> pool;
   std::vector<provider_binding> providers;  // in priority order, as partitioned
+  ep_context_report context;
   mutable std::mutex mu;
   mutable std::vector<std::unique_ptr<run_context>> idle;
   bool profiling = false;
@@ -481,6 +484,36 @@ Result<std::shared_ptr<const session_core>> session_core::build(model m, std::ve
   d.pool = std::make_unique<thread_pool>(options.intra_op_threads());
   d.profiling = options.profiling();
 
+  // EP contexts: what generation would write is refused now if it exists (before anything is compiled); the contexts
+  // an EPContext model names are loaded and verified before anything else is done.
+  EPSTACK_ASSIGN_OR_RETURN(auto gen, ctx::plan_generation(d.m, options));
+  EPSTACK_ASSIGN_OR_RETURN(auto loaded, ctx::load_contexts(d.m, &d.m, providers, options, false));
+  d.context.binaries_read = loaded.files_read;
+  d.context.graphs_from_workspace = loaded.from_workspace;
+  const auto ctx_nodes = std::make_shared<const decltype(loaded.nodes)>(std::move(loaded.nodes));
+  // EPContext nodes go to the provider that recognised them, as single nodes, and no provider is asked about them.
+  for (std::size_t p = 0; p < providers.size(); ++p) {
+    providers[p].get_capability = [p, ctx_nodes, inner = std::move(providers[p].get_capability)](
+                                      const graph_view<graph>& v) {
+      std::vector<capability> caps;
+      std::vector<bool> keep(v.graph().node_count());
+      bool any = false;
+      for (node_id n : v.nodes()) {
+        const auto& nd = v.graph().node(n);
+        if (ctx::is_ep_context_node(nd)) {
+          any = true;
+          if (auto it = ctx_nodes->find(nd.name); it != ctx_nodes->end() && it->second.provider == p)
+            caps.push_back(capability::single(n));
+        } else {
+          keep[n] = true;
+        }
+      }
+      auto rest = any ? inner(graph_view<graph>(v.graph(), std::move(keep))) : inner(v);
+      caps.insert(caps.end(), std::make_move_iterator(rest.begin()), std::make_move_iterator(rest.end()));
+      return caps;
+    };
+  }
+
   // Function operators no provider takes run as their bodies (ONNX Runtime expands them and partitions again).
   const claim_query claimed = [&providers](const graph& g) {
     std::vector<bool> taken(g.node_count());
@@ -497,6 +530,7 @@ Result<std::shared_ptr<const session_core>> session_core::build(model m, std::ve
   oo.level = options.optimization_level();
   oo.fold = fold;
   oo.can_run = can_run;
+  EPSTACK_RETURN_IF_ERROR(ctx::progress(options, "optimize", 0, 1));
   EPSTACK_ASSIGN_OR_RETURN(d.report, optimize(d.m, oo));
   if (!options.optimized_model_filepath().empty()) {
     save_options so;
@@ -510,7 +544,29 @@ Result<std::shared_ptr<const session_core>> session_core::build(model m, std::ve
   for (const auto& p : providers) entries.push_back({p.type_key, p.get_capability, p.why_not});
   partition_options po;
   po.disable_cpu_fallback = options.flag(config_keys::disable_cpu_ep_fallback);
+  EPSTACK_RETURN_IF_ERROR(ctx::progress(options, "partition", 0, 1));
   EPSTACK_ASSIGN_OR_RETURN(d.plan, partition_graph(d.m.graph, entries, po));
+  const auto is_restored = [&](const partition& part) {
+    return !part.is_fused() && part.nodes.size() == 1 && ctx::is_ep_context_node(part.g->node(part.nodes.front()));
+  };
+  if (options.flag(config_keys::disable_model_compile)) {
+    std::vector<graph_plan*> all;
+    collect_plans(d.plan.main, all);
+    std::vector<std::string> pending;
+    for (const auto* gp : all)
+      for (std::size_t k = 0; k < gp->partitions.size(); ++k)
+        if (gp->partitions[k].is_fused())
+          pending.push_back(cat(gp->partitions[k].name, " (", std::to_string(gp->partitions[k].nodes.size()), " nodes)"));
+    if (!pending.empty()) {
+      std::string list;
+      for (std::size_t i = 0; i < pending.size() && i < 8; ++i) list += cat(i ? ", " : "", pending[i]);
+      return Status(errc::model_requires_compilation,
+                    cat("session.disable_model_compile is set but the model still needs compiling: ",
+                        std::to_string(pending.size()), " partition(s) are not in EPContext nodes: ", list,
+                        pending.size() > 8 ? ", ..." : ""));
+    }
+  }
+  if (gen) EPSTACK_RETURN_IF_ERROR(ctx::check_outputs(*gen, d.plan, providers));
 
   // One compile call per provider with all of its partitions, over the main graph and every subgraph.
   std::vector<graph_plan*> plans;
@@ -532,12 +588,41 @@ Result<std::shared_ptr<const session_core>> session_core::build(model m, std::ve
           where.push_back(indices[i][k]);
         }
     if (parts.empty()) continue;
-    auto fns = providers[p].compile(parts);
+    // EPContext nodes are restored from their contexts; the rest is compiled in one call.
+    std::vector<partition> to_compile;
+    std::vector<std::size_t> compile_where;
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+      if (!is_restored(parts[i])) {
+        to_compile.push_back(std::move(parts[i]));
+        compile_where.push_back(where[i]);
+        continue;
+      }
+      const auto& nd = parts[i].g->node(parts[i].nodes.front());
+      const auto& ln = ctx_nodes->at(nd.name);
+      EPSTACK_RETURN_IF_ERROR(ctx::progress(options, "restore", d.context.nodes_loaded, ctx_nodes->size(), nd.name));
+      ep_context_restore rr{ln.graph, ln.binary, &parts[i]};
+      auto fn = providers[p].context->restore(rr);
+      if (!fn)
+        return Status(fn.code() == errc::invalid_graph ? errc::invalid_graph : fn.code(),
+                      cat("EPContext node '", nd.name, "': provider ", providers[p].type_key, " cannot restore graph '",
+                          ln.graph->name, "' from ", ln.binary->origin(), ": ", fn.status().message()));
+      d.functions[where[i]] = std::move(*fn);
+      ++d.context.nodes_loaded;
+    }
+    if (to_compile.empty()) continue;
+    EPSTACK_RETURN_IF_ERROR(ctx::progress(options, "compile", p, providers.size(), providers[p].type_key));
+    auto fns = providers[p].compile(to_compile);
     if (!fns) return Status(fns.code(), cat("provider ", providers[p].type_key, ": compile: ", fns.status().message()));
-    if (fns->size() != parts.size())
+    if (fns->size() != to_compile.size())
       return Status(errc::ep_fail, cat("provider ", providers[p].type_key, " compiled ", std::to_string(fns->size()),
-                                       " functions for ", std::to_string(parts.size()), " partitions"));
-    for (std::size_t i = 0; i < where.size(); ++i) d.functions[where[i]] = std::move((*fns)[i]);
+                                       " functions for ", std::to_string(to_compile.size()), " partitions"));
+    for (std::size_t i = 0; i < compile_where.size(); ++i) d.functions[compile_where[i]] = std::move((*fns)[i]);
+  }
+  if (gen) {
+    const auto& main_index = indices.front();
+    EPSTACK_RETURN_IF_ERROR(ctx::generate(
+        d.m, d.plan, [&](std::size_t k) -> const compute_function& { return d.functions[main_index[k]]; }, providers,
+        *gen, options, d.context));
   }
   d.providers = std::move(providers);
   std::vector<const graph*> scopes;
@@ -619,6 +704,12 @@ const partition_plan& session_core::plan() const noexcept { return impl_->plan; 
 const model& session_core::get_model() const noexcept { return impl_->m; }
 const optimization_report& session_core::optimizations() const noexcept { return impl_->report; }
 int session_core::intra_op_threads() const noexcept { return impl_->pool->size(); }
+const ep_context_report& session_core::ep_context() const noexcept { return impl_->context; }
+
+Status session_core::check_compatibility(const model& m, const std::vector<provider_binding>& providers,
+                                         const session_options& options) {
+  return ctx::load_contexts(m, nullptr, providers, options, true).status();
+}
 namespace {
 void collect_profile(const graph_exec& ge, std::vector<session_core::step_profile>& out) {
   for (const auto& s : ge.steps)

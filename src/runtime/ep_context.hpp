@@ -1,0 +1,73 @@
+#pragma once
+// EPContext models in the session core: loading the contexts an EPContext model names (embedded or in binaries
+// beside it, through the shared workspace with ep.share_ep_contexts), and generating an EPContext model from a
+// compiled session (ep.context_enable). Private to epstack::runtime.
+
+#include <epstack/ep_context_provider.hpp>
+#include <epstack/model.hpp>
+#include <epstack/partition_plan.hpp>
+#include <epstack/session_core.hpp>
+#include <epstack/session_options.hpp>
+
+#include <cstddef>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace epstack::ctx {
+
+/// True for a com.microsoft EPContext node.
+[[nodiscard]] bool is_ep_context_node(const node& n);
+
+/// One EPContext node of a model being loaded, resolved to its provider and compiled graph.
+struct loaded_node {
+  std::size_t provider = 0;
+  std::shared_ptr<const ep_context_binary> binary;
+  const ep_context_graph* graph = nullptr;
+};
+struct load_result {
+  std::map<std::string, loaded_node, std::less<>> nodes;  ///< by node name
+  std::vector<std::string> files_read;
+  std::size_t from_workspace = 0;
+};
+
+/// Resolves every EPContext node of `m`'s main graph. `m` non-null: embedded payloads are moved out of its attributes
+/// (into aligned memory the binaries own); null with `check_only`: nothing is changed, the shared workspace included.
+[[nodiscard]] Result<load_result> load_contexts(const model& src, model* m, const std::vector<provider_binding>& providers,
+                                                const session_options& options, bool check_only);
+
+/// What generation will write, decided before anything is compiled.
+struct generation {
+  std::filesystem::path model_path;  ///< the `_ctx.onnx`
+  std::string model_name;            ///< [model_name] of `[model_name]_[ep].bin`
+  std::string source_filename;       ///< onnx_model_filename
+  std::string prefix;                ///< ep.context_node_name_prefix (or the model name when sharing)
+  int embed_mode = 0;
+  std::string external_initializers;  ///< ep.context_model_external_initializers_file_name
+  bool share = false, stop_share = false;
+};
+
+/// nullopt when ep.context_enable is not 1; errors for a bad or existing output and for a model already compiled.
+[[nodiscard]] Result<std::optional<generation>> plan_generation(const model& m, const session_options& options);
+
+/// After partitioning, before compiling: no binary that would be written may exist.
+[[nodiscard]] Status check_outputs(const generation& gen, const partition_plan& plan,
+                                   const std::vector<provider_binding>& providers);
+
+/// The compiled function of partition k of the main graph.
+using function_of = std::function<const compute_function&(std::size_t k)>;
+
+/// Writes the EPContext model (and binaries) of the compiled session.
+[[nodiscard]] Status generate(const model& m, const partition_plan& plan, const function_of& fn,
+                              const std::vector<provider_binding>& providers, const generation& gen,
+                              const session_options& options, ep_context_report& report);
+
+/// Reports progress; false when the callback cancelled.
+[[nodiscard]] Status progress(const session_options& o, std::string_view stage, std::size_t done, std::size_t total,
+                              std::string_view detail = {});
+
+}  // namespace epstack::ctx
