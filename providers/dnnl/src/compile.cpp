@@ -10,6 +10,7 @@
 
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstring>
 #include <memory>
@@ -96,6 +97,7 @@ struct exec_state {
 };
 
 struct plan {
+  std::vector<laid_weight> laid;  ///< in the order the builder reordered them
   /// Exec states not in use: a call takes one (or makes one) and gives it back, so runs allocate nothing here.
   mutable std::mutex idle_mu;
   mutable std::vector<std::unique_ptr<exec_state>> idle;
@@ -117,6 +119,8 @@ std::shared_ptr<void> aligned_block(std::size_t bytes) {
   return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
 }
 
+std::atomic<std::uint64_t> weight_reorders{0};
+
 /// What a partition's inputs look like for one run.
 struct input_shapes {
   std::vector<dims> sizes;                       ///< per partition input (empty for non-tensors)
@@ -127,8 +131,10 @@ struct input_shapes {
 
 class plan_builder {
  public:
-  plan_builder(const ir& r, const input_shapes& in)
-      : r_(r), in_(in), vd_(r.values.size()), vslot_(r.values.size(), -1), hv_(r.values.size()) {}
+  /// `prelaid`: weights already in their final layout (from an EP context), used where a primitive asks for
+  /// exactly that layout instead of reordering.
+  plan_builder(const ir& r, const input_shapes& in, const std::vector<laid_weight>* prelaid = nullptr)
+      : r_(r), in_(in), vd_(r.values.size()), vslot_(r.values.size(), -1), hv_(r.values.size()), prelaid_(prelaid) {}
 
   Result<std::shared_ptr<plan>> build() {
     try {
@@ -164,6 +170,8 @@ class plan_builder {
       return Status(errc::ep_fail, cat("oneDNN provider: partition '", r_.name, "'", where_text(), ": oneDNN: ", e.what()));
     } catch (const std::bad_alloc&) {
       return Status(errc::fail, cat("oneDNN provider: partition '", r_.name, "': out of memory while planning"));
+    } catch (const std::exception& e) {
+      return Status(errc::ep_fail, cat("oneDNN provider: partition '", r_.name, "'", where_text(), ": ", e.what()));
     }
   }
 
@@ -209,6 +217,15 @@ class plan_builder {
   /// Reorders constant data described by `from` (at `data`) into a block of layout `to`, now. When the data is a
   /// weight read in place from a model file, its pages are then dropped (they map back in if a later plan reads them).
   int reordered_constant(const void* data, const md_t& from, const md_t& to, const tensor* source = nullptr) {
+    const std::size_t k = laid_count_++;
+    if (prelaid_ != nullptr && k < prelaid_->size() && (*prelaid_)[k].md == to) {
+      const auto& w = (*prelaid_)[k];
+      pl_->laid.push_back(w);
+      pl_->constants.push_back(w.data.get());
+      pl_->keep.push_back(w.data);
+      return add_slot({where::constant, static_cast<int>(pl_->constants.size() - 1), to});
+    }
+    weight_reorders.fetch_add(1, std::memory_order_relaxed);
     auto block = aligned_block(to.get_size());
     dn::memory src(from, cpu_engine(), const_cast<void*>(data));
     dn::memory dst(to, cpu_engine(), block.get());
@@ -216,6 +233,7 @@ class plan_builder {
     dn::reorder(src, dst).execute(s, src, dst);
     s.wait();
     if (source != nullptr && source->is_file_backed()) release_file_pages(source->data(), source->byte_size());
+    pl_->laid.push_back({to, block});
     return constant_slot(block.get(), block, to);
   }
 
@@ -1218,6 +1236,8 @@ class plan_builder {
   std::vector<std::optional<std::vector<std::int64_t>>> hv_;  ///< int64 values known when planning (host values)
   std::vector<int> last_use_;     ///< per value: index of the last op reading it (INT_MAX: a partition output)
   std::vector<int> buf_last_op_;  ///< per buffer: the last op reading any value that lives in it
+  const std::vector<laid_weight>* prelaid_ = nullptr;
+  std::size_t laid_count_ = 0;
 };
 
 /// A compiled partition: its operations and the plans made for the input shapes seen so far.
@@ -1278,8 +1298,18 @@ class compiled_partition {
     });
     if (!in) return {};
     auto p = plan_for(*in);
-    return p ? Status{} : p.status();
+    if (!p) return p.status();
+    static_plan_ = *p;
+    return {};
   }
+
+  /// Weights in their final layout for the plan of input shapes `key` (an EP context's), with their owner.
+  void set_prelaid(std::vector<std::int64_t> key, std::vector<laid_weight> w) {
+    prelaid_key_ = std::move(key);
+    prelaid_ = std::move(w);
+  }
+  /// The plan made at compile time for static input shapes (null when the shapes were not known).
+  [[nodiscard]] const std::shared_ptr<const plan>& static_plan() const noexcept { return static_plan_; }
 
   Status run(compute_context& ctx) const {
     // Shapes seen before: the plan is found by comparing the inputs with each plan's key in place (no allocation).
@@ -1373,7 +1403,7 @@ class compiled_partition {
     std::unique_lock lock(mu_);
     for (const auto& p : plans_)
       if (p->key == key) return p;
-    plan_builder b(r_, in);
+    plan_builder b(r_, in, !prelaid_.empty() && key == prelaid_key_ ? &prelaid_ : nullptr);
     auto built = b.build();
     if (!built) return built.status();
     (*built)->key = key;
@@ -1461,11 +1491,61 @@ class compiled_partition {
   ir r_;
   std::vector<bool> value_inputs_;
   std::vector<bool> dims_only_;
+  std::vector<std::int64_t> prelaid_key_;
+  std::vector<laid_weight> prelaid_;
+  std::shared_ptr<const plan> static_plan_;
   mutable std::shared_mutex mu_;
   mutable std::vector<std::shared_ptr<const plan>> plans_;
 };
 
+/// The function `compile` returns for a partition (a named type, so an EP context can find the partition in it).
+struct partition_fn {
+  std::shared_ptr<compiled_partition> c;
+  Status operator()(compute_context& ctx) const { return c->run(ctx); }
+};
+
+// The plan key of the partition's runtime inputs: `key` (over every input) without the entries of constant inputs.
+std::vector<std::int64_t> runtime_key(const ir& r, const std::vector<std::int64_t>& key) {
+  std::vector<std::int64_t> out;
+  std::size_t at = 0;
+  for (int v : r.inputs) {
+    const std::size_t start = at;
+    if (at >= key.size()) return {};
+    at += 1 + static_cast<std::size_t>(key[at]);  // rank, dims
+    if (at >= key.size()) return {};
+    at += 1 + static_cast<std::size_t>(-key[at] - 1);  // -(count)-1, values
+    if (!r.values[static_cast<std::size_t>(v)].constant)
+      out.insert(out.end(), key.begin() + static_cast<std::ptrdiff_t>(start), key.begin() + static_cast<std::ptrdiff_t>(at));
+  }
+  return out;
+}
+
 }  // namespace
+
+Result<ep_context_record> serialize(const partition& part, const compute_function& fn, ep_context_builder& b) {
+  const auto* pf = fn.target<partition_fn>();
+  if (pf == nullptr)
+    return Status(errc::ep_fail, cat("oneDNN provider: partition '", part.name, "' was not compiled by this provider"));
+  const auto& c = *pf->c;
+  const auto& sp = c.static_plan();
+  std::vector<std::int64_t> key;
+  if (sp) key = runtime_key(c.operations(), sp->key);
+  return encode_context(c.operations(), sp ? &key : nullptr, sp ? &sp->laid : nullptr, b);
+}
+
+Result<compute_function> restore(const ep_context_restore& rr) {
+  auto d = decode_context(rr);
+  if (!d) return d.status();
+  try {
+    auto c = std::make_shared<compiled_partition>(std::move(d->r));
+    if (!d->laid.empty()) c->set_prelaid(std::move(d->key), std::move(d->laid));
+    if (auto st = c->prepare(*rr.part->g); !st)
+      return Status(errc::invalid_graph, cat("the restored operations do not plan: ", st.message()));
+    return compute_function(partition_fn{std::move(c)});
+  } catch (const dn::error& e) {
+    return Status(errc::invalid_graph, cat("oneDNN provider: restoring '", rr.graph->name, "': oneDNN: ", e.what()));
+  }
+}
 
 Result<std::vector<compute_function>> compile(std::span<const partition> parts) {
   std::vector<compute_function> fns;
@@ -1475,7 +1555,7 @@ Result<std::vector<compute_function>> compile(std::span<const partition> parts) 
     if (!r) return r.status();
     auto c = std::make_shared<compiled_partition>(std::move(*r));
     if (auto st = c->prepare(*p.g); !st) return st;
-    fns.emplace_back([c](compute_context& ctx) { return c->run(ctx); });
+    fns.emplace_back(partition_fn{std::move(c)});
   }
   return fns;
 }
@@ -1489,6 +1569,20 @@ std::vector<std::string> describe(const partition& p) {
 std::string library_version() {
   const auto* v = dn::version();
   return cat(std::to_string(v->major), ".", std::to_string(v->minor), ".", std::to_string(v->patch));
+}
+
+std::uint64_t weight_reorder_count() { return weight_reorders.load(std::memory_order_relaxed); }
+
+bool isa_supported(std::string_view recorded) {
+  static constexpr std::string_view order[] = {"sse41", "avx", "avx2", "avx2_vnni", "avx512_core", "avx512_core_vnni",
+                                               "avx512_core_bf16", "avx512_core_amx"};
+  const auto rank = [](std::string_view isa) {
+    for (std::size_t i = 0; i < std::size(order); ++i)
+      if (order[i] == isa) return static_cast<int>(i);
+    return -1;
+  };
+  const int want = rank(recorded), have = rank(cpu_isa());
+  return want >= 0 && have >= want;
 }
 
 std::string cpu_isa() {

@@ -5,6 +5,7 @@
 // epstack::dnnl.
 
 #include <epstack/compute.hpp>
+#include <epstack/ep_context_provider.hpp>
 #include <epstack/errors.hpp>
 #include <epstack/tensor.hpp>
 
@@ -12,6 +13,7 @@
 
 #include <cstdint>
 #include <climits>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -80,6 +82,26 @@ struct ir {
   std::vector<ir_op> ops;
   std::vector<int> inputs, outputs;  ///< value of each partition input and output
 };
+
+/// A constant reordered into the layout a primitive chose (weights): kept in the plan so that an EP context can
+/// store it, and given back to the plan builder when a context is restored (then nothing is reordered).
+struct laid_weight {
+  dn::memory::desc md;
+  std::shared_ptr<const void> data;
+};
+
+/// An EP context record of a compiled partition: its operations (constants as tensors of the binary, partition
+/// inputs that are constants dropped from the boundary) and, when it was planned at compile time, the plan's input
+/// key and its weights in their final layout.
+[[nodiscard]] Result<ep_context_record> encode_context(const ir& r, const std::vector<std::int64_t>* key,
+                                                       const std::vector<laid_weight>* laid, ep_context_builder& b);
+struct decoded_context {
+  ir r;
+  std::vector<std::int64_t> key;
+  std::vector<laid_weight> laid;
+};
+/// Reads a record back; every index, size and enumerator is checked (invalid_graph). Tensors are read in place.
+[[nodiscard]] Result<decoded_context> decode_context(const ep_context_restore& rr);
 
 /// Builds and fuses the operations of partition `p`.
 [[nodiscard]] Result<ir> build_ir(const partition& p);

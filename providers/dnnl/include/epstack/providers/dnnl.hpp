@@ -13,7 +13,11 @@
 #include <epstack/compute.hpp>
 #include <epstack/errors.hpp>
 #include <epstack/graph_view.hpp>
+#include <epstack/ep_context_provider.hpp>
 #include <epstack/provider_concepts.hpp>
+
+#include <array>
+#include <cstdint>
 
 #include <span>
 #include <string>
@@ -38,6 +42,13 @@ namespace dnnl_ep {
 /// at planning a matrix product's first constant-row binary_add becomes oneDNN's bias argument, and a full-size
 /// binary_add (a residual) its sum post-op.
 [[nodiscard]] std::vector<std::string> describe(const partition& p);
+/// EP context: a compiled partition (a function `compile` returned) as a record of the context binary, and back.
+[[nodiscard]] Result<ep_context_record> serialize(const partition& part, const compute_function& fn, ep_context_builder& b);
+[[nodiscard]] Result<compute_function> restore(const ep_context_restore& r);
+/// Whether a context compiled for CPU ISA `recorded` runs here (this machine's ISA is the same or a superset).
+[[nodiscard]] bool isa_supported(std::string_view recorded);
+/// Constants (weights) reordered into a primitive's layout so far in this process (restored contexts reorder none).
+[[nodiscard]] std::uint64_t weight_reorder_count();
 }  // namespace dnnl_ep
 
 /// @brief The oneDNN execution provider. Copyable and stateless: compiled partitions own what they need.
@@ -53,6 +64,18 @@ struct dnnl_provider {
   [[nodiscard]] Result<std::vector<compute_function>> compile(std::span<const partition> parts) const {
     return dnnl_ep::compile(parts);
   }
+
+  // EP context (ep_context_provider): the oneDNN version and the CPU ISA oneDNN selected are recorded and checked.
+  static constexpr std::array<std::string_view, 1> source_keys{type_key};
+  static constexpr bool multi_graph_context = true;
+  [[nodiscard]] std::string ep_sdk_version() const { return dnnl_ep::library_version(); }
+  [[nodiscard]] std::string hardware_architecture() const { return dnnl_ep::cpu_isa(); }
+  [[nodiscard]] bool hardware_supported(std::string_view recorded) const { return dnnl_ep::isa_supported(recorded); }
+  [[nodiscard]] Result<ep_context_record> serialize(const partition& p, const compute_function& fn,
+                                                    ep_context_builder& b) const {
+    return dnnl_ep::serialize(p, fn, b);
+  }
+  [[nodiscard]] Result<compute_function> restore(const ep_context_restore& r) const { return dnnl_ep::restore(r); }
 };
 
 }  // namespace epstack

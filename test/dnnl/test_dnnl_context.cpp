@@ -1,0 +1,195 @@
+// The oneDNN provider's EP context: a compiled partition written to a context binary (its operations after fusion and
+// its weights in the layout oneDNN chose) and restored from it without optimising or reordering anything again; the
+// oneDNN version and CPU ISA checks.
+#include <epstack/ep_context_attributes.hpp>
+#include <epstack/model_zoo.hpp>
+#include <epstack/onnx_io.hpp>
+#include <epstack/providers/cpu.hpp>
+#include <epstack/providers/dnnl.hpp>
+#include <epstack/session.hpp>
+
+#include "../support/temp_dir.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+using namespace epstack;
+namespace fs = std::filesystem;
+
+namespace {
+
+using dnnl_session = session<dnnl_provider, cpu_provider>;
+static_assert(ep_context_provider<dnnl_provider>);
+
+model with_static_input(model m, const std::vector<std::int64_t>& sizes) {
+  auto& rec = m.graph.value(m.graph.inputs().front());
+  std::vector<dimension> dims;
+  for (auto d : sizes) dims.emplace_back(d);
+  rec.type = type_info::tensor_of(rec.type.elem, shape(std::move(dims)));
+  return m;
+}
+
+tensor ids_tensor(std::int64_t batch, std::int64_t seq) {
+  tensor t(element_type::int64, {batch, seq});
+  for (std::int64_t i = 0; i < batch * seq; ++i) t.typed<std::int64_t>()[i] = (i * 37 + 11) % 500;
+  return t;
+}
+
+session_options options(int embed = -1) {
+  session_options so;
+  so.set_intra_op_threads(2);
+  if (embed >= 0) {
+    so.set_config(config_keys::ep_context_enable, "1");
+    so.set_config(config_keys::ep_context_embed_mode, std::to_string(embed));
+  }
+  return so;
+}
+
+void same_outputs(const std::vector<tensor>& a, const std::vector<tensor>& b) {
+  REQUIRE(a.size() == b.size());
+  for (std::size_t k = 0; k < a.size(); ++k) {
+    REQUIRE(a[k].element_count() == b[k].element_count());
+    double worst = 0;
+    for (std::size_t i = 0; i < a[k].element_count(); ++i)
+      worst = std::max(worst, static_cast<double>(std::fabs(a[k].typed<float>()[i] - b[k].typed<float>()[i])));
+    INFO("output ", k, " max |diff| ", worst);
+    CHECK(worst <= 1e-5);
+  }
+}
+
+struct zoo_case {
+  const char* name;
+  model m;
+  std::vector<named_tensor> feeds;
+};
+
+std::vector<zoo_case> cases() {
+  zoo::transformer_config cfg;
+  cfg.layers = 2;
+  return {
+      {"convnet", with_static_input(zoo::make_convnet({8, 16}, 32, 10), {2, 3, 32, 32}),
+       {{"image", zoo::random_tensor({2, 3, 32, 32}, 5, 1.0f)}}},
+      {"mlp", with_static_input(zoo::make_mlp({64, 128, 96, 10}), {4, 64}), {{"input", zoo::random_tensor({4, 64}, 3, 1.0f)}}},
+      {"transformer", with_static_input(zoo::make_transformer(cfg), {2, 16}), {{"input_ids", ids_tensor(2, 16)}}},
+  };
+}
+
+}  // namespace
+
+TEST_CASE("oneDNN EP context: written once, restored without optimising or reordering weights, same outputs") {
+  for (auto& c : cases()) {
+    for (int embed : {0, 1}) {
+      CAPTURE(std::string(c.name));
+      CAPTURE(embed);
+      test::temp_dir dir;
+      const auto src = dir / (std::string(c.name) + ".onnx");
+      REQUIRE(save_model(c.m, src).is_ok());
+      auto gen = dnnl_session::create(src, options(embed));
+      REQUIRE_MESSAGE(gen.is_ok(), gen.status().message());
+      REQUIRE(gen->ep_context().nodes_written >= 1);
+      auto want = gen->run(c.feeds);
+      REQUIRE_MESSAGE(want.is_ok(), want.status().message());
+      const auto ctx = dir / (std::string(c.name) + "_ctx.onnx");
+      CHECK(fs::is_regular_file(ctx));
+      CHECK(fs::exists(dir / (std::string(c.name) + "_dnnl.bin")) == (embed == 0));
+
+      auto cm = load_model(ctx);
+      REQUIRE(cm.is_ok());
+      for (node_id n = 0; n < cm->graph.node_count(); ++n) {
+        const auto& nd = cm->graph.node(n);
+        if (nd.op_type != "EPContext") continue;
+        auto a = read_attributes<ep_context_attributes>(nd.attributes, nd.name);
+        REQUIRE(a.is_ok());
+        CHECK(a->source == "DnnlExecutionProvider");
+        CHECK(a->ep_sdk_version == dnnl_ep::library_version());
+        CHECK(a->hardware_architecture == dnnl_ep::cpu_isa());
+      }
+
+      const auto reorders = dnnl_ep::weight_reorder_count();
+      session_options no_compile = options();
+      no_compile.set_config(config_keys::disable_model_compile, "1");
+      auto loaded = dnnl_session::create(ctx, no_compile);
+      REQUIRE_MESSAGE(loaded.is_ok(), loaded.status().message());
+      CHECK(loaded->ep_context().nodes_loaded == gen->ep_context().nodes_written);
+      CHECK(dnnl_ep::weight_reorder_count() == reorders);  // the weights came in their final layout
+      auto got = loaded->run(c.feeds);
+      REQUIRE_MESSAGE(got.is_ok(), got.status().message());
+      CHECK(dnnl_ep::weight_reorder_count() == reorders);
+      same_outputs(*got, *want);
+    }
+  }
+}
+
+TEST_CASE("oneDNN EP context: another oneDNN version or a CPU ISA this machine lacks is refused, saying both") {
+  test::temp_dir dir;
+  auto c = cases().front();
+  REQUIRE(save_model(c.m, dir / "convnet.onnx").is_ok());
+  REQUIRE(dnnl_session::create(dir / "convnet.onnx", options(0)).is_ok());
+  auto bin = ep_context_binary::open(dir / "convnet_dnnl.bin");
+  REQUIRE(bin.is_ok());
+  // The same contexts, re-recorded as if made by another oneDNN or for another ISA.
+  const auto rewrite = [&](const std::string& sdk, const std::string& isa) {
+    ep_context_builder b(bin->provider(), sdk, isa);
+    for (const auto& t : bin->tensors()) b.add_tensor(t.name, t.type, t.shape, t.data);
+    for (const auto& g : bin->graphs())
+      REQUIRE(b.add_graph(g.name, g.inputs, g.outputs, std::vector<std::byte>(g.payload.begin(), g.payload.end()), g.tensors)
+                  .is_ok());
+    REQUIRE(b.write(dir / "convnet_dnnl.bin", true).is_ok());
+  };
+  const auto original = test::read_file(dir / "convnet_dnnl.bin");
+  session_options so;
+  rewrite("1.0.0", dnnl_ep::cpu_isa());
+  auto v = dnnl_session::create(dir / "convnet_ctx.onnx", so);
+  REQUIRE_FALSE(v.is_ok());
+  CHECK(v.status().code() == errc::invalid_graph);
+  CHECK(v.status().message().find("SDK version '1.0.0'") != std::string::npos);
+  CHECK(v.status().message().find("'" + dnnl_ep::library_version() + "'") != std::string::npos);
+  rewrite(dnnl_ep::library_version(), "avx512_core_amx_future");
+  auto h = dnnl_session::create(dir / "convnet_ctx.onnx", so);
+  REQUIRE_FALSE(h.is_ok());
+  CHECK(h.status().code() == errc::invalid_graph);
+  CHECK(h.status().message().find("hardware architecture 'avx512_core_amx_future'") != std::string::npos);
+  CHECK(h.status().message().find("'" + dnnl_ep::cpu_isa() + "'") != std::string::npos);
+  CHECK(dnnl_session::check_compatibility(dir / "convnet_ctx.onnx").code() == errc::invalid_graph);
+  // An older ISA than this machine's is fine.
+  CHECK(dnnl_ep::isa_supported("sse41"));
+  CHECK_FALSE(dnnl_ep::isa_supported("nonsense"));
+  test::write_file(dir / "convnet_dnnl.bin", original);
+  CHECK(dnnl_session::check_compatibility(dir / "convnet_ctx.onnx").is_ok());
+}
+
+TEST_CASE("oneDNN EP context: a damaged record is invalid_graph, never a crash") {
+  test::temp_dir dir;
+  auto c = cases()[1];
+  REQUIRE(save_model(c.m, dir / "mlp.onnx").is_ok());
+  REQUIRE(dnnl_session::create(dir / "mlp.onnx", options(0)).is_ok());
+  auto bin = ep_context_binary::open(dir / "mlp_dnnl.bin");
+  REQUIRE(bin.is_ok());
+  REQUIRE(bin->graphs().size() == 1);
+  const auto& g0 = bin->graphs()[0];
+  // Truncations and flipped bytes of the payload, re-hashed so that only the record itself is wrong.
+  std::size_t refused = 0, tried = 0;
+  for (std::size_t cut = 0; cut < g0.payload.size(); cut += std::max<std::size_t>(1, g0.payload.size() / 40)) {
+    for (int mode = 0; mode < 2; ++mode) {
+      std::vector<std::byte> p(g0.payload.begin(), g0.payload.end());
+      if (mode == 0) p.resize(cut);
+      else p[cut] ^= std::byte{0xff};
+      ep_context_builder b(bin->provider(), bin->sdk_version(), bin->hardware_architecture());
+      for (const auto& t : bin->tensors()) b.add_tensor(t.name, t.type, t.shape, t.data);
+      REQUIRE(b.add_graph(g0.name, g0.inputs, g0.outputs, p, g0.tensors).is_ok());
+      REQUIRE(b.write(dir / "mlp_dnnl.bin", true).is_ok());
+      auto s = dnnl_session::create(dir / "mlp_ctx.onnx", options());
+      ++tried;
+      if (!s.is_ok()) {
+        ++refused;
+        CHECK(s.status().code() == errc::invalid_graph);
+      }
+    }
+  }
+  INFO(refused, " of ", tried, " damaged records refused");
+  CHECK(refused * 2 >= tried);  // every truncation; flips of names or values may still describe a valid plan
+}
