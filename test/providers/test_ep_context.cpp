@@ -1,6 +1,7 @@
 // EPContext models: generation (ep.context_enable), loading, the rules of ep-context-design.md and ONNX Runtime's
 // behaviours, weight sharing. The providers are the tests' toy EP-context providers, which compile and restore for
 // real (test_providers.hpp); the CPU provider runs the rest.
+#include <epstack/compile_model.hpp>
 #include <epstack/ep_context_attributes.hpp>
 #include <epstack/model_zoo.hpp>
 #include <epstack/onnx_io.hpp>
@@ -648,4 +649,67 @@ TEST_CASE("Weight sharing: N models give N _ctx.onnx and one binary with identic
     sessions[0].reset();
     for (int i = 1; i < n_models; ++i) check_close(run_x(*sessions[static_cast<std::size_t>(i)]), ref);
   }
+}
+
+TEST_CASE("compile_model: path or buffer in and out, the flags, and a model written even when nothing compiled") {
+  test::temp_dir dir;
+  const auto src = write_model(chain_model(), dir / "model.onnx");
+  const auto ref = reference(src);
+  compile_options co;
+  co.input_path = src;
+  co.output_path = dir / "out" / "compiled.onnx";
+  fs::create_directory(dir / "out");
+  auto r = compile_model<toy>(co);
+  REQUIRE_MESSAGE(r.is_ok(), r.status().message());
+  CHECK(r->nodes_written == 2);
+  CHECK(r->model_written == fs::absolute(dir / "out" / "compiled.onnx"));
+  CHECK(fs::is_regular_file(dir / "out" / "model_toy.bin"));
+  CHECK(file_count(dir / "out") == 2);  // no working folder left behind
+  auto l = toy_session::create(dir / "out" / "compiled.onnx");
+  REQUIRE_MESSAGE(l.is_ok(), l.status().message());
+  check_close(run_x(*l), ref);
+
+  // error_if_output_file_exists (the default) refuses; without it the outputs are replaced.
+  auto again = compile_model<toy>(co);
+  REQUIRE_FALSE(again.is_ok());
+  CHECK(again.status().code() == errc::invalid_argument);
+  CHECK(again.status().message().find("exists already") != std::string::npos);
+  co.error_if_output_file_exists = false;
+  auto replaced = compile_model<toy>(co);
+  REQUIRE_MESSAGE(replaced.is_ok(), replaced.status().message());
+  CHECK(file_count(dir / "out") == 2);
+
+  // Buffer in, buffer out (embed_mode 1); a buffer output with embed_mode 0 is refused.
+  const std::string bytes = test::read_file(src);
+  compile_options cb;
+  cb.input_bytes = std::as_bytes(std::span(bytes.data(), bytes.size()));
+  std::vector<std::byte> out;
+  cb.output_buffer = &out;
+  auto no = compile_model<toy>(cb);
+  REQUIRE_FALSE(no.is_ok());
+  CHECK(no.status().message().find("embed_mode 1") != std::string::npos);
+  cb.embed_mode = 1;
+  auto b = compile_model<toy>(cb);
+  REQUIRE_MESSAGE(b.is_ok(), b.status().message());
+  REQUIRE(!out.empty());
+  auto lb = toy_session::create(std::span<const std::byte>(out));
+  REQUIRE_MESSAGE(lb.is_ok(), lb.status().message());
+  check_close(run_x(*lb), ref);
+
+  // Nothing compiled: the model is written anyway, unless error_if_no_nodes_compiled.
+  toy none;
+  none.ops = {"NoSuchOp"};
+  compile_options cn;
+  cn.input_path = src;
+  cn.output_path = dir / "plain.onnx";
+  auto p = compile_model<toy>(cn, {none, cpu_provider{}});
+  REQUIRE_MESSAGE(p.is_ok(), p.status().message());
+  CHECK(p->nodes_written == 0);
+  CHECK(fs::is_regular_file(dir / "plain.onnx"));
+  cn.output_path = dir / "plain2.onnx";
+  cn.error_if_no_nodes_compiled = true;
+  auto e = compile_model<toy>(cn, {none, cpu_provider{}});
+  REQUIRE_FALSE(e.is_ok());
+  CHECK(e.status().code() == errc::ep_fail);
+  CHECK_FALSE(fs::exists(dir / "plain2.onnx"));
 }
