@@ -1,7 +1,9 @@
 #!/bin/sh
 # The main job: build the epstack tool, write a residual convolutional network with epstack's own model-building API
-# (epstack::zoo; weights in an external data file), show its partition plan, and run it on the default provider stack,
-# printing a summary of its outputs and the timing. Usage: scripts/main.sh [BUILD_DIR]   (default: build)
+# (epstack::zoo; weights in an external data file), show its partition plan, compile it to an EPContext model with the
+# default provider stack (every provider of the build: oneDNN, then the CPU), inspect that model and its context
+# binary, and run it from the EPContext model on the default stack, printing a summary of its outputs and the timing.
+# Usage: scripts/main.sh [BUILD_DIR]   (default: build)
 set -eu
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
@@ -15,8 +17,11 @@ fi
 cmake --build "$BUILD" --target epstack_cli -j "$(nproc)"
 OUT="$BUILD/main-job"
 mkdir -p "$OUT"
-rm -f "$OUT/convnet.onnx" "$OUT/convnet.onnx.data"
+rm -f "$OUT"/convnet*
 "$BUILD/tools/epstack" generate convnet "$OUT/convnet.onnx" --channels 32,64,128 --size 128 --external
 "$BUILD/tools/epstack" inspect "$OUT/convnet.onnx"
-"$BUILD/tools/epstack" partition "$OUT/convnet.onnx" | head -n 12
-"$BUILD/tools/epstack" run "$OUT/convnet.onnx" --dims N=4
+"$BUILD/tools/epstack" partition "$OUT/convnet.onnx" --providers default | head -n 12
+# Compile once (the batch fixed at 4, so weights are laid out now), then load the compiled model: nothing is compiled.
+"$BUILD/tools/epstack" compile "$OUT/convnet.onnx" --dims N=4 -o "$OUT/convnet_ctx.onnx"
+"$BUILD/tools/epstack" inspect "$OUT/convnet_ctx.onnx" | sed -n '/^EPContext nodes/,$p'
+"$BUILD/tools/epstack" run "$OUT/convnet_ctx.onnx" --providers default --config session.disable_model_compile=1

@@ -109,7 +109,7 @@ inline Result<std::vector<std::pair<std::string, std::string>>> key_values(const
   return r;
 }
 
-/// Session options from --threads, --config k=v (repeatable) and --opt.
+/// Session options from --threads, --config k=v (repeatable), --free-dims k=v,... (free dimension overrides) and --opt.
 inline Result<session_options> session_options_from(const args& a) {
   session_options so;
   if (auto t = a.get("--threads")) {
@@ -120,6 +120,14 @@ inline Result<session_options> session_options_from(const args& a) {
   for (const auto& c : a.all("--config")) {
     EPSTACK_ASSIGN_OR_RETURN(auto kvs, key_values(c, "--config"));
     for (const auto& [k, v] : kvs) so.set_config(k, v);
+  }
+  if (auto d = a.get("--free-dims")) {
+    EPSTACK_ASSIGN_OR_RETURN(auto kvs, key_values(*d, "--free-dims"));
+    for (const auto& [k, v] : kvs) {
+      EPSTACK_ASSIGN_OR_RETURN(auto n, to_int(v, "--free-dims"));
+      if (n < 1) return Status(errc::invalid_argument, "--free-dims values must be positive");
+      so.add_free_dimension_override(k, n);
+    }
   }
   if (auto o = a.get("--opt")) {
     if (*o == "all") so.set_graph_optimization_level(graph_optimization_level::all);
@@ -141,10 +149,21 @@ inline const std::vector<std::string>& stack_names() {
   return names;
 }
 
+/// The stack used when --providers is not given to `compile` and `ctxgen`: every provider of the build.
+inline std::string default_stack() {
+#if defined(EPSTACK_WITH_DNNL)
+  return "dnnl,cpu";
+#else
+  return "cpu";
+#endif
+}
+
 /// Calls `f(std::type_identity<Session>{})` for the session type of the stack named `providers`; invalid_argument
 /// listing the stacks when there is none of that name.
 template <class F>
-Status with_stack(const std::string& providers, F&& f) {
+Status with_stack(const std::string& providers_in, F&& f) {
+  // "default": every provider of the build (default_stack()).
+  const std::string providers = providers_in == "default" ? default_stack() : providers_in;
   if (providers == "cpu" || providers.empty()) {
     f(std::type_identity<session<cpu_provider>>{});
     return {};
@@ -299,5 +318,7 @@ int generate(const std::vector<std::string>& argv);
 int run(const std::vector<std::string>& argv);
 int partition(const std::vector<std::string>& argv);
 int perf(const std::vector<std::string>& argv);
+int compile(const std::vector<std::string>& argv);
+int ctxgen(const std::vector<std::string>& argv);
 
 }  // namespace epstack::cli

@@ -1,13 +1,18 @@
 // epstack inspect and epstack generate.
 #include "cli.hpp"
 
+#include <epstack/ep_context_attributes.hpp>
+#include <epstack/ep_context_binary.hpp>
 #include <epstack/graph_algorithms.hpp>
+#include <epstack/path_rules.hpp>
 #include <epstack/model_zoo.hpp>
 #include <epstack/onnx_io.hpp>
 
 #include <cstdio>
 #include <iostream>
 #include <map>
+#include <memory>
+#include <set>
 
 namespace epstack::cli {
 namespace {
@@ -44,7 +49,75 @@ void count_nodes(const graph& g, counts& c, bool sub) {
   }
 }
 
+void print_binary(const ep_context_binary& b, std::uint64_t file_bytes, const std::string& indent) {
+  std::uint64_t data = 0;
+  for (const auto& t : b.tensors()) data += t.data.size();
+  std::cout << indent << "provider " << b.provider() << ", SDK " << b.sdk_version() << ", hardware "
+            << b.hardware_architecture() << ", format " << b.format_version() << ", " << human_bytes(file_bytes)
+            << ", verified\n";
+  std::cout << indent << "tensors: " << b.tensors().size() << " (" << human_bytes(data) << ", each stored once)\n";
+  std::cout << indent << "graphs: " << b.graphs().size() << "\n";
+  for (const auto& g : b.graphs()) {
+    std::uint64_t gb = 0;
+    for (auto i : g.tensors) gb += b.tensors()[i].data.size();
+    std::cout << indent << "  " << g.name << ": " << g.inputs.size() << " inputs, " << g.outputs.size() << " outputs, "
+              << g.tensors.size() << " tensors (" << human_bytes(gb) << "), record " << human_bytes(g.payload.size()) << "\n";
+  }
+}
+
+int inspect_binary(const std::string& path) {
+  auto b = ep_context_binary::open(path);
+  if (!b) return fail(b.status());
+  std::cout << "EP context binary: " << path << "\n";
+  print_binary(*b, std::filesystem::file_size(path), "  ");
+  return 0;
+}
+
+// The EPContext nodes of a model and the contexts they name (each verified).
+void print_ep_context_nodes(const model& m, const std::string& path) {
+  const auto& g = m.graph;
+  std::size_t count = 0;
+  for (node_id n = 0; n < g.node_count(); ++n) count += g.node(n).op_type == "EPContext" ? 1 : 0;
+  if (count == 0) return;
+  std::cout << "EPContext nodes: " << count << "\n";
+  std::set<std::string> shown;
+  for (node_id n = 0; n < g.node_count(); ++n) {
+    const auto& nd = g.node(n);
+    if (nd.op_type != "EPContext") continue;
+    auto a = read_attributes<ep_context_attributes>(nd.attributes, nd.name);
+    if (!a) {
+      std::cout << "  " << nd.name << ": " << a.status().message() << "\n";
+      continue;
+    }
+    std::cout << "  " << nd.name << ": source " << a->source << ", main_context " << a->main_context << ", embed_mode "
+              << a->embed_mode << ", " << nd.inputs.size() << " inputs, " << nd.outputs.size() << " outputs\n";
+    std::cout << "    partition_name '" << a->partition_name << "', SDK " << a->ep_sdk_version << ", hardware "
+              << a->hardware_architecture << (a->onnx_model_filename.empty() ? "" : ", from " + a->onnx_model_filename)
+              << "\n";
+    if (a->main_context != 1) continue;
+    if (a->embed_mode == 1) {
+      std::cout << "    embedded context, " << human_bytes(a->ep_cache_context.size()) << ":\n";
+      auto owner = std::make_shared<std::string>(a->ep_cache_context);
+      auto b = ep_context_binary::from_bytes(std::as_bytes(std::span(owner->data(), owner->size())), owner);
+      if (b) print_binary(*b, owner->size(), "      ");
+      else std::cout << "      " << b.status().message() << "\n";
+    } else {
+      std::cout << "    context binary '" << a->ep_cache_context << "'\n";
+      if (!shown.insert(a->ep_cache_context).second) continue;
+      auto full = resolve_file_in_folder(std::filesystem::path(path).parent_path(), a->ep_cache_context, "context binary");
+      if (!full) {
+        std::cout << "      " << full.status().message() << "\n";
+        continue;
+      }
+      auto b = ep_context_binary::open(*full);
+      if (b) print_binary(*b, std::filesystem::file_size(*full), "      ");
+      else std::cout << "      " << b.status().message() << "\n";
+    }
+  }
+}
+
 int inspect_model(const std::string& path) {
+  if (path.size() > 4 && path.ends_with(".bin")) return inspect_binary(path);
   auto m = load_model(path);
   if (!m) return fail(m.status());
   const auto& g = m->graph;
@@ -79,6 +152,7 @@ int inspect_model(const std::string& path) {
     for (const auto& [k, v] : m->metadata) std::cout << "  " << k << " = " << v << "\n";
   }
   if (!m->functions.empty()) std::cout << "functions: " << m->functions.size() << "\n";
+  print_ep_context_nodes(*m, path);
   return 0;
 }
 
@@ -156,7 +230,7 @@ int generate_impl(const std::vector<std::string>& argv) {
 }  // namespace
 
 int inspect(const std::vector<std::string>& argv) {
-  if (argv.size() != 1) return usage_error("usage: epstack inspect MODEL");
+  if (argv.size() != 1) return usage_error("usage: epstack inspect MODEL|CONTEXT.bin");
   return inspect_model(argv[0]);
 }
 int generate(const std::vector<std::string>& argv) { return generate_impl(argv); }

@@ -315,7 +315,7 @@ int perf_with(const args& a, const perf_options& po) {
 
 int perf(const std::vector<std::string>& argv) {
   auto a = args::parse(argv, {"--model", "--providers", "--threads", "--warmup", "--iters", "--creates", "--dims",
-                              "--out-dir", "--max-seconds", "--seed", "--id-max", "--opt", "--config"},
+                              "--out-dir", "--max-seconds", "--seed", "--id-max", "--opt", "--config", "--free-dims"},
                        {"--profile"});
   if (!a) return usage_error(a.status().message());
   perf_options po;

@@ -134,7 +134,7 @@ int partition_with(const args& a, const std::string& model_path) {
 
 int run(const std::vector<std::string>& argv) {
   auto a = args::parse(argv, {"--providers", "--threads", "--input-dir", "--output-dir", "--config", "--dims", "--opt",
-                              "--seed", "--id-max"});
+                              "--seed", "--id-max", "--free-dims"});
   if (!a) return usage_error(a.status().message());
   if (a->positional.size() != 1) return usage_error("usage: epstack run MODEL [options]");
   int rc = 0;

@@ -57,9 +57,13 @@ struct folder_guard {
 /// `error_if_no_nodes_compiled`, and whatever creating the session reports.
 template <class... P>
 [[nodiscard]] Result<ep_context_report> compile_model(const compile_options& o,
-                                                      typename session<P...>::providers_type providers = {}) {
+                                                      typename session<P...>::providers_type providers = {});
+
+/// `compile_model` for a session type `S` (a `basic_session<...>`, e.g. `session<dnnl_provider>`).
+template <class S>
+[[nodiscard]] Result<ep_context_report> compile_model_for(const compile_options& o,
+                                                          typename S::providers_type providers = {}) {
   namespace fs = std::filesystem;
-  using S = session<P...>;
   if (o.input_path.empty() == o.input_bytes.empty())
     return Status(errc::invalid_argument, "compile_model: give exactly one input, a path or a buffer");
   if (o.output_path.empty() == (o.output_buffer == nullptr))
@@ -134,6 +138,11 @@ template <class... P>
   report.model_written = final_path;
   for (auto& b : report.binaries_written) b = final_path.parent_path() / b.filename();
   return report;
+}
+
+template <class... P>
+Result<ep_context_report> compile_model(const compile_options& o, typename session<P...>::providers_type providers) {
+  return compile_model_for<session<P...>>(o, std::move(providers));
 }
 
 }  // namespace epstack

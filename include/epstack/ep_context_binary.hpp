@@ -3,17 +3,17 @@
 /// @brief The EP context binary: what a provider compiled (one or more graphs, each with the provider's own payload)
 /// and the tensors those graphs use, each stored once by content, in a file (`[model]_[ep].bin`, EPContext
 /// `embed_mode` 0) or inside an EPContext node (`embed_mode` 1). Everything in it is untrusted when read back: a
-/// binary is verified completely (header, sizes, the flatbuffers verifier, every offset, a whole-file hash and one hash
-/// per tensor) before anything in it is used, and every failure is `invalid_graph` naming the binary and saying what
+/// binary is verified completely (header, sizes, the flatbuffers verifier, every offset, and a hash of every byte after
+/// the header, which covers the tensors) before anything in it is used, and every failure is `invalid_graph` naming the binary and saying what
 /// was expected and what was found.
 ///
 /// Layout (little-endian):
 ///   bytes 0-63   header: magic "EPSTKCTX", format version (u32), reserved (u32), flatbuffer offset and size,
-///                data-section offset and size (u64 each), xxhash64 of every byte after the header, xxhash64 of the
+///                data-section offset and size (u64 each), XXH3-64 of every byte after the header, xxhash64 of the
 ///                header's first 56 bytes;
 ///   then         the flatbuffer (schema/ep_context.fbs, file identifier "EPCX"): provider, SDK version, hardware
 ///                architecture, graphs (name, inputs, outputs, payload, tensor indices), tensors (name, element type,
-///                shape, offset, length, xxhash64);
+///                shape, offset, length, xxhash64: the content identity de-duplication uses);
 ///   then         the data section, 64-byte aligned in the file, each tensor at a 64-byte aligned offset in it.
 /// A file is memory-mapped and its tensors are read in place, never copied. Files are written to a temporary name
 /// beside the target and renamed, so a crash never leaves a partial binary.
@@ -33,7 +33,7 @@
 namespace epstack {
 
 /// The format version this build writes and reads.
-inline constexpr std::uint32_t ep_context_format_version = 1;
+inline constexpr std::uint32_t ep_context_format_version = 2;
 
 /// A tensor of a context binary, read in place.
 struct ep_context_tensor {

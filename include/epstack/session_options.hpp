@@ -95,6 +95,17 @@ class session_options {
   }
   [[nodiscard]] bool profiling() const noexcept { return profiling_; }
 
+  /// ONNX Runtime's `AddFreeDimensionOverrideByName`: the symbolic dimension `name` of the graph inputs is fixed to
+  /// `value` before anything else, so shapes are static for the optimiser and the providers (which then plan, and an
+  /// EP context stores, the final weight layouts at compile time).
+  session_options& add_free_dimension_override(std::string name, std::int64_t value) {
+    dim_overrides_[std::move(name)] = value;
+    return *this;
+  }
+  [[nodiscard]] const std::map<std::string, std::int64_t, std::less<>>& free_dimension_overrides() const noexcept {
+    return dim_overrides_;
+  }
+
   /// A callback told of the preparation's progress, which may cancel it (see `progress_callback`).
   session_options& set_progress_callback(progress_callback f) {
     progress_ = std::move(f);
@@ -109,6 +120,7 @@ class session_options {
   std::filesystem::path optimized_model_path_;
   bool profiling_ = false;
   progress_callback progress_;
+  std::map<std::string, std::int64_t, std::less<>> dim_overrides_;
 };
 
 }  // namespace epstack

@@ -484,6 +484,31 @@ Result<std::shared_ptr<const session_core>> session_core::build(model m, std::ve
   d.pool = std::make_unique<thread_pool>(options.intra_op_threads());
   d.profiling = options.profiling();
 
+  // Free dimension overrides: symbolic input dims fixed, and shapes inferred again with them.
+  if (!options.free_dimension_overrides().empty()) {
+    bool changed = false;
+    auto& g = d.m.graph;
+    for (value_id v : g.inputs()) {
+      auto& t = g.value(v).type;
+      if (!t.dims) continue;
+      for (auto& dim : t.dims->dims())
+        if (dim.is_symbolic())
+          if (auto it = options.free_dimension_overrides().find(dim.param); it != options.free_dimension_overrides().end()) {
+            if (it->second < 0)
+              return Status(errc::invalid_argument, cat("free dimension override '", it->first, "' is negative"));
+            dim = dimension(it->second);
+            changed = true;
+          }
+    }
+    if (changed) {
+      // Inferred types of intermediate values are recomputed from the new input shapes.
+      for (value_id v = 0; v < g.value_count(); ++v)
+        if (!g.value(v).is_graph_input && !g.value(v).is_graph_output && !g.value(v).initializer && g.value(v).producer != no_id)
+          g.value(v).type = {};
+      EPSTACK_RETURN_IF_ERROR(infer_shapes(d.m).with_context("applying free dimension overrides"));
+    }
+  }
+
   // EP contexts: what generation would write is refused now if it exists (before anything is compiled); the contexts
   // an EPContext model names are loaded and verified before anything else is done.
   EPSTACK_ASSIGN_OR_RETURN(auto gen, ctx::plan_generation(d.m, options));

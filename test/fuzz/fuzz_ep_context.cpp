@@ -62,7 +62,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   put64(b.data() + 24, fb_size);
   put64(b.data() + 32, data_off);
   put64(b.data() + 40, b.size() - data_off);
-  put64(b.data() + 48, XXH64(b.data() + 64, b.size() - 64, 0));
+  put64(b.data() + 48, XXH3_64bits(b.data() + 64, b.size() - 64));
   put64(b.data() + 56, XXH64(b.data(), 56, 0));
   auto r = epstack::ep_context_binary::from_bytes(b, nullptr, "fuzz input");
   if (r) {

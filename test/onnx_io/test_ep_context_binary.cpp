@@ -64,7 +64,7 @@ void rehash(std::vector<std::byte>& b) {
   const auto put = [&](std::size_t at, std::uint64_t v) {
     for (int i = 0; i < 8; ++i) b[at + static_cast<std::size_t>(i)] = static_cast<std::byte>((v >> (8 * i)) & 0xff);
   };
-  put(48, XXH64(b.data() + 64, b.size() - 64, 0));
+  put(48, XXH3_64bits(b.data() + 64, b.size() - 64));
   put(56, XXH64(b.data(), 56, 0));
 }
 
@@ -178,12 +178,12 @@ TEST_CASE("damaged EP context binaries are refused with invalid_graph, saying wh
   dflip[good.size() - 5] ^= std::byte{1};
   CHECK(open_error(dir, dflip).find("content hash") != std::string::npos);
   // Behind valid hashes: a format version this build does not read; a flatbuffer that fails the verifier; a tensor
-  // whose bytes no longer match its own hash; a data section shorter than the header says.
+  // whose bytes no longer match its own hash (accepted); a data section shorter than the header says.
   auto v2 = good;
-  v2[8] = std::byte{2};
+  v2[8] = std::byte{3};
   rehash(v2);
   const auto v2e = open_error(dir, v2);
-  CHECK(v2e.find("format version 2, expected 1") != std::string::npos);
+  CHECK(v2e.find("format version 3, expected 2") != std::string::npos);
   auto fbroot = good;
   for (std::size_t i = 64; i < 68; ++i) fbroot[i] = std::byte{0xff};  // the root table's offset
   rehash(fbroot);
@@ -191,8 +191,9 @@ TEST_CASE("damaged EP context binaries are refused with invalid_graph, saying wh
   auto tflip = good;
   tflip[good.size() - 64 + 3] ^= std::byte{1};  // decode.b, the last tensor: 28 bytes at the last 64-byte slot
   rehash(tflip);
-  const auto te = open_error(dir, tflip);
-  CHECK(te.find("tensor 'decode.b' is corrupted") != std::string::npos);
+  // (Accepted: the content hash is what vouches for the bytes; a tensor's own hash is its identity for
+  // de-duplication, not re-computed at load, so each byte is hashed once.)
+  CHECK(open_error(dir, tflip).empty());
   auto shortdata = good;
   shortdata.resize(good.size() - 64);
   rehash(shortdata);

@@ -137,3 +137,54 @@ TEST_CASE("epstack refuses unknown stacks, options and files with a message and 
   CHECK(cmd.code == 2);
   CHECK(cmd.out.find("unknown command 'fly'") != std::string::npos);
 }
+
+TEST_CASE("epstack compile, inspect and ctxgen: EPContext models from the command line, run from them") {
+  test::temp_dir dir;
+  for (const char* name : {"a", "b"}) {
+    auto g = epstack_cli("generate convnet " + (dir / (std::string(name) + ".onnx")).string() + " --channels 8,16 --size 32");
+    REQUIRE_MESSAGE(g.code == 0, g.out);
+  }
+  // compile with the default stack (every provider of the build), then run from the compiled model.
+  auto c = epstack_cli("compile " + (dir / "a.onnx").string() + " --dims N=2 --threads 2");
+  REQUIRE_MESSAGE(c.code == 0, c.out);
+  CHECK(c.out.find("wrote " + (dir / "a_ctx.onnx").string()) != std::string::npos);
+  CHECK(fs::is_regular_file(dir / "a_ctx.onnx"));
+  auto again = epstack_cli("compile " + (dir / "a.onnx").string());
+  CHECK(again.code == 1);
+  CHECK(again.out.find("exists already") != std::string::npos);
+  auto r = epstack_cli("run " + (dir / "a_ctx.onnx").string() + " --providers default --threads 2");
+  REQUIRE_MESSAGE(r.code == 0, r.out);
+  CHECK(r.out.find("output logits: float[2,10]") != std::string::npos);
+#if defined(EPSTACK_WITH_DNNL)
+  CHECK(fs::is_regular_file(dir / "a_dnnl.bin"));
+  auto i = epstack_cli("inspect " + (dir / "a_ctx.onnx").string());
+  REQUIRE_MESSAGE(i.code == 0, i.out);
+  CHECK(i.out.find("EPContext nodes: 1") != std::string::npos);
+  CHECK(i.out.find("context binary 'a_dnnl.bin'") != std::string::npos);
+  CHECK(i.out.find("verified") != std::string::npos);
+  auto ib = epstack_cli("inspect " + (dir / "a_dnnl.bin").string());
+  REQUIRE_MESSAGE(ib.code == 0, ib.out);
+  CHECK(ib.out.find("provider DnnlExecutionProvider") != std::string::npos);
+  // ctxgen: two models sharing weights, N + 1 files, the option rules of ONNX Runtime's tool.
+  fs::create_directory(dir / "share");
+  fs::copy(dir / "a.onnx", dir / "share" / "m1.onnx");
+  fs::copy(dir / "a.onnx", dir / "share" / "m2.onnx");
+  auto refused = epstack_cli("ctxgen -e dnnl -C \"ep.context_file_path|x.onnx\" " + (dir / "share" / "m1.onnx").string());
+  CHECK(refused.code == 1);
+  CHECK(refused.out.find("ep.context_file_path is refused") != std::string::npos);
+  auto dup = epstack_cli("ctxgen -e dnnl -C \"k|1 k|2\" " + (dir / "share" / "m1.onnx").string());
+  CHECK(dup.code == 1);
+  CHECK(dup.out.find("given twice") != std::string::npos);
+  auto x = epstack_cli("ctxgen -e dnnl -v " + (dir / "share" / "m1.onnx").string() + "," + (dir / "share" / "m2.onnx").string());
+  REQUIRE_MESSAGE(x.code == 0, x.out);
+  std::size_t files = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir / "share")) ++files;
+  CHECK(files == 5);  // m1.onnx, m2.onnx, m1_ctx.onnx, m2_ctx.onnx, m1_dnnl.bin
+  CHECK(fs::is_regular_file(dir / "share" / "m1_dnnl.bin"));
+  auto rs = epstack_cli("run " + (dir / "share" / "m2_ctx.onnx").string() + " --providers dnnl --dims N=1");
+  REQUIRE_MESSAGE(rs.code == 0, rs.out);
+  auto h = epstack_cli("ctxgen -h");
+  CHECK(h.code == 0);
+  CHECK(h.out.find("-C \"k|v ...\"") != std::string::npos);
+#endif
+}
