@@ -13,6 +13,14 @@
 
 namespace epstack {
 
+/// True when `name` is a non-empty relative path without `..` (what a model may name inside its folder).
+[[nodiscard]] inline bool is_plain_relative(const std::filesystem::path& name) {
+  if (name.empty() || name.is_absolute() || name.has_root_name() || name.has_root_directory()) return false;
+  for (const auto& part : name)
+    if (part == "..") return false;
+  return true;
+}
+
 /// @brief Resolves `name` against `folder`. `what` names the file's role for messages (e.g. "external data of
 /// initializer 'w'"). invalid_graph for an empty, absolute or `..`-containing name, a path that leaves the folder
 /// through a link, or one that is not a regular file; no_such_file when it does not exist.

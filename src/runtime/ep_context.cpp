@@ -171,8 +171,7 @@ Result<load_result> load_contexts(const model& src, model* m, const std::vector<
       // The workspace is keyed by the binary's absolute path, so a later session finds its graphs there without
       // touching the file; a name that is not plain and relative never gets that far.
       const fs::path rel(cn.a.ep_cache_context);
-      bool plain = !rel.empty() && rel.is_relative() && !rel.has_root_name();
-      for (const auto& part : rel) plain = plain && part != "..";
+      const bool plain = is_plain_relative(rel);
       std::error_code ec;
       if (plain) cn.path_key = fs::absolute(*folder / rel, ec).lexically_normal().string();
       if (share && plain) {
@@ -334,9 +333,7 @@ Result<std::optional<generation>> plan_generation(const model& m, const session_
   if (gen.share && gen.prefix.empty()) gen.prefix = gen.model_name + "_";
   if (auto x = options.config(config_keys::ep_context_external_initializers_file); x && !x->empty()) {
     const fs::path rel(*x);
-    bool dots = false;
-    for (const auto& part : rel) dots = dots || part == "..";
-    if (rel.is_absolute() || dots || !rel.has_filename())
+    if (!is_plain_relative(rel) || !rel.has_filename())
       return Status(errc::invalid_argument, cat("ep.context_model_external_initializers_file_name must be a file name "
                                                 "relative to the EP context model's folder, found '", *x, "'"));
     if (fs::exists(gen.model_path.parent_path() / rel, ec))

@@ -166,11 +166,11 @@ struct context_provider {
     std::vector<capability> r;
     for (node_id seed : taken) {
       if (comp[seed] != SIZE_MAX) continue;
-      std::vector<node_id> group{seed}, todo{seed};
+      std::vector<node_id> group{seed}, frontier{seed};
       comp[seed] = r.size();
-      while (!todo.empty()) {
-        const node_id n = todo.back();
-        todo.pop_back();
+      while (!frontier.empty()) {
+        const node_id n = frontier.back();
+        frontier.pop_back();
         std::vector<node_id> near;
         for (value_id x : g.node(n).inputs)
           if (x != no_id && g.value(x).producer != no_id) near.push_back(g.value(x).producer);
@@ -180,7 +180,7 @@ struct context_provider {
           if (comp[m] == SIZE_MAX && std::find(taken.begin(), taken.end(), m) != taken.end()) {
             comp[m] = r.size();
             group.push_back(m);
-            todo.push_back(m);
+            frontier.push_back(m);
           }
       }
       meta_def md;

@@ -221,9 +221,7 @@ class plan_builder {
     if (prelaid_ != nullptr && k < prelaid_->size() && (*prelaid_)[k].md == to) {
       const auto& w = (*prelaid_)[k];
       pl_->laid.push_back(w);
-      pl_->constants.push_back(w.data.get());
-      pl_->keep.push_back(w.data);
-      return add_slot({where::constant, static_cast<int>(pl_->constants.size() - 1), to});
+      return constant_slot(w.data.get(), w.data, to);
     }
     weight_reorders.fetch_add(1, std::memory_order_relaxed);
     auto block = aligned_block(to.get_size());
