@@ -70,6 +70,12 @@ int inspect_binary(const std::string& path) {
   if (!b) return fail(b.status());
   std::cout << "EP context binary: " << path << "\n";
   print_binary(*b, std::filesystem::file_size(path), "  ");
+  std::cout << "  tensor table:\n";
+  for (const auto& t : b->tensors()) {
+    std::cout << "    " << t.name << ": " << to_string(t.type) << "[";
+    for (std::size_t i = 0; i < t.shape.size(); ++i) std::cout << (i ? "," : "") << t.shape[i];
+    std::cout << "], " << human_bytes(t.data.size()) << "\n";
+  }
   return 0;
 }
 

@@ -193,3 +193,39 @@ TEST_CASE("oneDNN EP context: a damaged record is invalid_graph, never a crash")
   INFO(refused, " of ", tried, " damaged records refused");
   CHECK(refused * 2 >= tried);  // every truncation; flips of names or values may still describe a valid plan
 }
+
+TEST_CASE("oneDNN EP context: each weight is stored once, laid out; other layouts are reordered back from it") {
+  struct ignore_guard {
+    ignore_guard() { dnnl_ep::set_ignore_stored_layouts(true); }
+    ~ignore_guard() { dnnl_ep::set_ignore_stored_layouts(false); }
+  };
+  for (auto& c : cases()) {
+    CAPTURE(std::string(c.name));
+    test::temp_dir dir;
+    const auto src = dir / (std::string(c.name) + ".onnx");
+    REQUIRE(save_model(c.m, src).is_ok());
+    std::size_t weight_bytes = 0;
+    for (value_id v : c.m.graph.initializers()) weight_bytes += c.m.graph.value(v).initializer->byte_size();
+    auto gen = dnnl_session::create(src, options(0));
+    REQUIRE_MESSAGE(gen.is_ok(), gen.status().message());
+    auto want = gen->run(c.feeds);
+    REQUIRE(want.is_ok());
+    auto bin = ep_context_binary::open(dir / (std::string(c.name) + "_dnnl.bin"));
+    REQUIRE(bin.is_ok());
+    std::size_t laid = 0, plain = 0;
+    for (const auto& t : bin->tensors()) (t.name.starts_with("laid") ? laid : plain) += t.data.size();
+    INFO("model weights ", weight_bytes, " B; context: laid out ", laid, " B, as in the model ", plain, " B");
+    CHECK(laid >= weight_bytes / 2);
+    CHECK(plain * 3 < weight_bytes);  // the big weights are there once, laid out, and not also as in the model
+
+    const auto ctx = dir / (std::string(c.name) + "_ctx.onnx");
+    const auto reorders = dnnl_ep::weight_reorder_count();
+    ignore_guard g;
+    auto loaded = dnnl_session::create(ctx, options());
+    REQUIRE_MESSAGE(loaded.is_ok(), loaded.status().message());
+    CHECK(dnnl_ep::weight_reorder_count() > reorders);  // planned anew from the weights reordered back
+    auto got = loaded->run(c.feeds);
+    REQUIRE_MESSAGE(got.is_ok(), got.status().message());
+    same_outputs(*got, *want);
+  }
+}

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <climits>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <numeric>
@@ -120,6 +121,7 @@ std::shared_ptr<void> aligned_block(std::size_t bytes) {
 }
 
 std::atomic<std::uint64_t> weight_reorders{0};
+std::atomic<bool> ignore_stored_layouts{false};
 
 /// What a partition's inputs look like for one run.
 struct input_shapes {
@@ -133,8 +135,11 @@ class plan_builder {
  public:
   /// `prelaid`: weights already in their final layout (from an EP context), used where a primitive asks for
   /// exactly that layout instead of reordering.
-  plan_builder(const ir& r, const input_shapes& in, const std::vector<laid_weight>* prelaid = nullptr)
-      : r_(r), in_(in), vd_(r.values.size()), vslot_(r.values.size(), -1), hv_(r.values.size()), prelaid_(prelaid) {}
+  /// `stored` and `deferred`: a restored partition's laid-out weights and the constants kept only in that form.
+  plan_builder(const ir& r, const input_shapes& in, const std::vector<laid_weight>* prelaid = nullptr,
+               const std::vector<laid_weight>* stored = nullptr, const std::vector<deferred_constant>* deferred = nullptr)
+      : r_(r), in_(in), vd_(r.values.size()), vslot_(r.values.size(), -1), hv_(r.values.size()), prelaid_(prelaid),
+        stored_(stored), deferred_(deferred) {}
 
   Result<std::shared_ptr<plan>> build() {
     try {
@@ -211,12 +216,30 @@ class plan_builder {
     return add_slot({where::constant, static_cast<int>(pl_->constants.size() - 1), md});
   }
   int constant_slot(const tensor& t, const md_t& md) {
-    auto holder = std::make_shared<tensor>(t);
+    auto holder = std::make_shared<tensor>(plain_of(t));
     return constant_slot(holder->data(), holder, md);
   }
-  /// Reorders constant data described by `from` (at `data`) into a block of layout `to`, now. When the data is a
-  /// weight read in place from a model file, its pages are then dropped (they map back in if a later plan reads them).
-  int reordered_constant(const void* data, const md_t& from, const md_t& to, const tensor* source = nullptr) {
+  /// Constant `t` itself: `t`, or for a constant a context kept only laid out, that weight reordered back (once per
+  /// plan; only plans other than the context's own ever need it).
+  const tensor& plain_of(const tensor& t) {
+    if (deferred_ == nullptr || t.empty()) return t;
+    for (const auto& d : *deferred_) {
+      if (d.at != t.data()) continue;
+      if (auto it = materialized_.find(d.at); it != materialized_.end()) return it->second;
+      const auto& w = (*stored_)[d.laid];
+      tensor out = tensor::uninitialized(t.type(), t.sizes());
+      dn::memory src(w.md, cpu_engine(), const_cast<void*>(w.data.get()));
+      dn::memory dst(w.from, cpu_engine(), out.mutable_data());
+      dn::stream s(cpu_engine());
+      dn::reorder(src, dst).execute(s, src, dst);
+      s.wait();
+      return materialized_.emplace(d.at, std::move(out)).first->second;
+    }
+    return t;
+  }
+  /// Reorders constant `source`, described by `from`, into a block of layout `to`, now. When the data is a weight
+  /// read in place from a model file, its pages are then dropped (they map back in if a later plan reads them).
+  int reordered_constant(const tensor& source, const md_t& from, const md_t& to) {
     const std::size_t k = laid_count_++;
     if (prelaid_ != nullptr && k < prelaid_->size() && (*prelaid_)[k].md == to) {
       const auto& w = (*prelaid_)[k];
@@ -224,14 +247,18 @@ class plan_builder {
       return constant_slot(w.data.get(), w.data, to);
     }
     weight_reorders.fetch_add(1, std::memory_order_relaxed);
+    const tensor& plain = plain_of(source);
     auto block = aligned_block(to.get_size());
-    dn::memory src(from, cpu_engine(), const_cast<void*>(data));
+    dn::memory src(from, cpu_engine(), const_cast<std::byte*>(plain.data()));
     dn::memory dst(to, cpu_engine(), block.get());
     dn::stream s(cpu_engine());
     dn::reorder(src, dst).execute(s, src, dst);
     s.wait();
-    if (source != nullptr && source->is_file_backed()) release_file_pages(source->data(), source->byte_size());
-    pl_->laid.push_back({to, block});
+    if (plain.is_file_backed()) release_file_pages(plain.data(), plain.byte_size());
+    // Only a blocked layout reorders back (not Winograd's): only then may a context store this copy alone.
+    const bool whole = source.type() == element_type::float32 && from.get_size() == source.byte_size() &&
+                       to.data.format_kind == dnnl_blocked;
+    pl_->laid.push_back({to, block, whole ? from : md_t(), whole ? source.data() : nullptr});
     return constant_slot(block.get(), block, to);
   }
 
@@ -284,7 +311,12 @@ class plan_builder {
   }
   const dims& dims_of(int v) {
     const auto i = static_cast<std::size_t>(v);
-    if (!hv_[i] && !(r_.values[i].input >= 0 && !r_.values[i].constant)) (void)slot_of(v);
+    const auto& c = r_.values[i].constant;
+    if (!hv_[i] && c && vslot_[i] < 0) {  // a constant's dims, without giving it a slot (a weight may never need one)
+      vd_[i].assign(c->sizes().begin(), c->sizes().end());
+      return vd_[i];
+    }
+    if (!hv_[i] && !(r_.values[i].input >= 0 && !c)) (void)slot_of(v);
     return vd_[i];
   }
   void define(int v, int s, dims d) {
@@ -622,7 +654,7 @@ class plan_builder {
     // The source in the layout the primitive chose, the weights reordered once, the destination, then the step.
     const auto emit = [&](const auto& pd, auto prim) {
       const int s = as_md(slot_of(op.in[0]), pd.src_desc());
-      const int ws = reordered_constant(w.data(), w_src, pd.weights_desc(), &w);
+      const int ws = reordered_constant(w, w_src, pd.weights_desc());
       t = dst_slot(pd.dst_desc(), out);
       std::vector<std::pair<int, int>> args{{DNNL_ARG_SRC, s}, {DNNL_ARG_WEIGHTS, ws}, {DNNL_ARG_DST, t}};
       if (has_bias) args.emplace_back(DNNL_ARG_BIAS, constant_slot(op.bias, bias_md));
@@ -749,7 +781,7 @@ class plan_builder {
     int sb = -1;
     if (const_b) {
       const tensor& bt = *r_.values[static_cast<std::size_t>(op.in[1])].constant;
-      sb = reordered_constant(bt.data(), matrix_md(eb, op.trans_b), pd.weights_desc(), &bt);
+      sb = reordered_constant(bt, matrix_md(eb, op.trans_b), pd.weights_desc());
     } else {
       sb = sb_runtime;
     }
@@ -1235,6 +1267,9 @@ class plan_builder {
   std::vector<int> last_use_;     ///< per value: index of the last op reading it (INT_MAX: a partition output)
   std::vector<int> buf_last_op_;  ///< per buffer: the last op reading any value that lives in it
   const std::vector<laid_weight>* prelaid_ = nullptr;
+  const std::vector<laid_weight>* stored_ = nullptr;
+  const std::vector<deferred_constant>* deferred_ = nullptr;
+  std::map<const void*, tensor> materialized_;
   std::size_t laid_count_ = 0;
 };
 
@@ -1302,9 +1337,10 @@ class compiled_partition {
   }
 
   /// Weights in their final layout for the plan of input shapes `key` (an EP context's), with their owner.
-  void set_prelaid(std::vector<std::int64_t> key, std::vector<laid_weight> w) {
+  void set_prelaid(std::vector<std::int64_t> key, std::vector<laid_weight> w, std::vector<deferred_constant> deferred) {
     prelaid_key_ = std::move(key);
     prelaid_ = std::move(w);
+    deferred_ = std::move(deferred);
   }
   /// The plan made at compile time for static input shapes (null when the shapes were not known).
   [[nodiscard]] const std::shared_ptr<const plan>& static_plan() const noexcept { return static_plan_; }
@@ -1401,7 +1437,8 @@ class compiled_partition {
     std::unique_lock lock(mu_);
     for (const auto& p : plans_)
       if (p->key == key) return p;
-    plan_builder b(r_, in, !prelaid_.empty() && key == prelaid_key_ ? &prelaid_ : nullptr);
+    plan_builder b(r_, in, !prelaid_.empty() && key == prelaid_key_ && !ignore_stored_layouts.load(std::memory_order_relaxed) ? &prelaid_ : nullptr,
+                   &prelaid_, deferred_.empty() ? nullptr : &deferred_);
     auto built = b.build();
     if (!built) return built.status();
     (*built)->key = key;
@@ -1491,6 +1528,7 @@ class compiled_partition {
   std::vector<bool> dims_only_;
   std::vector<std::int64_t> prelaid_key_;
   std::vector<laid_weight> prelaid_;
+  std::vector<deferred_constant> deferred_;
   std::shared_ptr<const plan> static_plan_;
   mutable std::shared_mutex mu_;
   mutable std::vector<std::shared_ptr<const plan>> plans_;
@@ -1536,7 +1574,7 @@ Result<compute_function> restore(const ep_context_restore& rr) {
   if (!d) return d.status();
   try {
     auto c = std::make_shared<compiled_partition>(std::move(d->r));
-    if (!d->laid.empty()) c->set_prelaid(std::move(d->key), std::move(d->laid));
+    if (!d->laid.empty()) c->set_prelaid(std::move(d->key), std::move(d->laid), std::move(d->deferred));
     if (auto st = c->prepare(*rr.part->g); !st)
       return Status(errc::invalid_graph, cat("the restored operations do not plan: ", st.message()));
     return compute_function(partition_fn{std::move(c)});
@@ -1570,6 +1608,7 @@ std::string library_version() {
 }
 
 std::uint64_t weight_reorder_count() { return weight_reorders.load(std::memory_order_relaxed); }
+void set_ignore_stored_layouts(bool ignore) { ignore_stored_layouts.store(ignore, std::memory_order_relaxed); }
 
 bool isa_supported(std::string_view recorded) {
   static constexpr std::string_view order[] = {"sse41", "avx", "avx2", "avx2_vnni", "avx512_core", "avx512_core_vnni",

@@ -5,7 +5,9 @@
 
 #include <epstack/detail/cat.hpp>
 
+#include <algorithm>
 #include <cstring>
+#include <unordered_map>
 #include <limits>
 #include <type_traits>
 
@@ -15,7 +17,7 @@ using detail::cat;
 
 namespace {
 
-constexpr char magic[8] = {'E', 'P', 'S', 'D', 'N', 'N', 'L', '1'};
+constexpr char magic[8] = {'E', 'P', 'S', 'D', 'N', 'N', 'L', '2'};
 
 class writer {
  public:
@@ -86,16 +88,24 @@ class reader {
   bool ok_ = true;
 };
 
-// Tensors of the record: -1 for an empty tensor, else an index into the record's tensor list.
+// Tensors of the record: -1 for an empty tensor; -2 - k for a constant stored only as laid weight k (its dims
+// follow); else an index into the record's tensor list.
 struct tensor_table {
   ep_context_builder* b = nullptr;
   ep_context_record* rec = nullptr;
-  std::int32_t add(const std::string& name, const tensor& t) {
-    if (t.empty()) return -1;
+  const std::vector<laid_weight>* laid = nullptr;
+  std::unordered_map<const void*, std::size_t> laid_of;  ///< source constant's data -> laid weight
+  void add(writer& w, const std::string& name, const tensor& t) {
+    if (t.empty()) return w.put(std::int32_t{-1});
+    if (auto it = laid_of.find(t.data()); it != laid_of.end() && t.type() == element_type::float32 &&
+                                          (*laid)[it->second].from.get_size() == t.byte_size()) {
+      w.put(static_cast<std::int32_t>(-2 - static_cast<std::int64_t>(it->second)));
+      return w.vec(std::vector<std::int64_t>(t.sizes().begin(), t.sizes().end()));
+    }
     const auto idx = b->add_tensor(name, t.type(), t.sizes(),
                                    std::span<const std::byte>(static_cast<const std::byte*>(t.data()), t.byte_size()));
     rec->tensors.push_back(idx);
-    return static_cast<std::int32_t>(rec->tensors.size() - 1);
+    w.put(static_cast<std::int32_t>(rec->tensors.size() - 1));
   }
 };
 
@@ -120,10 +130,10 @@ void put_op(writer& w, const ir_op& op, tensor_table& tt, std::size_t index) {
   w.put(op.group);
   w.put(static_cast<std::uint8_t>(op.ceil_mode));
   const std::string base = cat("op", std::to_string(index), ".");
-  w.put(tt.add(base + "weights", op.weights));
-  w.put(tt.add(base + "bias", op.bias));
-  w.put(tt.add(base + "mean", op.mean));
-  w.put(tt.add(base + "variance", op.variance));
+  tt.add(w, base + "weights", op.weights);
+  tt.add(w, base + "bias", op.bias);
+  tt.add(w, base + "mean", op.mean);
+  tt.add(w, base + "variance", op.variance);
   w.put(static_cast<std::int32_t>(op.alg));
   w.put(op.alpha);
   w.put(op.beta);
@@ -146,15 +156,64 @@ void put_op(writer& w, const ir_op& op, tensor_table& tt, std::size_t index) {
   }
 }
 
+// A weight layout read from a context: a dense f32 blocked layout with sane blocks, strides and sizes, so that
+// nothing oneDNN computes from it (sizes, offsets) divides by zero, overflows or reaches past its bytes.
+bool valid_weight_layout(const dnnl_memory_desc_t& md) {
+  constexpr std::int64_t limit = std::int64_t{1} << 40;
+  if (md.ndims < 1 || md.ndims > DNNL_MAX_NDIMS || md.data_type != dnnl_f32 || md.format_kind != dnnl_blocked ||
+      md.offset0 != 0 || md.extra.flags != 0)
+    return false;
+  const auto& b = md.format_desc.blocking;
+  if (b.inner_nblks < 0 || b.inner_nblks > DNNL_MAX_NDIMS) return false;
+  std::int64_t block[DNNL_MAX_NDIMS], inner = 1;
+  std::fill(block, block + DNNL_MAX_NDIMS, std::int64_t{1});
+  for (int i = 0; i < b.inner_nblks; ++i) {
+    if (b.inner_blks[i] < 1 || b.inner_blks[i] > 1024 || b.inner_idxs[i] < 0 || b.inner_idxs[i] >= md.ndims) return false;
+    block[b.inner_idxs[i]] *= b.inner_blks[i];
+    inner *= b.inner_blks[i];
+    if (inner > limit) return false;
+  }
+  for (int k = 0; k < md.ndims; ++k)
+    if (md.dims[k] < 1 || md.dims[k] > limit || md.padded_dims[k] < md.dims[k] || md.padded_dims[k] > limit ||
+        md.padded_dims[k] % block[k] != 0 || md.padded_offsets[k] != 0 || b.strides[k] < 0 || b.strides[k] > limit)
+      return false;
+  return true;
+}
+
 }  // namespace
 
 Result<ep_context_record> encode_context(const ir& r, const std::vector<std::int64_t>* key,
                                          const std::vector<laid_weight>* laid, ep_context_builder& b) {
   ep_context_record rec;
-  tensor_table tt{&b, &rec};
+  tensor_table tt{&b, &rec, laid, {}};
   writer w;
   for (char c : magic) w.put(c);
   w.str(r.name);
+  // The compile-time plan's weights in their final layout, first: constants that one of them holds whole are stored
+  // only in that form (each weight once in the binary).
+  const bool has_plan = key != nullptr && laid != nullptr;
+  w.put(static_cast<std::uint8_t>(has_plan));
+  if (has_plan) {
+    w.vec(*key);
+    w.put(static_cast<std::uint32_t>(laid->size()));
+    for (std::size_t i = 0; i < laid->size(); ++i) {
+      const auto& lw = (*laid)[i];
+      w.put(lw.md.data);  // dnnl_memory_desc_t: plain data, read back only by the same oneDNN version
+      const bool whole = lw.source != nullptr && lw.from.get_size() != 0;
+      w.put(static_cast<std::uint8_t>(whole));
+      if (whole) {
+        w.put(lw.from.data);
+        tt.laid_of.emplace(lw.source, i);
+      }
+      const auto n = static_cast<std::int64_t>(lw.md.get_size());
+      const std::int64_t shape[1] = {n};
+      const auto idx = b.add_tensor(cat("laid", std::to_string(i)), element_type::uint8, shape,
+                                    std::span<const std::byte>(static_cast<const std::byte*>(lw.data.get()),
+                                                               static_cast<std::size_t>(n)));
+      rec.tensors.push_back(idx);
+      w.put(static_cast<std::int32_t>(rec.tensors.size() - 1));
+    }
+  }
   // Values; partition inputs that are constants leave the boundary (the EPContext node does not take them).
   std::vector<int> input_pos(r.values.size(), -1);
   std::vector<int> runtime_inputs;
@@ -167,7 +226,8 @@ Result<ep_context_record> encode_context(const ir& r, const std::vector<std::int
   for (std::size_t i = 0; i < r.values.size(); ++i) {
     const auto& v = r.values[i];
     w.str(v.name);
-    w.put(v.constant ? tt.add(v.name, *v.constant) : std::int32_t{-1});
+    if (v.constant) tt.add(w, v.name, *v.constant);
+    else w.put(std::int32_t{-1});
     w.put(static_cast<std::int32_t>(input_pos[i]));
     w.vec(v.outputs);
   }
@@ -175,24 +235,6 @@ Result<ep_context_record> encode_context(const ir& r, const std::vector<std::int
   for (std::size_t i = 0; i < r.ops.size(); ++i) put_op(w, r.ops[i], tt, i);
   w.vec(runtime_inputs);
   w.vec(r.outputs);
-  // The compile-time plan's weights in their final layout.
-  const bool has_plan = key != nullptr && laid != nullptr;
-  w.put(static_cast<std::uint8_t>(has_plan));
-  if (has_plan) {
-    w.vec(*key);
-    w.put(static_cast<std::uint32_t>(laid->size()));
-    for (std::size_t i = 0; i < laid->size(); ++i) {
-      const auto& lw = (*laid)[i];
-      w.put(lw.md.data);  // dnnl_memory_desc_t: plain data, read back only by the same oneDNN version
-      const auto n = static_cast<std::int64_t>(lw.md.get_size());
-      const std::int64_t shape[1] = {n};
-      const auto idx = b.add_tensor(cat("laid", std::to_string(i)), element_type::uint8, shape,
-                                    std::span<const std::byte>(static_cast<const std::byte*>(lw.data.get()),
-                                                               static_cast<std::size_t>(n)));
-      rec.tensors.push_back(idx);
-      w.put(static_cast<std::int32_t>(rec.tensors.size() - 1));
-    }
-  }
   rec.payload = std::move(w.bytes());
   return rec;
 }
@@ -206,16 +248,71 @@ Result<decoded_context> decode_context(const ep_context_restore& rr) {
     if (in.get<char>() != c) return bad("not a oneDNN provider record");
   const auto tensors = rr.tensors();
   const std::shared_ptr<const void> owner = rr.binary;
+  decoded_context d;
+  ir& r = d.r;
+  r.name = in.str();
+  // The compile-time plan's weights in place: used only where a primitive asks for exactly their layout and size.
+  const auto read_md = [&](dn::memory::desc& out, bool plain) -> bool {
+    const auto md = in.get<dnnl_memory_desc_t>();
+    if (!in.ok()) return false;
+    // Winograd weights (an opaque layout) are only ever compared with what a primitive asks for, never read by a
+    // reorder; a blocked layout is checked through.
+    if (!plain && md.format_kind == dnnl_format_kind_wino && md.ndims >= 1 && md.ndims <= DNNL_MAX_NDIMS &&
+        md.data_type == dnnl_f32) {
+      out = dn::memory::desc(md);
+      return true;
+    }
+    if (!valid_weight_layout(md) || (plain && md.format_desc.blocking.inner_nblks != 0)) return false;
+    out = dn::memory::desc(md);
+    return true;
+  };
+  std::vector<bool> whole;
+  if (in.get<std::uint8_t>() != 0) {
+    d.key = in.vec<std::int64_t>();
+    const auto nl = in.get<std::uint32_t>();
+    if (!in.ok() || nl > tensors.size()) return bad("truncated weight list");
+    for (std::uint32_t i = 0; i < nl; ++i) {
+      laid_weight lw;
+      if (!read_md(lw.md, false)) return bad("weight " + std::to_string(i) + " has an invalid layout");
+      whole.push_back(in.get<std::uint8_t>() != 0);
+      if (whole.back()) {
+        if (lw.md.data.format_kind != dnnl_blocked) return bad("weight " + std::to_string(i) + " cannot be reordered back");
+        if (!read_md(lw.from, true)) return bad("weight " + std::to_string(i) + " has an invalid source layout");
+        if (lw.from.data.ndims != lw.md.data.ndims ||
+            !std::equal(lw.from.data.dims, lw.from.data.dims + lw.from.data.ndims, lw.md.data.dims))
+          return bad("weight " + std::to_string(i) + "'s source and laid-out dims differ");
+      }
+      const auto ti = in.get<std::int32_t>();
+      if (!in.ok() || ti < 0 || static_cast<std::size_t>(ti) >= tensors.size()) return bad("truncated weight list");
+      const auto* t = tensors[static_cast<std::size_t>(ti)];
+      if (lw.md.get_size() != t->data.size())
+        return bad("a weight's layout does not match its " + std::to_string(t->data.size()) + " bytes");
+      lw.data = std::shared_ptr<const void>(owner, t->data.data());
+      if (whole.back()) lw.source = t->data.data();
+      d.laid.push_back(std::move(lw));
+    }
+  }
   const auto tensor_at = [&](std::int32_t i, std::optional<tensor>& out) -> bool {
     if (i == -1) return true;
-    if (i < 0 || static_cast<std::size_t>(i) >= tensors.size()) return false;
+    if (i <= -2) {  // a constant kept only as laid weight k: its dims, over the laid bytes until a plan reorders it back
+      const auto k = static_cast<std::size_t>(-2 - static_cast<std::int64_t>(i));
+      const auto sizes = in.vec<std::int64_t>();
+      if (!in.ok() || k >= d.laid.size() || !whole[k]) return false;
+      const auto n = element_count(sizes);
+      if (!n || static_cast<std::uint64_t>(*n) > d.laid[k].from.get_size() / 4 ||
+          static_cast<std::size_t>(*n) * 4 != d.laid[k].from.get_size())
+        return false;
+      void* at = const_cast<void*>(d.laid[k].data.get());
+      out = tensor::borrow(element_type::float32, sizes, at, owner);
+      if (std::none_of(d.deferred.begin(), d.deferred.end(), [&](const deferred_constant& x) { return x.at == at; }))
+        d.deferred.push_back({at, k});
+      return true;
+    }
+    if (static_cast<std::size_t>(i) >= tensors.size()) return false;
     const auto* t = tensors[static_cast<std::size_t>(i)];
     out = tensor::borrow_file(t->type, t->shape, const_cast<std::byte*>(t->data.data()), owner);
     return true;
   };
-  decoded_context d;
-  ir& r = d.r;
-  r.name = in.str();
   const auto nvalues = in.get<std::uint32_t>();
   if (!in.ok() || nvalues > rr.graph->payload.size()) return bad("truncated value table");
   const int nv = static_cast<int>(nvalues);
@@ -315,25 +412,6 @@ Result<decoded_context> decode_context(const ep_context_restore& rr) {
     if (r.values[static_cast<std::size_t>(r.inputs[i])].name != rr.graph->inputs[i])
       return bad(cat("input ", std::to_string(i), " is '", r.values[static_cast<std::size_t>(r.inputs[i])].name,
                      "', the graph says '", rr.graph->inputs[i], "'"));
-  // The compile-time plan's weights in place: used only where a primitive asks for exactly their layout and size.
-  if (in.get<std::uint8_t>() != 0) {
-    d.key = in.vec<std::int64_t>();
-    const auto nl = in.get<std::uint32_t>();
-    if (!in.ok() || nl > tensors.size()) return bad("truncated weight list");
-    for (std::uint32_t i = 0; i < nl; ++i) {
-      const auto md = in.get<dnnl_memory_desc_t>();
-      const auto ti = in.get<std::int32_t>();
-      if (!in.ok() || ti < 0 || static_cast<std::size_t>(ti) >= tensors.size()) return bad("truncated weight list");
-      const auto* t = tensors[static_cast<std::size_t>(ti)];
-      if (md.ndims < 0 || md.ndims > DNNL_MAX_NDIMS) return bad("a weight's layout has " + std::to_string(md.ndims) + " dims");
-      laid_weight lw;
-      lw.md = dn::memory::desc(md);
-      if (lw.md.get_size() != t->data.size())
-        return bad("a weight's layout does not match its " + std::to_string(t->data.size()) + " bytes");
-      lw.data = std::shared_ptr<const void>(owner, t->data.data());
-      d.laid.push_back(std::move(lw));
-    }
-  }
   if (!in.ok() || !in.at_end()) return bad("the record is truncated or has trailing bytes");
   return d;
 }

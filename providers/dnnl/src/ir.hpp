@@ -88,6 +88,16 @@ struct ir {
 struct laid_weight {
   dn::memory::desc md;
   std::shared_ptr<const void> data;
+  /// The layout of the constant it was reordered from, when that was the whole constant (`source`: the constant's
+  /// data). An EP context then stores only this copy; a plan that needs the constant itself reorders it back.
+  dn::memory::desc from;
+  const void* source = nullptr;
+};
+/// A constant of a restored partition that the context stored only in its laid-out form: the tensor's data pointer
+/// `at` (which points at the laid-out bytes, never read as the tensor) stands for laid weight `laid` reordered back.
+struct deferred_constant {
+  const void* at = nullptr;
+  std::size_t laid = 0;
 };
 
 /// An EP context record of a compiled partition: its operations (constants as tensors of the binary, partition
@@ -99,6 +109,7 @@ struct decoded_context {
   ir r;
   std::vector<std::int64_t> key;
   std::vector<laid_weight> laid;
+  std::vector<deferred_constant> deferred;
 };
 /// Reads a record back; every index, size and enumerator is checked (invalid_graph). Tensors are read in place.
 [[nodiscard]] Result<decoded_context> decode_context(const ep_context_restore& rr);

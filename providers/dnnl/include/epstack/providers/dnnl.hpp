@@ -49,6 +49,9 @@ namespace dnnl_ep {
 [[nodiscard]] bool isa_supported(std::string_view recorded);
 /// Constants (weights) reordered into a primitive's layout so far in this process (restored contexts reorder none).
 [[nodiscard]] std::uint64_t weight_reorder_count();
+/// For tests: plans of restored contexts made from now on act as if no stored weight layout fit (as on a machine whose
+/// oneDNN picks other layouts): weights kept only laid out are reordered back, then to the new layout.
+void set_ignore_stored_layouts(bool ignore);
 }  // namespace dnnl_ep
 
 /// @brief The oneDNN execution provider. Copyable and stateless: compiled partitions own what they need.
