@@ -33,7 +33,7 @@
 namespace epstack {
 
 /// The format version this build writes and reads.
-inline constexpr std::uint32_t ep_context_format_version = 2;
+inline constexpr std::uint32_t ep_context_format_version = 3;
 
 /// A tensor of a context binary, read in place.
 struct ep_context_tensor {
@@ -99,12 +99,14 @@ class ep_context_builder {
 /// @brief A verified context binary, read in place (memory-mapped from a file, or bytes its owner keeps alive).
 class ep_context_binary {
  public:
-  /// Maps `path` and verifies it. invalid_graph for a missing or non-regular file and for every defect.
-  [[nodiscard]] static Result<ep_context_binary> open(const std::filesystem::path& path);
+  /// Maps `path` and verifies it, hashing on up to `verify_threads` threads. invalid_graph for a missing or
+  /// non-regular file and for every defect.
+  [[nodiscard]] static Result<ep_context_binary> open(const std::filesystem::path& path, unsigned verify_threads = 1);
   /// Verifies `bytes`, kept alive by `owner` (an EPContext attribute's payload); `what` names it in errors.
   [[nodiscard]] static Result<ep_context_binary> from_bytes(std::span<const std::byte> bytes,
                                                             std::shared_ptr<const void> owner,
-                                                            std::string what = "embedded EP context");
+                                                            std::string what = "embedded EP context",
+                                                            unsigned verify_threads = 1);
 
   [[nodiscard]] std::uint32_t format_version() const noexcept { return version_; }
   [[nodiscard]] const std::string& provider() const noexcept { return provider_; }

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <set>
 #include <system_error>
+#include <thread>
 #include <utility>
 
 namespace epstack::ctx {
@@ -135,6 +136,9 @@ Result<load_result> load_contexts(const model& src, model* m, const std::vector<
   if (nodes.empty()) return r;
 
   const bool share = options.flag(config_keys::ep_share_contexts) && !check_only;
+  // Binaries are verified on as many threads as the session computes with.
+  const unsigned verify_threads = options.intra_op_threads() > 0 ? static_cast<unsigned>(options.intra_op_threads())
+                                                                 : std::max(1u, std::thread::hardware_concurrency());
   std::optional<fs::path> folder;
   if (auto f = options.config(config_keys::ep_context_file_path); f && !f->empty()) folder = fs::path(*f).parent_path();
   else if (!src.path.empty()) folder = src.path.parent_path();
@@ -160,7 +164,7 @@ Result<load_result> load_contexts(const model& src, model* m, const std::vector<
         block = aligned_copy(cn.a.ep_cache_context);
       }
       auto bin = ep_context_binary::from_bytes(std::span<const std::byte>(block.get(), size), block,
-                                               cat("EPContext node '", name, "': embedded context"));
+                                               cat("EPContext node '", name, "': embedded context"), verify_threads);
       if (!bin) return bin.status();
       cn.binary = std::make_shared<const ep_context_binary>(std::move(*bin));
     } else {
@@ -190,7 +194,7 @@ Result<load_result> load_contexts(const model& src, model* m, const std::vector<
       if (!cn.binary) {
         auto full = resolve_file_in_folder(*folder, cn.a.ep_cache_context, cat("EPContext node '", name, "': context binary"));
         if (!full) return Status(errc::invalid_graph, full.status().message());
-        auto bin = ep_context_binary::open(*full);
+        auto bin = ep_context_binary::open(*full, verify_threads);
         if (!bin) return Status(errc::invalid_graph, cat("EPContext node '", name, "': ", bin.status().message()));
         cn.binary = std::make_shared<const ep_context_binary>(std::move(*bin));
         r.files_read.push_back(cn.path_key);

@@ -20,6 +20,7 @@
 #include <shared_mutex>
 #include <type_traits>
 #include <unordered_map>
+#include <unordered_set>
 
 // libgomp's, the OpenMP runtime oneDNN runs on (declared here rather than through <omp.h> and -fopenmp).
 extern "C" void omp_set_num_threads(int n);
@@ -1342,6 +1343,20 @@ class compiled_partition {
     prelaid_ = std::move(w);
     deferred_ = std::move(deferred);
   }
+  /// For a restored partition once its static shapes are planned: the constants read in place from a context binary
+  /// that the plan does not read (plain weights it has laid out, shape values already computed) leave memory; a later
+  /// plan that reads one maps it back in.
+  void release_unread_constants() const {
+    if (!static_plan_) return;
+    const std::unordered_set<const void*> read(static_plan_->constants.begin(), static_plan_->constants.end());
+    const auto drop = [&](const tensor& t) {
+      if (!t.empty() && t.is_file_backed() && !read.contains(t.data())) release_file_pages(t.data(), t.byte_size());
+    };
+    for (const auto& v : r_.values)
+      if (v.constant) drop(*v.constant);
+    for (const auto& op : r_.ops)
+      for (const tensor* t : {&op.weights, &op.bias, &op.mean, &op.variance}) drop(*t);
+  }
   /// The plan made at compile time for static input shapes (null when the shapes were not known).
   [[nodiscard]] const std::shared_ptr<const plan>& static_plan() const noexcept { return static_plan_; }
 
@@ -1577,6 +1592,7 @@ Result<compute_function> restore(const ep_context_restore& rr) {
     if (!d->laid.empty()) c->set_prelaid(std::move(d->key), std::move(d->laid), std::move(d->deferred));
     if (auto st = c->prepare(*rr.part->g); !st)
       return Status(errc::invalid_graph, cat("the restored operations do not plan: ", st.message()));
+    c->release_unread_constants();
     return compute_function(partition_fn{std::move(c)});
   } catch (const dn::error& e) {
     return Status(errc::invalid_graph, cat("oneDNN provider: restoring '", rr.graph->name, "': oneDNN: ", e.what()));
