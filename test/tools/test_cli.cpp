@@ -116,6 +116,9 @@ TEST_CASE("epstack perf prints one JSON line in the peer protocol and dumps inpu
   for (const char* key : {"\"engine\":\"epstack\"", "\"model\":\"mlp_small\"", "\"threads\":1", "\"create_ms\":{\"median\":",
                           "\"run_ms\":{\"median\":", "\"p90\":", "\"peak_rss_mb\":", "\"iters\":5", "\"dims\":{\"batch\":3}"})
     CHECK_MESSAGE(line.find(key) != std::string::npos, key);
+  // The read floor: the model file's bytes, read in the same run.
+  CHECK(line.find("\"read_ms\":{\"median\":") != std::string::npos);
+  CHECK(line.find("\"bytes\":" + std::to_string(fs::file_size(model)) + ",\"files\":1}") != std::string::npos);
   const auto manifest = read(dir / "dump" / "manifest.json");
   CHECK(manifest.find("\"file\":\"input_0_input.bin\"") != std::string::npos);
   CHECK(manifest.find("\"file\":\"output_0_logits.bin\"") != std::string::npos);
@@ -165,6 +168,13 @@ TEST_CASE("epstack compile, inspect and ctxgen: EPContext models from the comman
   auto ib = epstack_cli("inspect " + (dir / "a_dnnl.bin").string());
   REQUIRE_MESSAGE(ib.code == 0, ib.out);
   CHECK(ib.out.find("provider DnnlExecutionProvider") != std::string::npos);
+  CHECK(ib.out.find("tensor table:") != std::string::npos);
+  CHECK(ib.out.find("laid0: uint8[") != std::string::npos);
+  // perf of the compiled model: its read floor covers the model and the binary it names.
+  auto pf = epstack_cli("perf --model " + (dir / "a_ctx.onnx").string() + " --providers default --threads 1 --warmup 0 --iters 1 --creates 1");
+  REQUIRE_MESSAGE(pf.code == 0, pf.out);
+  CHECK(pf.out.find("\"bytes\":" + std::to_string(fs::file_size(dir / "a_ctx.onnx") + fs::file_size(dir / "a_dnnl.bin")) +
+                    ",\"files\":2}") != std::string::npos);
   // ctxgen: two models sharing weights, N + 1 files, the option rules of ONNX Runtime's tool.
   fs::create_directory(dir / "share");
   fs::copy(dir / "a.onnx", dir / "share" / "m1.onnx");
