@@ -413,6 +413,82 @@ Result<tensor> parse_tensor(std::span<const std::byte> bytes, const std::string&
   return detail::tensor_from_proto(tp, none, label);
 }
 
+namespace {
+
+Result<tensor> tensor_of_proto(onnx::TensorProto& tp, const std::string& label) {
+  if (tp.data_location() == onnx::TensorProto::EXTERNAL)
+    return Status(errc::invalid_graph, label + ": external data is not supported in a value file");
+  detail::external_data_resolver none({}, false);
+  return detail::tensor_from_proto(tp, none, label);
+}
+
+Result<ivalue> sequence_of_proto(onnx::SequenceProto& sp, const type_info* elem_type, const std::string& label) {
+  if (sp.elem_type() != onnx::SequenceProto::TENSOR && !(sp.elem_type() == onnx::SequenceProto::UNDEFINED && sp.tensor_values_size() == 0))
+    return Status(errc::not_implemented, label + ": sequences of " +
+                                             (sp.elem_type() == onnx::SequenceProto::SEQUENCE ? "sequences"
+                                              : sp.elem_type() == onnx::SequenceProto::MAP  ? "maps"
+                                                                                            : "non-tensors") +
+                                             " are not supported");
+  tensor_sequence seq;
+  if (elem_type != nullptr && elem_type->kind == type_kind::tensor) seq.elem = elem_type->elem;
+  for (int i = 0; i < sp.tensor_values_size(); ++i) {
+    EPSTACK_ASSIGN_OR_RETURN(auto t, tensor_of_proto(*sp.mutable_tensor_values(i), label + " item " + std::to_string(i)));
+    if (seq.elem == element_type::undefined) seq.elem = t.type();
+    if (t.type() != seq.elem)
+      return Status(errc::invalid_graph, label + ": item " + std::to_string(i) + " is " + std::string(to_string(t.type())) +
+                                             ", the sequence holds " + std::string(to_string(seq.elem)));
+    seq.items.push_back(std::move(t));
+  }
+  return ivalue(std::move(seq));
+}
+
+template <class Proto>
+bool parse_proto(Proto& p, std::span<const std::byte> bytes) {
+  return bytes.size() <= static_cast<std::size_t>(INT_MAX) && p.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()));
+}
+
+}  // namespace
+
+Result<ivalue> parse_value(std::span<const std::byte> bytes, const type_info& type, const std::string& label) {
+  switch (type.kind) {
+    case type_kind::undefined:
+    case type_kind::tensor: {
+      onnx::TensorProto tp;
+      if (!parse_proto(tp, bytes)) return Status(errc::invalid_protobuf, label + ": is not a valid ONNX TensorProto");
+      EPSTACK_ASSIGN_OR_RETURN(auto t, tensor_of_proto(tp, label));
+      return ivalue(std::move(t));
+    }
+    case type_kind::sequence: {
+      onnx::SequenceProto sp;
+      if (!parse_proto(sp, bytes)) return Status(errc::invalid_protobuf, label + ": is not a valid ONNX SequenceProto");
+      return sequence_of_proto(sp, type.inner.empty() ? nullptr : &type.inner.front(), label);
+    }
+    case type_kind::optional: {
+      onnx::OptionalProto op;
+      if (!parse_proto(op, bytes)) return Status(errc::invalid_protobuf, label + ": is not a valid ONNX OptionalProto");
+      const type_info* inner = type.inner.empty() ? nullptr : &type.inner.front();
+      if (op.has_tensor_value()) {
+        EPSTACK_ASSIGN_OR_RETURN(auto t, tensor_of_proto(*op.mutable_tensor_value(), label));
+        return ivalue(std::move(t));
+      }
+      if (op.has_sequence_value())
+        return sequence_of_proto(*op.mutable_sequence_value(), inner != nullptr && !inner->inner.empty() ? &inner->inner.front() : nullptr,
+                                 label);
+      if (op.has_map_value() || op.has_optional_value() || op.has_sparse_tensor_value())
+        return Status(errc::not_implemented, label + ": optionals of maps, optionals or sparse tensors are not supported");
+      return ivalue();  // none
+    }
+    default:
+      return Status(errc::not_implemented, label + ": values of this type (maps, sparse tensors) are not supported");
+  }
+}
+
+Result<ivalue> load_value(const fs::path& path, const type_info& type) {
+  auto f = mapped_file::open(path, /*populate=*/true);
+  if (!f) return f.status();
+  return parse_value((*f)->bytes(), type, "value file '" + path.string() + "'");
+}
+
 Result<tensor> load_tensor(const fs::path& path) {
   auto f = mapped_file::open(path, /*populate=*/true);
   if (!f) return f.status();

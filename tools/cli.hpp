@@ -320,5 +320,6 @@ int partition(const std::vector<std::string>& argv);
 int perf(const std::vector<std::string>& argv);
 int compile(const std::vector<std::string>& argv);
 int ctxgen(const std::vector<std::string>& argv);
+int test_runner(const std::vector<std::string>& argv);
 
 }  // namespace epstack::cli

@@ -33,6 +33,12 @@ int usage(std::ostream& os, int code) {
         "           [--layers 2] [--hidden 64] [--external]\n"
         "                                write a model built with epstack's own IR (epstack::zoo; weights external\n"
         "                                with --external)\n"
+        "  test-runner DIR [--providers P] [--threads N] [--report FILE] [--expected-failures FILE]\n"
+        "              [--write-expected FILE] [--suite S]... [--case SUBSTRING] [--rtol R] [--atol A] [--timeout S]\n"
+        "              [--no-isolate] [--skip-missing] [-v]\n"
+        "                                the ONNX backend test suite (DIR: the data folder of libonnx-testdata, a suite\n"
+        "                                or one case) on a stack, compared as onnx's backend tests do; one line per\n"
+        "                                failure, a report per case, a summary line of counts per suite\n"
         "  help                          this text\n"
         "provider stacks (--providers):";
   for (const auto& s : epstack::cli::stack_names()) os << " " << s;
@@ -55,6 +61,7 @@ int main(int argc, char** argv) {
   if (cmd == "perf") return epstack::cli::perf(args);
   if (cmd == "compile") return epstack::cli::compile(args);
   if (cmd == "ctxgen") return epstack::cli::ctxgen(args);
+  if (cmd == "test-runner") return epstack::cli::test_runner(args);
   std::cerr << "epstack: unknown command '" << cmd << "'\n";
   return usage(std::cerr, 2);
 }

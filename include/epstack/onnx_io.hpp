@@ -5,6 +5,7 @@
 /// `epstack::onnx_io` library; this header does not include protobuf or onnx.
 
 #include <epstack/errors.hpp>
+#include <epstack/ivalue.hpp>
 #include <epstack/model.hpp>
 
 #include <cstddef>
@@ -95,6 +96,13 @@ struct save_options {
 [[nodiscard]] Result<tensor> load_tensor(const std::filesystem::path& path);
 /// @brief Parses a serialized TensorProto.
 [[nodiscard]] Result<tensor> parse_tensor(std::span<const std::byte> bytes, const std::string& label = "tensor");
+/// @brief Parses a serialized value of type `type`: a TensorProto for a tensor, a SequenceProto for a sequence of
+/// tensors, an OptionalProto for an optional (none when it holds nothing); an undefined type reads a TensorProto.
+/// invalid_protobuf or invalid_graph naming `label`; not_implemented for maps and sparse tensors.
+[[nodiscard]] Result<ivalue> parse_value(std::span<const std::byte> bytes, const type_info& type,
+                                         const std::string& label = "value");
+/// @brief `parse_value` of a file (the backend test suite's `input_K.pb` / `output_K.pb`).
+[[nodiscard]] Result<ivalue> load_value(const std::filesystem::path& path, const type_info& type);
 /// @brief Writes `t` as a serialized TensorProto (raw data; strings in string_data), atomically.
 [[nodiscard]] Status save_tensor(const tensor& t, const std::filesystem::path& path);
 

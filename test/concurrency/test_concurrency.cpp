@@ -1,6 +1,7 @@
 // Concurrency (label "concurrency"; CI runs this executable under ThreadSanitizer): many threads running one session
 // at once get identical outputs; the intra-op thread pool serves several callers' loops at once; sessions and runs
 // are independent.
+#include <epstack/ep_context_binary.hpp>
 #include <epstack/model_zoo.hpp>
 #include <epstack/providers/cpu.hpp>
 #include <epstack/session.hpp>
@@ -9,9 +10,12 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <filesystem>
 #include <numeric>
 #include <thread>
 #include <vector>
+
+#include <unistd.h>
 
 using namespace epstack;
 using cpu_session = session<cpu_provider>;
@@ -104,4 +108,28 @@ TEST_CASE("a session destroyed while another is created and run on other threads
     });
   for (auto& t : threads) t.join();
   CHECK(ok.load() == 20);
+}
+
+TEST_CASE("context binaries verified on several threads each, by several threads at once, all verify") {
+  const auto dir = std::filesystem::temp_directory_path() / ("epstack-conc-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  ep_context_builder b("TestExecutionProvider", "1", "cpu");
+  std::vector<float> big(3 * 1024 * 1024);  // 12 MiB: two hash chunks
+  std::iota(big.begin(), big.end(), 0.0f);
+  const std::vector<std::int64_t> shape{static_cast<std::int64_t>(big.size())};
+  const auto t = b.add_tensor("w", element_type::float32, shape,
+                              std::span<const std::byte>(reinterpret_cast<const std::byte*>(big.data()), big.size() * 4));
+  const std::vector<std::byte> plan{std::byte{'p'}, std::byte{'l'}, std::byte{'a'}, std::byte{'n'}};
+  REQUIRE(b.add_graph("g", {"x"}, {"y"}, plan, {t}));
+  REQUIRE(b.write(dir / "m_test.bin"));
+  std::atomic<int> ok{0};
+  std::vector<std::thread> threads;
+  for (int k = 0; k < 4; ++k)
+    threads.emplace_back([&] {
+      for (int i = 0; i < 3; ++i)
+        if (auto r = ep_context_binary::open(dir / "m_test.bin", 3); r && r->tensors().size() == 1) ++ok;
+    });
+  for (auto& th : threads) th.join();
+  CHECK(ok == 12);
+  std::filesystem::remove_all(dir);
 }

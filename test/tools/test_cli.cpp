@@ -10,6 +10,7 @@
 #include <doctest/doctest.h>
 
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -197,4 +198,78 @@ TEST_CASE("epstack compile, inspect and ctxgen: EPContext models from the comman
   CHECK(h.code == 0);
   CHECK(h.out.find("-C \"k|v ...\"") != std::string::npos);
 #endif
+}
+
+namespace {
+/// A backend-test case folder: a one-node model and one data set.
+void write_case(const fs::path& dir, const std::string& op, const tensor& x, const tensor& y) {
+  fs::create_directories(dir / "test_data_set_0");
+  model m;
+  m.graph = graph("case");
+  m.opsets = {{"", 17}};
+  m.graph.add_input("x", type_info::tensor_of(x.type(), x.get_shape()));
+  node nd;
+  nd.name = "n";
+  nd.op_type = op;
+  m.graph.add_node(std::move(nd), {"x"}, {"y"});
+  m.graph.value(m.graph.find_value("y")).type = type_info::tensor_of(y.type(), y.get_shape());
+  m.graph.add_output("y");
+  REQUIRE(save_model(m, dir / "model.onnx").is_ok());
+  REQUIRE(save_tensor(x, dir / "test_data_set_0" / "input_0.pb").is_ok());
+  REQUIRE(save_tensor(y, dir / "test_data_set_0" / "output_0.pb").is_ok());
+}
+}  // namespace
+
+TEST_CASE("epstack test-runner: pass, fail and error per case, a report, a summary, expected failures both ways") {
+  test::temp_dir dir;
+  const auto root = dir / "data";
+  const auto x = tensor::from<float>({2, 3}, {-1.0f, 2.0f, -3.0f, 4.0f, 0.5f, std::nanf("")});
+  write_case(root / "node" / "test_relu", "Relu", x, tensor::from<float>({2, 3}, {0, 2, 0, 4.0004f, 0.5f, std::nanf("")}));
+  write_case(root / "node" / "test_relu_wrong", "Relu", x, tensor::from<float>({2, 3}, {0, 2, 0, 4.1f, 0.5f, 0}));
+  write_case(root / "node" / "test_no_kernel", "NoSuchOp", x, x);
+  write_case(root / "simple" / "test_abs", "Abs", x, tensor::from<float>({2, 3}, {1, 2, 3, 4, 0.5f, std::nanf("")}));
+  fs::create_directories(root / "real");  // not one of the four suites: ignored
+
+  const auto report = dir / "report.tsv";
+  auto r = epstack_cli("test-runner " + root.string() + " --report " + report.string());
+  CHECK(r.code == 1);  // failures and no expected-failures list
+  CHECK(r.out.find("summary: node 1/3, simple 1/1; total 2/4 pass, 1 fail, 1 error") != std::string::npos);
+  // 4.0004 is within rtol 1e-3 of 4 and NaN equals NaN; 4.1 is not, and the reason says where.
+  CHECK(r.out.find("fail node/test_relu_wrong: test_data_set_0: output 'y': 2 of 6 values differ; first at [1,0]: 4, "
+                   "expected 4.0999999") != std::string::npos);
+  CHECK(r.out.find("error node/test_no_kernel: create:") != std::string::npos);
+  const auto rep = read(report);
+  CHECK(rep.find("node\ttest_relu\tpass\t\n") != std::string::npos);
+  CHECK(rep.find("node\ttest_relu_wrong\tfail\t") != std::string::npos);
+  CHECK(rep.find("# summary:") != std::string::npos);
+
+  // The expected failures: exactly the failing cases (with reasons) make the run succeed.
+  const auto expected = dir / "expected.txt";
+  std::ofstream(expected) << "# comment\nnode/test_relu_wrong 4.1 is not Relu(4)\nnode/test_no_kernel no such operator\n";
+  auto ok = epstack_cli("test-runner " + root.string() + " --expected-failures " + expected.string());
+  CHECK_MESSAGE(ok.code == 0, ok.out);
+  CHECK(ok.out.find("0 unexpected failures, 0 unexpected passes") != std::string::npos);
+  // A listed case that passes fails the run, as does a failure not listed.
+  std::ofstream(expected) << "node/test_relu_wrong wrong\nnode/test_no_kernel none\nsimple/test_abs listed but passes\n";
+  auto stale = epstack_cli("test-runner " + root.string() + " --expected-failures " + expected.string());
+  CHECK(stale.code == 1);
+  CHECK(stale.out.find("unexpected pass simple/test_abs") != std::string::npos);
+  std::ofstream(expected) << "node/test_relu_wrong wrong\n";
+  auto fresh = epstack_cli("test-runner " + root.string() + " --expected-failures " + expected.string());
+  CHECK(fresh.code == 1);
+  CHECK(fresh.out.find("1 unexpected failures, 0 unexpected passes") != std::string::npos);
+  std::ofstream(expected) << "node/test_relu_wrong\n";  // no reason
+  auto noreason = epstack_cli("test-runner " + root.string() + " --expected-failures " + expected.string());
+  CHECK(noreason.code == 1);
+  CHECK(noreason.out.find("has no reason") != std::string::npos);
+
+  // One suite, one case, a missing folder.
+  auto one = epstack_cli("test-runner " + (root / "node" / "test_relu").string());
+  CHECK(one.code == 0);
+  CHECK(one.out.find("total 1/1 pass") != std::string::npos);
+  auto suite = epstack_cli("test-runner " + root.string() + " --suite simple");
+  CHECK(suite.code == 0);
+  auto missing = epstack_cli("test-runner " + (dir / "nothing").string() + " --skip-missing");
+  CHECK(missing.code == 77);
+  CHECK(missing.out.find("SKIP") != std::string::npos);
 }

@@ -314,7 +314,7 @@ using namespace impl;
 // clang-format off
 bool relu::supports(const graph& g, node_id n) { return input_is<EPSTACK_SIGNED>(g, n); }
 Result<compute_function> relu::compile(const graph& g, node_id n) {
-  return unary_over<EPSTACK_SIGNED>(g, n, [](auto t) { using T = typename decltype(t)::type; return [](T x) { return x > T(0) ? x : T(0); }; });
+  return unary_over<EPSTACK_SIGNED>(g, n, [](auto t) { using T = typename decltype(t)::type; return [](T x) { return x < T(0) ? T(0) : x; }; });  // NaN stays NaN (numpy maximum)
 }
 bool neg::supports(const graph& g, node_id n) { return input_is<EPSTACK_SIGNED>(g, n); }
 Result<compute_function> neg::compile(const graph& g, node_id n) {

@@ -1,0 +1,456 @@
+// epstack test-runner: the ONNX backend test suite (model.onnx + test_data_set_N/{input,output}_K.pb per case) run on
+// a provider stack, compared as onnx's backend tests compare, like ONNX Runtime's onnx_test_runner. Each case runs in
+// a child process (a crash or a hang is that case's error, not the run's), with a time limit.
+#include "cli.hpp"
+
+#include <epstack/onnx_io.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <complex>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <csignal>
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace epstack::cli {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* suite_names[] = {"node", "pytorch-converted", "pytorch-operator", "simple"};
+
+struct tolerance {
+  double rtol = 1e-3, atol = 1e-7;
+};
+
+struct outcome {
+  std::string result;  ///< pass, fail or error
+  std::string reason;
+};
+
+std::string fmt(double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%.9g", v);
+  return b;
+}
+
+std::string index_string(const tensor& t, std::size_t flat) {
+  std::string s = "[";
+  std::vector<std::int64_t> idx(t.rank());
+  for (std::size_t d = t.rank(); d-- > 0;) {
+    const auto n = static_cast<std::size_t>(t.sizes()[d]);
+    idx[d] = n == 0 ? 0 : static_cast<std::int64_t>(flat % n);
+    flat = n == 0 ? 0 : flat / n;
+  }
+  for (std::size_t d = 0; d < idx.size(); ++d) s += (d ? "," : "") + std::to_string(idx[d]);
+  return s + "]";
+}
+
+double as_double(const tensor& t, std::size_t i) {
+  switch (t.type()) {
+    case element_type::float32: return t.typed<float>()[i];
+    case element_type::float64: return t.typed<double>()[i];
+    case element_type::float16: return static_cast<float>(t.typed<float16>()[i]);
+    case element_type::bfloat16: return static_cast<float>(t.typed<bfloat16>()[i]);
+    default: return 0;
+  }
+}
+
+bool is_floating(element_type e) {
+  return e == element_type::float32 || e == element_type::float64 || e == element_type::float16 ||
+         e == element_type::bfloat16;
+}
+
+/// numpy.testing.assert_allclose's rule, NaN equal to NaN: |got - want| <= atol + rtol * |want|.
+bool close(double got, double want, const tolerance& tol) {
+  if (std::isnan(got) || std::isnan(want)) return std::isnan(got) && std::isnan(want);
+  if (std::isinf(got) || std::isinf(want)) return got == want;
+  return std::fabs(got - want) <= tol.atol + tol.rtol * std::fabs(want);
+}
+
+/// "" when `got` matches `want`, else what differs.
+std::string compare_tensor(const tensor& got, const tensor& want, const tolerance& tol) {
+  if (got.type() != want.type())
+    return "element type " + std::string(to_string(got.type())) + ", expected " + std::string(to_string(want.type()));
+  if (!std::equal(got.sizes().begin(), got.sizes().end(), want.sizes().begin(), want.sizes().end()))
+    return "shape " + describe(got) + ", expected " + describe(want);
+  const std::size_t n = want.element_count();
+  if (is_floating(want.type())) {
+    std::size_t bad = 0, first = 0;
+    double worst = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const double g = as_double(got, i), w = as_double(want, i);
+      if (close(g, w, tol)) continue;
+      if (bad++ == 0) first = i;
+      if (std::isfinite(g) && std::isfinite(w)) worst = std::max(worst, std::fabs(g - w));
+    }
+    if (bad == 0) return "";
+    return std::to_string(bad) + " of " + std::to_string(n) + " values differ; first at " + index_string(want, first) +
+           ": " + fmt(as_double(got, first)) + ", expected " + fmt(as_double(want, first)) + " (max |diff| " + fmt(worst) +
+           ", rtol " + fmt(tol.rtol) + ", atol " + fmt(tol.atol) + ")";
+  }
+  if (want.type() == element_type::complex64 || want.type() == element_type::complex128) {
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::complex<double> g = want.type() == element_type::complex64
+                                         ? std::complex<double>(got.typed<std::complex<float>>()[i])
+                                         : got.typed<std::complex<double>>()[i];
+      const std::complex<double> w = want.type() == element_type::complex64
+                                         ? std::complex<double>(want.typed<std::complex<float>>()[i])
+                                         : want.typed<std::complex<double>>()[i];
+      if (!close(g.real(), w.real(), tol) || !close(g.imag(), w.imag(), tol))
+        return "value at " + index_string(want, i) + " differs";
+    }
+    return "";
+  }
+  if (want.type() == element_type::string) {
+    for (std::size_t i = 0; i < n; ++i)
+      if (got.typed<std::string>()[i] != want.typed<std::string>()[i])
+        return "string at " + index_string(want, i) + " is '" + got.typed<std::string>()[i] + "', expected '" +
+               want.typed<std::string>()[i] + "'";
+    return "";
+  }
+  // Integers and bools: exact, byte for byte.
+  const std::size_t es = want.byte_size() / std::max<std::size_t>(n, 1);
+  for (std::size_t i = 0; i < n; ++i)
+    if (std::memcmp(got.data() + i * es, want.data() + i * es, es) != 0) {
+      std::int64_t g = 0, w = 0;
+      std::memcpy(&g, got.data() + i * es, std::min<std::size_t>(es, 8));
+      std::memcpy(&w, want.data() + i * es, std::min<std::size_t>(es, 8));
+      return "value at " + index_string(want, i) + " is " + std::to_string(g) + ", expected " + std::to_string(w);
+    }
+  return "";
+}
+
+std::string compare_value(const ivalue& got, const ivalue& want, const tolerance& tol) {
+  if (got.kind_name() != want.kind_name())
+    return std::string("a ") + got.kind_name() + ", expected a " + want.kind_name();
+  if (want.is_none()) return "";
+  if (want.is_tensor()) return compare_tensor(got.as_tensor(), want.as_tensor(), tol);
+  const auto& g = got.as_sequence().items;
+  const auto& w = want.as_sequence().items;
+  if (g.size() != w.size())
+    return "a sequence of " + std::to_string(g.size()) + " tensors, expected " + std::to_string(w.size());
+  for (std::size_t i = 0; i < w.size(); ++i)
+    if (auto d = compare_tensor(g[i], w[i], tol); !d.empty()) return "sequence item " + std::to_string(i) + ": " + d;
+  return "";
+}
+
+std::vector<fs::path> data_sets(const fs::path& c) {
+  std::vector<fs::path> sets;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(c, ec))
+    if (e.is_directory() && e.path().filename().string().rfind("test_data_set_", 0) == 0) sets.push_back(e.path());
+  std::sort(sets.begin(), sets.end(), [](const fs::path& a, const fs::path& b) {
+    const auto num = [](const fs::path& p) { return std::stoll(p.filename().string().substr(14)); };
+    return num(a) < num(b);
+  });
+  return sets;
+}
+
+std::vector<fs::path> numbered(const fs::path& dir, const std::string& prefix) {
+  std::vector<fs::path> files;
+  for (int k = 0;; ++k) {
+    const auto p = dir / (prefix + "_" + std::to_string(k) + ".pb");
+    if (!fs::exists(p)) break;
+    files.push_back(p);
+  }
+  return files;
+}
+
+/// The suite stores bfloat16 tensors as uint16 (numpy has no bfloat16): such a file read for a bfloat16 value is
+/// those bits as bfloat16.
+ivalue as_declared(ivalue v, const type_info& t) {
+  if (!v.is_tensor() || t.kind != type_kind::tensor || t.elem != element_type::bfloat16 ||
+      v.as_tensor().type() != element_type::uint16)
+    return v;
+  const tensor& u = v.as_tensor();
+  tensor b = tensor::uninitialized(element_type::bfloat16, u.sizes());
+  std::memcpy(b.mutable_data(), u.data(), u.byte_size());
+  return ivalue(std::move(b));
+}
+
+/// One case, in this process.
+template <class S>
+outcome run_case(const fs::path& c, const session_options& so, const tolerance& tol) {
+  auto s = S::create(c / "model.onnx", so);
+  if (!s) return {"error", "create: " + s.status().to_string()};
+  const auto sets = data_sets(c);
+  if (sets.empty()) return {"error", "no test_data_set_N folder"};
+  for (const auto& set : sets) {
+    const std::string sname = set.filename().string();
+    const auto in_files = numbered(set, "input"), out_files = numbered(set, "output");
+    if (in_files.size() > s->inputs().size())
+      return {"error", sname + ": " + std::to_string(in_files.size()) + " input files for a model of " +
+                           std::to_string(s->inputs().size()) + " inputs"};
+    std::vector<named_value> feeds;
+    for (std::size_t k = 0; k < in_files.size(); ++k) {
+      auto v = load_value(in_files[k], s->inputs()[k].type);
+      if (!v) return {"error", sname + ": " + v.status().to_string()};
+      feeds.push_back({s->inputs()[k].name, as_declared(std::move(*v), s->inputs()[k].type)});
+    }
+    auto out = s->run_values(feeds);
+    if (!out) return {"error", sname + ": run: " + out.status().to_string()};
+    if (out_files.size() != out->size())
+      return {"fail", sname + ": " + std::to_string(out->size()) + " outputs, expected " + std::to_string(out_files.size())};
+    for (std::size_t k = 0; k < out_files.size(); ++k) {
+      auto want = load_value(out_files[k], s->outputs()[k].type);
+      if (!want) return {"error", sname + ": " + want.status().to_string()};
+      if (auto d = compare_value((*out)[k], as_declared(std::move(*want), s->outputs()[k].type), tol); !d.empty())
+        return {"fail", sname + ": output '" + s->outputs()[k].name + "': " + d};
+    }
+  }
+  return {"pass", ""};
+}
+
+std::string one_line(std::string s) {
+  for (auto& ch : s)
+    if (ch == '\n' || ch == '\t' || ch == '\r') ch = ' ';
+  return s;
+}
+
+/// One case in a child process: a crash or running past `limit_s` seconds is an error of that case.
+template <class S>
+outcome run_isolated(const fs::path& c, const session_options& so, const tolerance& tol, int limit_s) {
+  int fds[2];
+  if (::pipe(fds) != 0) return {"error", "pipe: " + std::string(std::strerror(errno))};
+  std::cout.flush();
+  std::cerr.flush();
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return {"error", "fork: " + std::string(std::strerror(errno))};
+  }
+  if (pid == 0) {
+    ::close(fds[0]);
+    outcome o;
+    try {
+      o = run_case<S>(c, so, tol);
+    } catch (const std::exception& e) {
+      o = {"error", std::string("exception: ") + e.what()};
+    }
+    const std::string line = o.result + "\t" + one_line(o.reason) + "\n";
+    std::size_t at = 0;
+    while (at < line.size()) {
+      const auto n = ::write(fds[1], line.data() + at, line.size() - at);
+      if (n <= 0) break;
+      at += static_cast<std::size_t>(n);
+    }
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string text;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(limit_s);
+  bool timed_out = false;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+    if (left <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd p{fds[0], POLLIN, 0};
+    const int r = ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 1000)));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) continue;
+    char buf[4096];
+    const auto n = ::read(fds[0], buf, sizeof buf);
+    if (n <= 0) break;
+    text.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fds[0]);
+  if (timed_out) ::kill(pid, SIGKILL);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (timed_out) return {"error", "timed out after " + std::to_string(limit_s) + " s"};
+  if (WIFSIGNALED(status)) return {"error", "crashed: signal " + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")"};
+  const auto tab = text.find('\t');
+  if (tab == std::string::npos) return {"error", "the case's process exited without a result"};
+  std::string reason = text.substr(tab + 1);
+  while (!reason.empty() && reason.back() == '\n') reason.pop_back();
+  return {text.substr(0, tab), reason};
+}
+
+struct case_ref {
+  std::string suite, name;
+  fs::path dir;
+};
+
+/// The cases under `root`: a case folder, a suite folder, or the data folder holding the suites.
+std::vector<case_ref> find_cases(const fs::path& root, const std::vector<std::string>& only_suites) {
+  std::vector<case_ref> cases;
+  const auto add_suite = [&](const fs::path& dir, const std::string& suite) {
+    std::vector<fs::path> found;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir, ec))
+      if (fs::exists(e.path() / "model.onnx")) found.push_back(e.path());
+    std::sort(found.begin(), found.end());
+    for (const auto& f : found) cases.push_back({suite, f.filename().string(), f});
+  };
+  if (fs::exists(root / "model.onnx")) {
+    cases.push_back({root.parent_path().filename().string(), root.filename().string(), root});
+    return cases;
+  }
+  bool any_suite = false;
+  for (const char* s : suite_names)
+    if (fs::is_directory(root / s)) {
+      any_suite = true;
+      if (only_suites.empty() || std::find(only_suites.begin(), only_suites.end(), s) != only_suites.end())
+        add_suite(root / s, s);
+    }
+  if (!any_suite) add_suite(root, root.filename().string());
+  return cases;
+}
+
+/// "suite/case reason..." lines; '#' starts a comment.
+Result<std::map<std::string, std::string>> read_expected(const fs::path& p) {
+  std::ifstream f(p);
+  if (!f) return Status(errc::no_such_file, "cannot read the expected failures file '" + p.string() + "'");
+  std::map<std::string, std::string> m;
+  std::string line;
+  int no = 0;
+  while (std::getline(f, line)) {
+    ++no;
+    const auto first = line.find_first_not_of(" \t");
+    if (first == std::string::npos || line[first] == '#') continue;
+    const auto sp = line.find_first_of(" \t", first);
+    const std::string key = line.substr(first, sp == std::string::npos ? std::string::npos : sp - first);
+    std::string why = sp == std::string::npos ? "" : line.substr(line.find_first_not_of(" \t", sp) == std::string::npos ? line.size() : line.find_first_not_of(" \t", sp));
+    if (key.find('/') == std::string::npos)
+      return Status(errc::invalid_argument, p.string() + ":" + std::to_string(no) + ": expected 'suite/case reason', got '" + line + "'");
+    if (why.empty())
+      return Status(errc::invalid_argument, p.string() + ":" + std::to_string(no) + ": '" + key + "' has no reason");
+    if (!m.emplace(key, why).second)
+      return Status(errc::invalid_argument, p.string() + ":" + std::to_string(no) + ": '" + key + "' is listed twice");
+  }
+  return m;
+}
+
+template <class S>
+int test_runner_with(const args& a, const fs::path& root) {
+  auto so = session_options_from(a);
+  if (!so) return fail(so.status());
+  if (!a.get("--threads")) so->set_intra_op_threads(1);
+  tolerance tol;
+  if (auto r = a.get("--rtol")) tol.rtol = std::stod(*r);
+  if (auto r = a.get("--atol")) tol.atol = std::stod(*r);
+  int limit_s = 120;
+  if (auto t = a.get("--timeout")) {
+    auto n = to_int(*t, "--timeout");
+    if (!n || *n < 1) return usage_error("--timeout needs a positive number of seconds");
+    limit_s = static_cast<int>(*n);
+  }
+  std::map<std::string, std::string> expected;
+  if (auto e = a.get("--expected-failures")) {
+    auto m = read_expected(*e);
+    if (!m) return fail(m.status());
+    expected = std::move(*m);
+  }
+  const auto cases = find_cases(root, a.all("--suite"));
+  const auto filter = a.get("--case");
+  std::ofstream report;
+  if (auto r = a.get("--report")) {
+    report.open(*r, std::ios::trunc);
+    if (!report) return fail(Status(errc::fail, "cannot write the report '" + *r + "'"));
+    report << "suite\tcase\tresult\treason\n";
+  }
+  const bool verbose = a.flag("--verbose") || a.flag("-v");
+  struct tally {
+    int total = 0, pass = 0, fail = 0, error = 0;
+  };
+  std::map<std::string, tally> per_suite;
+  std::vector<std::string> unexpected_failures, unexpected_passes, failures;
+  std::set<std::string> seen;
+  for (const auto& c : cases) {
+    const std::string key = c.suite + "/" + c.name;
+    if (filter && key.find(*filter) == std::string::npos) continue;
+    seen.insert(key);
+    const auto o = a.flag("--no-isolate") ? run_case<S>(c.dir, *so, tol) : run_isolated<S>(c.dir, *so, tol, limit_s);
+    auto& t = per_suite[c.suite];
+    ++t.total;
+    (o.result == "pass" ? t.pass : o.result == "fail" ? t.fail : t.error)++;
+    if (report) report << c.suite << '\t' << c.name << '\t' << o.result << '\t' << one_line(o.reason) << '\n';
+    if (verbose || (o.result != "pass" && !expected.contains(key)))
+      std::cout << o.result << ' ' << key << (o.reason.empty() ? "" : ": " + o.reason) << '\n';
+    if (o.result != "pass") failures.push_back(key + " " + o.result + ": " + one_line(o.reason));
+    const bool listed = expected.contains(key);
+    if (o.result != "pass" && !listed) unexpected_failures.push_back(key);
+    if (o.result == "pass" && listed) unexpected_passes.push_back(key);
+  }
+  if (auto w = a.get("--write-expected")) {
+    std::ofstream f(*w, std::ios::trunc);
+    f << "# Expected failures of `epstack test-runner` (suite/case, then why). Generated with --write-expected, then\n"
+         "# each reason edited to say why the case fails; CI fails on a new failure and on a listed case that passes.\n";
+    for (const auto& line : failures) {
+      const auto sp = line.find(' ');
+      const std::string key = line.substr(0, sp);
+      f << key << ' ' << (expected.contains(key) ? expected.at(key) : line.substr(sp + 1)) << '\n';
+    }
+  }
+  tally all;
+  std::ostringstream sum;
+  sum << "summary:";
+  bool first = true;
+  for (const char* s : suite_names) {
+    auto it = per_suite.find(s);
+    if (it == per_suite.end()) continue;
+    const auto& t = it->second;
+    sum << (first ? " " : ", ") << s << " " << t.pass << "/" << t.total;
+    first = false;
+  }
+  for (const auto& [s, t] : per_suite) {
+    if (std::find(std::begin(suite_names), std::end(suite_names), s) == std::end(suite_names))
+      sum << (first ? " " : ", ") << s << " " << t.pass << "/" << t.total, first = false;
+    all.total += t.total, all.pass += t.pass, all.fail += t.fail, all.error += t.error;
+  }
+  sum << "; total " << all.pass << "/" << all.total << " pass, " << all.fail << " fail, " << all.error << " error";
+  if (!expected.empty()) {
+    std::size_t stale = 0;
+    for (const auto& [k, why] : expected)
+      if (!seen.contains(k) && !filter && a.all("--suite").empty()) ++stale;
+    sum << "; " << unexpected_failures.size() << " unexpected failures, " << unexpected_passes.size()
+        << " unexpected passes";
+    if (stale) sum << ", " << stale << " listed cases not found";
+  }
+  for (const auto& k : unexpected_passes) std::cout << "unexpected pass " << k << " (remove it from the expected failures)\n";
+  if (report) report << "# " << sum.str() << '\n';
+  std::cout << sum.str() << std::endl;
+  if (!expected.empty() || a.get("--expected-failures")) return unexpected_failures.empty() && unexpected_passes.empty() ? 0 : 1;
+  return all.pass == all.total ? 0 : 1;
+}
+
+}  // namespace
+
+int test_runner(const std::vector<std::string>& argv) {
+  auto a = args::parse(argv,
+                       {"--providers", "--threads", "--config", "--opt", "--free-dims", "--report", "--expected-failures",
+                        "--write-expected", "--suite", "--case", "--rtol", "--atol", "--timeout"},
+                       {"--verbose", "-v", "--no-isolate", "--skip-missing"});
+  if (!a) return usage_error(a.status().message());
+  if (a->positional.size() != 1) return usage_error("test-runner needs one data folder");
+  const fs::path root = a->positional[0];
+  if (!fs::is_directory(root)) {
+    if (a->flag("--skip-missing")) {
+      std::cout << "SKIP: no test data at '" << root.string() << "' (install libonnx-testdata)\n";
+      return 77;
+    }
+    return fail(Status(errc::no_such_file, "no test data folder '" + root.string() + "'"));
+  }
+  int rc = 0;
+  const auto st = with_stack(a->get("--providers").value_or("cpu"), [&](auto tag) {
+    rc = test_runner_with<typename decltype(tag)::type>(*a, root);
+  });
+  if (!st) return fail(st);
+  return rc;
+}
+
+}  // namespace epstack::cli
