@@ -569,6 +569,12 @@ Result<std::optional<std::vector<body_node>>> expand_function(const model& m, co
     b.n.op_type = bp.op_type();
     b.n.domain = bp.domain();
     for (auto& ap : *bp.mutable_attribute()) {
+      // A body attribute that referred to one the node leaves out (and the schema gives no default) comes out of
+      // onnx's expansion empty, with neither type nor value: it is absent.
+      if (ap.type() == onnx::AttributeProto::UNDEFINED && ap.ref_attr_name().empty() && !ap.has_f() && !ap.has_i() &&
+          !ap.has_s() && !ap.has_t() && !ap.has_g() && !ap.has_sparse_tensor() && ap.floats_size() == 0 &&
+          ap.ints_size() == 0 && ap.strings_size() == 0 && ap.tensors_size() == 0 && ap.graphs_size() == 0)
+        continue;
       EPSTACK_ASSIGN_OR_RETURN(auto a, detail::attribute_from_proto(ap, none, where + " function body"));
       b.n.attributes.append(std::move(a));
     }

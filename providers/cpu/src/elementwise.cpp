@@ -514,5 +514,124 @@ Result<compute_function> where::compile(const graph& g, node_id n) {
   return r;
 }
 
+// Trigonometric and hyperbolic functions (float, double).
+#define EPSTACK_MATH_KERNEL(K, fn)                                                                                 \
+  bool K::supports(const graph& g, node_id n) { return input_is<EPSTACK_FLOATS>(g, n); }                        \
+  Result<compute_function> K::compile(const graph& g, node_id n) {                                               \
+    return unary_over<EPSTACK_FLOATS>(g, n, [](auto t) { using T = typename decltype(t)::type; return [](T x) { return std::fn(x); }; }); \
+  }
+EPSTACK_MATH_KERNEL(sin, sin)
+EPSTACK_MATH_KERNEL(cos, cos)
+EPSTACK_MATH_KERNEL(tan, tan)
+EPSTACK_MATH_KERNEL(asin, asin)
+EPSTACK_MATH_KERNEL(acos, acos)
+EPSTACK_MATH_KERNEL(atan, atan)
+EPSTACK_MATH_KERNEL(sinh, sinh)
+EPSTACK_MATH_KERNEL(cosh, cosh)
+EPSTACK_MATH_KERNEL(asinh, asinh)
+EPSTACK_MATH_KERNEL(acosh, acosh)
+EPSTACK_MATH_KERNEL(atanh, atanh)
+// Round: half to even (the default rounding mode), as numpy.round.
+EPSTACK_MATH_KERNEL(round, nearbyint)
+#undef EPSTACK_MATH_KERNEL
+
+bool shrink::supports(const graph& g, node_id n) { return input_is<EPSTACK_ARITH>(g, n); }
+Result<compute_function> shrink::compile(const graph& g, node_id n) {
+  const double lambd = attr_f(g.node(n), "lambd", 0.5f), bias = attr_f(g.node(n), "bias", 0.0f);
+  return unary_over<EPSTACK_ARITH>(g, n, [=](auto t) {
+    using T = typename decltype(t)::type;
+    return [=](T x) {
+      const double v = static_cast<double>(x);
+      return static_cast<T>(v < -lambd ? v + bias : v > lambd ? v - bias : 0.0);
+    };
+  });
+}
+
+// IsInf and IsNaN: bool outputs.
+template <class T, class Fn>
+compute_function predicate_fn(std::string op, Fn fn) {
+  return make_fn(std::move(op), [fn](compute_context& ctx) -> Status {
+    const tensor& x = ctx.input(0);
+    tensor& y = ctx.allocate_output(0, element_type::boolean, x.sizes());
+    const T* in = x.typed<T>();
+    bool* out = y.typed<bool>();
+    parallel_elements(ctx, x.element_count(), [&](std::size_t b, std::size_t e) {
+      for (std::size_t i = b; i < e; ++i) out[i] = fn(in[i]);
+    });
+    return {};
+  });
+}
+bool is_inf::supports(const graph& g, node_id n) { return input_is<EPSTACK_FLOATS>(g, n); }
+Result<compute_function> is_inf::compile(const graph& g, node_id n) {
+  const bool neg = attr_i(g.node(n), "detect_negative", 1) != 0, pos = attr_i(g.node(n), "detect_positive", 1) != 0;
+  const auto f = [=](auto x) { return std::isinf(x) && (x > 0 ? pos : neg); };
+  if (in_type(g, n, 0) == element_type::float32) return predicate_fn<float>("IsInf", f);
+  return predicate_fn<double>("IsInf", f);
+}
+bool is_nan::supports(const graph& g, node_id n) {
+  return input_is<EPSTACK_FLOATS>(g, n) || in_type(g, n, 0) == element_type::float16;
+}
+Result<compute_function> is_nan::compile(const graph& g, node_id n) {
+  if (in_type(g, n, 0) == element_type::float32) return predicate_fn<float>("IsNaN", [](float x) { return std::isnan(x); });
+  if (in_type(g, n, 0) == element_type::float16)
+    return predicate_fn<float16>("IsNaN", [](float16 x) { return std::isnan(static_cast<float>(x)); });
+  return predicate_fn<double>("IsNaN", [](double x) { return std::isnan(x); });
+}
+
+// Mod: fmod = 1 is C's remainder (the dividend's sign; floating point always), fmod = 0 Python's (the divisor's
+// sign). An integer remainder by zero is 0, as numpy gives.
+template <class T>
+T mod_of(T a, T b, bool c_style) {
+  if constexpr (std::is_floating_point_v<T>) {
+    const T r = std::fmod(a, b);
+    if (c_style || r == T(0) || (r < 0) == (b < 0)) return r;
+    return r + b;
+  } else {
+    if (b == 0) return 0;
+    if constexpr (std::is_signed_v<T>) {
+      if (b == -1) return 0;  // (also avoids INT_MIN % -1)
+    }
+    const T r = static_cast<T>(a % b);
+    if (c_style || r == 0) return r;
+    if constexpr (std::is_signed_v<T>) {
+      if ((r < 0) != (b < 0)) return static_cast<T>(r + b);
+    }
+    return r;
+  }
+}
+bool mod::supports(const graph& g, node_id n) {
+  return binary_types_match(g, n) && (input_is<EPSTACK_ARITH>(g, n) || in_type(g, n, 0) == element_type::float16);
+}
+Result<compute_function> mod::compile(const graph& g, node_id n) {
+  const bool c_style = attr_i(g.node(n), "fmod", 0) != 0;
+  if (in_type(g, n, 0) == element_type::float16)
+    return make_fn("Mod", [c_style](compute_context& ctx) -> Status {
+      return binary_apply<float16, float16>(ctx, ctx.input(0), ctx.input(1), [c_style](float16 a, float16 b) {
+        return float16(mod_of(static_cast<float>(a), static_cast<float>(b), true));
+      });
+    });
+  return arith_over<EPSTACK_ARITH>(g, n, [c_style](auto t) {
+    using T = typename decltype(t)::type;
+    return [c_style](T a, T b) { return mod_of<T>(a, b, c_style || std::is_floating_point_v<T>); };
+  });
+}
+
+bool bit_shift::supports(const graph& g, node_id n) {
+  return binary_is<std::uint8_t, std::uint16_t, std::uint32_t, std::uint64_t>(g, n);
+}
+Result<compute_function> bit_shift::compile(const graph& g, node_id n) {
+  const std::string dir = attr_s(g.node(n), "direction", "");
+  if (dir != "LEFT" && dir != "RIGHT")
+    return Status(errc::invalid_graph, cat("BitShift: direction must be LEFT or RIGHT, got '", dir, "'"));
+  const bool left = dir == "LEFT";
+  return arith_over<std::uint8_t, std::uint16_t, std::uint32_t, std::uint64_t>(g, n, [left](auto t) {
+    using T = typename decltype(t)::type;
+    return [left](T a, T b) -> T {
+      if (b >= sizeof(T) * 8) return 0;
+      return static_cast<T>(left ? a << b : a >> b);
+    };
+  });
+}
+
 }  // namespace ops
 }  // namespace epstack::cpu

@@ -47,6 +47,23 @@ EPSTACK_DECLARE_CPU_KERNEL(softsign, "Softsign", "");
 EPSTACK_DECLARE_CPU_KERNEL(thresholded_relu, "ThresholdedRelu", "");
 EPSTACK_DECLARE_CPU_KERNEL(prelu, "PRelu", "");
 EPSTACK_DECLARE_CPU_KERNEL(clip, "Clip", "");
+EPSTACK_DECLARE_CPU_KERNEL(sin, "Sin", "");
+EPSTACK_DECLARE_CPU_KERNEL(cos, "Cos", "");
+EPSTACK_DECLARE_CPU_KERNEL(tan, "Tan", "");
+EPSTACK_DECLARE_CPU_KERNEL(asin, "Asin", "");
+EPSTACK_DECLARE_CPU_KERNEL(acos, "Acos", "");
+EPSTACK_DECLARE_CPU_KERNEL(atan, "Atan", "");
+EPSTACK_DECLARE_CPU_KERNEL(sinh, "Sinh", "");
+EPSTACK_DECLARE_CPU_KERNEL(cosh, "Cosh", "");
+EPSTACK_DECLARE_CPU_KERNEL(asinh, "Asinh", "");
+EPSTACK_DECLARE_CPU_KERNEL(acosh, "Acosh", "");
+EPSTACK_DECLARE_CPU_KERNEL(atanh, "Atanh", "");
+EPSTACK_DECLARE_CPU_KERNEL(round, "Round", "");
+EPSTACK_DECLARE_CPU_KERNEL(is_inf, "IsInf", "");
+EPSTACK_DECLARE_CPU_KERNEL(is_nan, "IsNaN", "");
+EPSTACK_DECLARE_CPU_KERNEL(shrink, "Shrink", "");
+EPSTACK_DECLARE_CPU_KERNEL(mod, "Mod", "");
+EPSTACK_DECLARE_CPU_KERNEL(bit_shift, "BitShift", "");
 EPSTACK_DECLARE_CPU_KERNEL(gelu, "Gelu", "com.microsoft");
 EPSTACK_DECLARE_CPU_KERNEL(bias_gelu, "BiasGelu", "com.microsoft");
 // Element-wise, binary and n-ary, with numpy broadcasting.
@@ -140,7 +157,9 @@ namespace epstack::cpu {
 using all_kernels = boost::mp11::mp_list<
     ops::relu, ops::neg, ops::abs, ops::exp, ops::log, ops::sqrt, ops::reciprocal, ops::sigmoid, ops::tanh, ops::erf,
     ops::floor, ops::ceil, ops::sign, ops::not_, ops::leaky_relu, ops::elu, ops::selu, ops::hard_sigmoid, ops::softplus,
-    ops::softsign, ops::thresholded_relu, ops::prelu, ops::clip, ops::gelu, ops::bias_gelu, ops::add,
+    ops::softsign, ops::thresholded_relu, ops::prelu, ops::clip, ops::sin, ops::cos, ops::tan, ops::asin, ops::acos,
+    ops::atan, ops::sinh, ops::cosh, ops::asinh, ops::acosh, ops::atanh, ops::round, ops::is_inf, ops::is_nan,
+    ops::shrink, ops::mod, ops::bit_shift, ops::gelu, ops::bias_gelu, ops::add,
     ops::sub, ops::mul, ops::div, ops::pow, ops::equal, ops::greater, ops::less, ops::greater_or_equal,
     ops::less_or_equal, ops::and_, ops::or_, ops::xor_, ops::where, ops::max, ops::min, ops::sum, ops::mean, ops::gemm,
     ops::matmul, ops::fused_matmul, ops::einsum, ops::conv, ops::fused_conv, ops::max_pool, ops::average_pool,
