@@ -144,6 +144,19 @@ EPSTACK_DECLARE_CPU_KERNEL(top_k, "TopK", "");
 EPSTACK_DECLARE_CPU_KERNEL(cum_sum, "CumSum", "");
 EPSTACK_DECLARE_CPU_KERNEL(resize, "Resize", "");
 // Control flow.
+// Index and layout.
+EPSTACK_DECLARE_CPU_KERNEL(trilu, "Trilu", "");
+EPSTACK_DECLARE_CPU_KERNEL(hardmax, "Hardmax", "");
+EPSTACK_DECLARE_CPU_KERNEL(eye_like, "EyeLike", "");
+EPSTACK_DECLARE_CPU_KERNEL(depth_to_space, "DepthToSpace", "");
+EPSTACK_DECLARE_CPU_KERNEL(space_to_depth, "SpaceToDepth", "");
+EPSTACK_DECLARE_CPU_KERNEL(one_hot, "OneHot", "");
+EPSTACK_DECLARE_CPU_KERNEL(gather_nd, "GatherND", "");
+EPSTACK_DECLARE_CPU_KERNEL(scatter_nd, "ScatterND", "");
+EPSTACK_DECLARE_CPU_KERNEL(scatter_elements, "ScatterElements", "");
+EPSTACK_DECLARE_CPU_KERNEL(scatter, "Scatter", "");
+EPSTACK_DECLARE_CPU_KERNEL(compress, "Compress", "");
+EPSTACK_DECLARE_CPU_KERNEL(reverse_sequence, "ReverseSequence", "");
 EPSTACK_DECLARE_CPU_KERNEL(if_, "If", "");
 EPSTACK_DECLARE_CPU_KERNEL(loop, "Loop", "");
 EPSTACK_DECLARE_CPU_KERNEL(scan, "Scan", "");
@@ -169,7 +182,9 @@ using all_kernels = boost::mp11::mp_list<
     ops::reduce_l2, ops::reduce_log_sum, ops::reduce_log_sum_exp, ops::arg_max, ops::arg_min, ops::reshape,
     ops::flatten, ops::squeeze, ops::unsqueeze, ops::identity, ops::dropout, ops::shape, ops::size, ops::transpose,
     ops::concat, ops::split, ops::slice, ops::gather, ops::gather_elements, ops::expand, ops::tile, ops::pad, ops::cast,
-    ops::constant, ops::constant_of_shape, ops::range, ops::non_zero, ops::top_k, ops::cum_sum, ops::resize, ops::if_,
+    ops::constant, ops::constant_of_shape, ops::range, ops::non_zero, ops::top_k, ops::cum_sum, ops::resize, ops::trilu, ops::hardmax,
+    ops::eye_like, ops::depth_to_space, ops::space_to_depth, ops::one_hot, ops::gather_nd, ops::scatter_nd,
+    ops::scatter_elements, ops::scatter, ops::compress, ops::reverse_sequence, ops::if_,
     ops::loop, ops::scan>;
 
 }  // namespace epstack::cpu
