@@ -704,7 +704,8 @@ Result<std::vector<ivalue>> session_core::run(std::span<const named_value> feeds
   }
   if (st)
     for (value_id v : g.inputs())
-      if (rc->env[v].is_none() && !g.value(v).initializer) {
+      // (An optional input left out, or given as none, is an empty optional.)
+      if (rc->env[v].is_none() && !g.value(v).initializer && g.value(v).type.kind != type_kind::optional) {
         st = Status(errc::invalid_argument, cat("input '", g.value(v).name, "' is missing"));
         break;
       }

@@ -157,6 +157,18 @@ EPSTACK_DECLARE_CPU_KERNEL(scatter_elements, "ScatterElements", "");
 EPSTACK_DECLARE_CPU_KERNEL(scatter, "Scatter", "");
 EPSTACK_DECLARE_CPU_KERNEL(compress, "Compress", "");
 EPSTACK_DECLARE_CPU_KERNEL(reverse_sequence, "ReverseSequence", "");
+// Sequences and optionals.
+EPSTACK_DECLARE_CPU_KERNEL(sequence_empty, "SequenceEmpty", "");
+EPSTACK_DECLARE_CPU_KERNEL(sequence_construct, "SequenceConstruct", "");
+EPSTACK_DECLARE_CPU_KERNEL(sequence_insert, "SequenceInsert", "");
+EPSTACK_DECLARE_CPU_KERNEL(sequence_at, "SequenceAt", "");
+EPSTACK_DECLARE_CPU_KERNEL(sequence_erase, "SequenceErase", "");
+EPSTACK_DECLARE_CPU_KERNEL(sequence_length, "SequenceLength", "");
+EPSTACK_DECLARE_CPU_KERNEL(split_to_sequence, "SplitToSequence", "");
+EPSTACK_DECLARE_CPU_KERNEL(concat_from_sequence, "ConcatFromSequence", "");
+EPSTACK_DECLARE_CPU_KERNEL(optional, "Optional", "");
+EPSTACK_DECLARE_CPU_KERNEL(optional_has_element, "OptionalHasElement", "");
+EPSTACK_DECLARE_CPU_KERNEL(optional_get_element, "OptionalGetElement", "");
 EPSTACK_DECLARE_CPU_KERNEL(if_, "If", "");
 EPSTACK_DECLARE_CPU_KERNEL(loop, "Loop", "");
 EPSTACK_DECLARE_CPU_KERNEL(scan, "Scan", "");
@@ -184,7 +196,10 @@ using all_kernels = boost::mp11::mp_list<
     ops::concat, ops::split, ops::slice, ops::gather, ops::gather_elements, ops::expand, ops::tile, ops::pad, ops::cast,
     ops::constant, ops::constant_of_shape, ops::range, ops::non_zero, ops::top_k, ops::cum_sum, ops::resize, ops::trilu, ops::hardmax,
     ops::eye_like, ops::depth_to_space, ops::space_to_depth, ops::one_hot, ops::gather_nd, ops::scatter_nd,
-    ops::scatter_elements, ops::scatter, ops::compress, ops::reverse_sequence, ops::if_,
+    ops::scatter_elements, ops::scatter, ops::compress, ops::reverse_sequence, ops::sequence_empty,
+    ops::sequence_construct, ops::sequence_insert, ops::sequence_at, ops::sequence_erase, ops::sequence_length,
+    ops::split_to_sequence, ops::concat_from_sequence, ops::optional, ops::optional_has_element,
+    ops::optional_get_element, ops::if_,
     ops::loop, ops::scan>;
 
 }  // namespace epstack::cpu
