@@ -419,7 +419,7 @@ TEST_CASE("Split-13 takes the part sizes from its optional input, else equal par
   for (const auto& v : *zero) CHECK(sizes_of(v.as_tensor()) == i64s{0});
 }
 
-TEST_CASE("Split before opset 13 takes the part sizes from its attribute") {
+TEST_CASE("Split before opset 13 takes the part sizes from its attribute; a negative axis counts from the end") {
   const tensor m = f32({2, 3}, iota_f(6));
   auto r = run_kernel<ops::split>(op("Split", 11, 2).set("axis", std::int64_t{1}).set("split", i64s{1, 2}), {in(m)});
   REQUIRE(r.has_value());
@@ -428,7 +428,10 @@ TEST_CASE("Split before opset 13 takes the part sizes from its attribute") {
   auto s = run_kernel<ops::split>(op("Split", 2, 2), {in(strs({4}, {"a", "b", "c", "d"}))});
   REQUIRE(s.has_value());
   check_tensor<std::string>((*s)[1].as_tensor(), {2}, {"c", "d"});
-  expect_error<ops::split>(op("Split", 2, 2).set("axis", std::int64_t{-1}), {in(m)}, "axis -1 is negative");
+  // A negative axis before opset 11 (PyTorch's exporter wrote them): from the end, as later opsets define it.
+  auto neg = run_kernel<ops::split>(op("Split", 2, 2).set("axis", std::int64_t{-1}).set("split", i64s{1, 2}), {in(m)});
+  REQUIRE(neg.has_value());
+  check_tensor<float>((*neg)[0].as_tensor(), {2, 1}, {0, 3});
 }
 
 TEST_CASE("Split rejects uneven equal parts and part sizes that do not add up") {
@@ -608,7 +611,7 @@ TEST_CASE("Cast between numeric types truncates toward zero and saturates floati
   check_tensor<std::int64_t>(run1<ops::cast>(to(element_type::int64), {in(make<std::uint64_t>({1}, {7}))}), {1}, {7});
 }
 
-TEST_CASE("Cast to and from float16 and bfloat16 rounds to nearest") {
+TEST_CASE("Cast to float16 rounds to nearest; to bfloat16 truncates before opset 19 and rounds from it") {
   auto to = [](element_type e) { return op("Cast", 13).set("to", static_cast<std::int64_t>(e)); };
   const tensor x = f32({3}, {1.0f, 0.1f, 65504.0f});
   const tensor h = run1<ops::cast>(to(element_type::float16), {in(x)});
@@ -619,8 +622,11 @@ TEST_CASE("Cast to and from float16 and bfloat16 rounds to nearest") {
   check_tensor<float>(run1<ops::cast>(to(element_type::float32), {in(h)}), {3}, {1.0f, 0.0999755859375f, 65504.0f}, 0, 0);
   const tensor b = run1<ops::cast>(to(element_type::bfloat16), {in(x)});
   CHECK(b.typed<bfloat16>()[0].bits == 0x3f80);
-  CHECK(b.typed<bfloat16>()[1].bits == 0x3dcd);
-  check_tensor<std::int32_t>(run1<ops::cast>(to(element_type::int32), {in(b)}), {3}, {1, 0, 65536});
+  CHECK(b.typed<bfloat16>()[1].bits == 0x3dcc);  // 0.1 = 0x3dcccccd: truncated (ONNX 1.12's reference)
+  check_tensor<std::int32_t>(run1<ops::cast>(to(element_type::int32), {in(b)}), {3}, {1, 0, 65280});
+  const tensor b19 = run1<ops::cast>(op("Cast", 19).set("to", static_cast<std::int64_t>(element_type::bfloat16)), {in(x)});
+  CHECK(b19.typed<bfloat16>()[1].bits == 0x3dcd);  // rounded to nearest even (opset 19)
+  check_tensor<std::int32_t>(run1<ops::cast>(to(element_type::int32), {in(b19)}), {3}, {1, 0, 65536});
   const tensor hb = run1<ops::cast>(to(element_type::float16), {in(b)});
   CHECK(hb.typed<float16>()[0].bits == 0x3c00);
   check_tensor<double>(run1<ops::cast>(to(element_type::float64), {in(make<std::int16_t>({1}, {-3}))}), {1}, {-3.0});

@@ -417,10 +417,25 @@ EPSTACK_PARAM_ACTIVATION(thresholded_relu, x > a ? x : T(0))
 
 bool prelu::supports(const graph& g, node_id n) { return binary_is<float, double, std::int32_t, std::int64_t>(g, n); }
 Result<compute_function> prelu::compile(const graph& g, node_id n) {
-  return arith_over<float, double, std::int32_t, std::int64_t>(g, n, [](auto t) {
-    using T = typename decltype(t)::type;
-    return [](T x, T slope) { return x < T(0) ? static_cast<T>(slope * x) : x; };
+  const bool legacy = g.node(n).since_version < 7;
+  Result<compute_function> r = Status(errc::not_implemented, "unsupported element type");
+  dispatch<float, double, std::int32_t, std::int64_t>(in_type(g, n, 0), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const auto fn = [](T x, T slope) { return x < T(0) ? static_cast<T>(slope * x) : x; };
+    r = make_fn("PRelu", [fn, legacy](compute_context& ctx) -> Status {
+      const tensor& x = ctx.input(0);
+      tensor slope = ctx.input(1);
+      EPSTACK_RETURN_IF_ERROR(check_same_type<T>(x, slope));
+      // Before opset 7 a 1-D slope of C values is per channel (axis 1), as PyTorch's exporter meant it.
+      if (legacy && slope.rank() == 1 && x.rank() > 2 && slope.sizes()[0] == x.sizes()[1] && slope.sizes()[0] != 1) {
+        std::vector<std::int64_t> d(x.rank() - 1, 1);
+        d[0] = slope.sizes()[0];
+        slope = slope.reshaped(d);
+      }
+      return binary_apply<T, T>(ctx, x, slope, fn);
+    });
   });
+  return r;
 }
 
 bool gelu::supports(const graph& g, node_id n) { return in_type(g, n, 0) == element_type::float32; }

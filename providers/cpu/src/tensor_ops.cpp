@@ -474,7 +474,8 @@ struct split_params {
 
 Status split_run(compute_context& ctx, const split_params& sp) {
   const tensor& x = ctx.input(0);
-  EPSTACK_ASSIGN_OR_RETURN(const std::size_t axis, axis_of(sp.axis, x.rank(), sp.version >= 11));
+  // (A negative axis is taken before opset 11 too: PyTorch's exporter wrote them, and they are unambiguous.)
+  EPSTACK_ASSIGN_OR_RETURN(const std::size_t axis, axis_of(sp.axis, x.rank(), true));
   const std::int64_t dim = x.sizes()[axis];
   const std::size_t n = ctx.output_count();
   if (n == 0) return invalid("Split has no outputs");
@@ -739,6 +740,20 @@ To convert(From v) {
   }
 }
 
+// To bfloat16 by truncation (the upper 16 bits of the float), as ONNX's reference Cast does before opset 19 (the
+// backend test data of ONNX 1.12); opset 19 specifies rounding to nearest even, as `convert` does. NaN stays NaN.
+template <class From>
+bfloat16 to_bfloat16_truncated(From v) {
+  float f;
+  if constexpr (std::is_same_v<From, double>) f = narrow_to_float(v);
+  else if constexpr (std::is_same_v<From, bool>) f = v ? 1.0f : 0.0f;
+  else f = static_cast<float>(v);
+  if (std::isnan(f)) return bfloat16(f);
+  bfloat16 r;
+  r.bits = static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(f) >> 16);
+  return r;
+}
+
 // Numbers as text: integers in decimal, floating point in the shortest form that reads back to the same value
 // (std::to_chars; half types through float), and INF, -INF, NaN; bool as 1 or 0.
 template <class From>
@@ -811,7 +826,7 @@ bool from_text(std::string_view s, To& out) {
 }
 
 template <class To>
-Status cast_run(compute_context& ctx) {
+Status cast_run(compute_context& ctx, bool truncate_bf16) {
   const tensor& x = ctx.input(0);
   constexpr element_type to = element_type_of_v<To>;
   if (x.type() == to) {
@@ -837,6 +852,14 @@ Status cast_run(compute_context& ctx) {
     } else if constexpr (std::is_same_v<To, std::string>) {
       for (std::size_t i = 0; i < n; ++i) out[i] = to_text(in[i]);
     } else {
+      if constexpr (std::is_same_v<To, bfloat16>) {
+        if (truncate_bf16) {
+          parallel_elements(ctx, n, [&](std::size_t b, std::size_t e) {
+            for (std::size_t i = b; i < e; ++i) out[i] = to_bfloat16_truncated(in[i]);
+          });
+          return;
+        }
+      }
       parallel_elements(ctx, n, [&](std::size_t b, std::size_t e) {
         for (std::size_t i = b; i < e; ++i) out[i] = convert<To>(in[i]);
       });
@@ -1309,7 +1332,8 @@ Result<compute_function> cast::compile(const graph& g, node_id n) {
   Result<compute_function> r = invalid(cat("Cast to ", to_string(to), " is not supported"));
   dispatch<EPSTACK_ALL_POD_TYPES, std::string>(to, [&](auto tag) {
     using To = typename decltype(tag)::type;
-    r = make_fn("Cast", [](compute_context& ctx) { return cast_run<To>(ctx); });
+    const bool truncate_bf16 = g.node(n).since_version < 19;
+    r = make_fn("Cast", [truncate_bf16](compute_context& ctx) { return cast_run<To>(ctx, truncate_bf16); });
   });
   return r;
 }
