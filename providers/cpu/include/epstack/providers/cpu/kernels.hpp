@@ -157,6 +157,17 @@ EPSTACK_DECLARE_CPU_KERNEL(scatter_elements, "ScatterElements", "");
 EPSTACK_DECLARE_CPU_KERNEL(scatter, "Scatter", "");
 EPSTACK_DECLARE_CPU_KERNEL(compress, "Compress", "");
 EPSTACK_DECLARE_CPU_KERNEL(reverse_sequence, "ReverseSequence", "");
+// Numeric kernels outside the hot paths, and the optimisers of ai.onnx.preview.training.
+EPSTACK_DECLARE_CPU_KERNEL(instance_normalization, "InstanceNormalization", "");
+EPSTACK_DECLARE_CPU_KERNEL(lrn, "LRN", "");
+EPSTACK_DECLARE_CPU_KERNEL(det, "Det", "");
+EPSTACK_DECLARE_CPU_KERNEL(quantize_linear, "QuantizeLinear", "");
+EPSTACK_DECLARE_CPU_KERNEL(dequantize_linear, "DequantizeLinear", "");
+EPSTACK_DECLARE_CPU_KERNEL(max_unpool, "MaxUnpool", "");
+EPSTACK_DECLARE_CPU_KERNEL(upsample, "Upsample", "");
+EPSTACK_DECLARE_CPU_KERNEL(adagrad, "Adagrad", "ai.onnx.preview.training");
+EPSTACK_DECLARE_CPU_KERNEL(momentum, "Momentum", "ai.onnx.preview.training");
+EPSTACK_DECLARE_CPU_KERNEL(adam, "Adam", "ai.onnx.preview.training");
 // Sequences and optionals.
 EPSTACK_DECLARE_CPU_KERNEL(sequence_empty, "SequenceEmpty", "");
 EPSTACK_DECLARE_CPU_KERNEL(sequence_construct, "SequenceConstruct", "");
@@ -199,7 +210,8 @@ using all_kernels = boost::mp11::mp_list<
     ops::scatter_elements, ops::scatter, ops::compress, ops::reverse_sequence, ops::sequence_empty,
     ops::sequence_construct, ops::sequence_insert, ops::sequence_at, ops::sequence_erase, ops::sequence_length,
     ops::split_to_sequence, ops::concat_from_sequence, ops::optional, ops::optional_has_element,
-    ops::optional_get_element, ops::if_,
+    ops::optional_get_element, ops::instance_normalization, ops::lrn, ops::det, ops::quantize_linear,
+    ops::dequantize_linear, ops::max_unpool, ops::upsample, ops::adagrad, ops::momentum, ops::adam, ops::if_,
     ops::loop, ops::scan>;
 
 }  // namespace epstack::cpu

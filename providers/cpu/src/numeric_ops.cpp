@@ -1,0 +1,392 @@
+// Numeric kernels outside the hot paths: InstanceNormalization, LRN, Det, QuantizeLinear, DequantizeLinear,
+// MaxUnpool, Upsample (nearest), and the optimisers of the ai.onnx.preview.training domain (Adagrad, Momentum, Adam).
+#include "kernel_util.hpp"
+
+#include <numeric>
+
+namespace epstack::cpu {
+namespace impl {
+namespace {
+
+using dims = std::vector<std::int64_t>;
+
+bool f32_or_f64(element_type e) { return e == element_type::float32 || e == element_type::float64; }
+
+template <class F>
+bool float_dispatch(element_type e, F&& f) {
+  return dispatch<float, double>(e, std::forward<F>(f));
+}
+
+Status bad(std::string_view op, std::string_view what) { return Status(errc::invalid_argument, cat(op, ": ", what)); }
+
+// Round half to even and clamp into T's range (QuantizeLinear's saturate(round(x / scale) + zero_point)).
+template <class T>
+T saturate_round(double v) {
+  v = std::nearbyint(v);
+  v = std::min(std::max(v, static_cast<double>(std::numeric_limits<T>::lowest())), static_cast<double>(std::numeric_limits<T>::max()));
+  return static_cast<T>(v);
+}
+
+/// Per-axis parameters of (De)QuantizeLinear: scale and zero point for element i of x.
+struct quant_axis {
+  std::int64_t inner = 1, count = 1;  ///< the axis' stride and length (count 1: one scale for all)
+  [[nodiscard]] std::size_t of(std::size_t i) const {
+    return count == 1 ? 0 : static_cast<std::size_t>((static_cast<std::int64_t>(i) / inner) % count);
+  }
+};
+Result<quant_axis> quant_axis_of(const tensor& x, const tensor& scale, std::int64_t axis_attr, std::string_view op) {
+  quant_axis q;
+  if (scale.element_count() <= 1 && scale.rank() <= 1) return q;
+  if (scale.rank() != 1) return bad(op, "the scale must be a scalar or 1-D");
+  const auto axis = normalize_axis(axis_attr, x.rank());
+  if (!axis) return bad_axis(axis_attr, x.rank());
+  if (x.sizes()[*axis] != static_cast<std::int64_t>(scale.element_count()))
+    return bad(op, "the scale's length differs from the axis' length");
+  q.count = x.sizes()[*axis];
+  q.inner = product(x.sizes(), *axis + 1);
+  return q;
+}
+
+}  // namespace
+}  // namespace impl
+
+namespace ops {
+using namespace impl;
+
+// ---- InstanceNormalization: per (n, c), over the spatial dims: scale * (x - mean) / sqrt(var + epsilon) + B ----
+bool instance_normalization::supports(const graph& g, node_id n) { return f32_or_f64(in_type(g, n, 0)); }
+Result<compute_function> instance_normalization::compile(const graph& g, node_id n) {
+  const double eps = attr_f(g.node(n), "epsilon", 1e-5f);
+  return make_fn("InstanceNormalization", [eps](compute_context& ctx) -> Status {
+    const tensor& x = ctx.input(0);
+    if (x.rank() < 2) return bad("InstanceNormalization", "the input needs rank 2 or more");
+    const std::int64_t N = x.sizes()[0], C = x.sizes()[1], S = product(x.sizes(), 2);
+    if (static_cast<std::int64_t>(ctx.input(1).element_count()) != C || static_cast<std::int64_t>(ctx.input(2).element_count()) != C)
+      return bad("InstanceNormalization", "scale and B must have one value per channel");
+    tensor& y = ctx.allocate_output(0, x.type(), x.sizes());
+    float_dispatch(x.type(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* in = x.typed<T>();
+      const T* sc = ctx.input(1).typed<T>();
+      const T* b = ctx.input(2).typed<T>();
+      T* out = y.typed<T>();
+      parallel_items(ctx, static_cast<std::size_t>(N * C), static_cast<std::size_t>(S), [&](std::size_t r0, std::size_t r1) {
+        for (std::size_t r = r0; r < r1; ++r) {
+          const T* p = in + r * static_cast<std::size_t>(S);
+          double mean = 0, var = 0;
+          for (std::int64_t i = 0; i < S; ++i) mean += p[i];
+          mean /= static_cast<double>(std::max<std::int64_t>(S, 1));
+          for (std::int64_t i = 0; i < S; ++i) var += (p[i] - mean) * (p[i] - mean);
+          var /= static_cast<double>(std::max<std::int64_t>(S, 1));
+          const std::size_t c = r % static_cast<std::size_t>(C);
+          const double k = sc[c] / std::sqrt(var + eps);
+          for (std::int64_t i = 0; i < S; ++i) out[r * static_cast<std::size_t>(S) + static_cast<std::size_t>(i)] = static_cast<T>((p[i] - mean) * k + b[c]);
+        }
+      });
+    });
+    return {};
+  });
+}
+
+// ---- LRN: x / (bias + alpha / size * sum of squares over the channel window)^beta ----
+bool lrn::supports(const graph& g, node_id n) { return f32_or_f64(in_type(g, n, 0)) && has_attr(g.node(n), "size"); }
+Result<compute_function> lrn::compile(const graph& g, node_id n) {
+  const auto& nd = g.node(n);
+  const double alpha = attr_f(nd, "alpha", 1e-4f), beta = attr_f(nd, "beta", 0.75f), bias = attr_f(nd, "bias", 1.0f);
+  const std::int64_t size = attr_i(nd, "size", 0);
+  if (size < 1) return Status(errc::invalid_graph, "LRN: size must be positive");
+  return make_fn("LRN", [=](compute_context& ctx) -> Status {
+    const tensor& x = ctx.input(0);
+    if (x.rank() < 2) return bad("LRN", "the input needs rank 2 or more");
+    const std::int64_t N = x.sizes()[0], C = x.sizes()[1], S = product(x.sizes(), 2);
+    const std::int64_t lo = (size - 1) / 2, hi = size - 1 - lo;
+    tensor& y = ctx.allocate_output(0, x.type(), x.sizes());
+    float_dispatch(x.type(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* in = x.typed<T>();
+      T* out = y.typed<T>();
+      for (std::int64_t nn = 0; nn < N; ++nn)
+        for (std::int64_t c = 0; c < C; ++c)
+          for (std::int64_t s = 0; s < S; ++s) {
+            double sum = 0;
+            for (std::int64_t k = std::max<std::int64_t>(0, c - lo); k <= std::min(C - 1, c + hi); ++k) {
+              const double v = in[(nn * C + k) * S + s];
+              sum += v * v;
+            }
+            const std::int64_t at = (nn * C + c) * S + s;
+            out[at] = static_cast<T>(in[at] / std::pow(bias + alpha / static_cast<double>(size) * sum, beta));
+          }
+    });
+    return {};
+  });
+}
+
+// ---- Det: the determinant of each [M, M] matrix of [*, M, M], by LU with partial pivoting in double ----
+bool det::supports(const graph& g, node_id n) { return f32_or_f64(in_type(g, n, 0)); }
+Result<compute_function> det::compile(const graph&, node_id) {
+  return make_fn("Det", [](compute_context& ctx) -> Status {
+    const tensor& x = ctx.input(0);
+    if (x.rank() < 2 || x.sizes()[x.rank() - 1] != x.sizes()[x.rank() - 2]) return bad("Det", "the input must be [*, M, M]");
+    const std::int64_t M = x.sizes()[x.rank() - 1];
+    const dims out(x.sizes().begin(), x.sizes().end() - 2);
+    tensor& y = ctx.allocate_output(0, x.type(), out);
+    const std::int64_t mats = product(out);
+    float_dispatch(x.type(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      std::vector<double> a(static_cast<std::size_t>(M * M));
+      for (std::int64_t m = 0; m < mats; ++m) {
+        const T* p = x.typed<T>() + m * M * M;
+        std::copy(p, p + M * M, a.begin());
+        double d = 1;
+        for (std::int64_t c = 0; c < M && d != 0; ++c) {
+          std::int64_t piv = c;
+          for (std::int64_t r = c + 1; r < M; ++r)
+            if (std::fabs(a[static_cast<std::size_t>(r * M + c)]) > std::fabs(a[static_cast<std::size_t>(piv * M + c)])) piv = r;
+          if (a[static_cast<std::size_t>(piv * M + c)] == 0) {
+            d = 0;
+            break;
+          }
+          if (piv != c) {
+            for (std::int64_t k = 0; k < M; ++k) std::swap(a[static_cast<std::size_t>(c * M + k)], a[static_cast<std::size_t>(piv * M + k)]);
+            d = -d;
+          }
+          const double pv = a[static_cast<std::size_t>(c * M + c)];
+          d *= pv;
+          for (std::int64_t r = c + 1; r < M; ++r) {
+            const double f = a[static_cast<std::size_t>(r * M + c)] / pv;
+            for (std::int64_t k = c; k < M; ++k) a[static_cast<std::size_t>(r * M + k)] -= f * a[static_cast<std::size_t>(c * M + k)];
+          }
+        }
+        y.typed<T>()[m] = static_cast<T>(d);
+      }
+    });
+    return {};
+  });
+}
+
+// ---- QuantizeLinear: saturate(round(x / scale) + zero_point), uint8 without a zero point; per axis from opset 13 ----
+bool quantize_linear::supports(const graph& g, node_id n) {
+  const auto e = in_type(g, n, 0);
+  const auto z = has_in(g, n, 2) ? in_type(g, n, 2) : element_type::uint8;
+  return (e == element_type::float32 || e == element_type::int32) && (z == element_type::uint8 || z == element_type::int8);
+}
+Result<compute_function> quantize_linear::compile(const graph& g, node_id n) {
+  const std::int64_t axis = attr_i(g.node(n), "axis", 1);
+  return make_fn("QuantizeLinear", [axis](compute_context& ctx) -> Status {
+    const tensor& x = ctx.input(0);
+    const tensor& scale = ctx.input(1);
+    const bool has_zp = ctx.has_input(2) && !ctx.input(2).empty();
+    const element_type out = has_zp ? ctx.input(2).type() : element_type::uint8;
+    EPSTACK_ASSIGN_OR_RETURN(auto q, quant_axis_of(x, scale, axis, "QuantizeLinear"));
+    if (scale.type() != element_type::float32) return bad("QuantizeLinear", "the scale must be float");
+    tensor& y = ctx.allocate_output(0, out, x.sizes());
+    const float* sc = scale.typed<float>();
+    const auto run = [&](auto* o) {
+      using Q = std::remove_pointer_t<decltype(o)>;
+      const Q* zp = has_zp ? ctx.input(2).typed<Q>() : nullptr;
+      for (std::size_t i = 0; i < x.element_count(); ++i) {
+        const std::size_t k = q.of(i);
+        // x / scale in float, as the reference computes it (a double quotient can round the other way at .5).
+        const float v = x.type() == element_type::float32 ? x.typed<float>()[i] : static_cast<float>(x.typed<std::int32_t>()[i]);
+        o[i] = saturate_round<Q>(static_cast<double>(std::nearbyint(v / sc[k])) + (zp ? zp[k] : 0));
+      }
+    };
+    if (out == element_type::uint8) run(y.typed<std::uint8_t>());
+    else run(y.typed<std::int8_t>());
+    return {};
+  });
+}
+
+// ---- DequantizeLinear: (x - zero_point) * scale, float ----
+bool dequantize_linear::supports(const graph& g, node_id n) {
+  const auto e = in_type(g, n, 0);
+  return e == element_type::uint8 || e == element_type::int8 || e == element_type::int32;
+}
+Result<compute_function> dequantize_linear::compile(const graph& g, node_id n) {
+  const std::int64_t axis = attr_i(g.node(n), "axis", 1);
+  return make_fn("DequantizeLinear", [axis](compute_context& ctx) -> Status {
+    const tensor& x = ctx.input(0);
+    const tensor& scale = ctx.input(1);
+    const bool has_zp = ctx.has_input(2) && !ctx.input(2).empty();
+    if (scale.type() != element_type::float32) return bad("DequantizeLinear", "the scale must be float");
+    if (has_zp && ctx.input(2).type() != x.type()) return bad("DequantizeLinear", "the zero point's type differs from x's");
+    EPSTACK_ASSIGN_OR_RETURN(auto q, quant_axis_of(x, scale, axis, "DequantizeLinear"));
+    tensor& y = ctx.allocate_output(0, element_type::float32, x.sizes());
+    const float* sc = scale.typed<float>();
+    dispatch<std::uint8_t, std::int8_t, std::int32_t>(x.type(), [&](auto tag) {
+      using Q = typename decltype(tag)::type;
+      const Q* in = x.typed<Q>();
+      const Q* zp = has_zp ? ctx.input(2).typed<Q>() : nullptr;
+      for (std::size_t i = 0; i < x.element_count(); ++i) {
+        const std::size_t k = q.of(i);
+        y.typed<float>()[i] = static_cast<float>((static_cast<double>(in[i]) - (zp ? static_cast<double>(zp[k]) : 0.0)) * sc[k]);
+      }
+    });
+    return {};
+  });
+}
+
+// ---- MaxUnpool: zeros, with each value of X at its index (flat over the whole output) ----
+bool max_unpool::supports(const graph& g, node_id n) { return f32_or_f64(in_type(g, n, 0)) && has_attr(g.node(n), "kernel_shape"); }
+Result<compute_function> max_unpool::compile(const graph& g, node_id n) {
+  const auto& nd = g.node(n);
+  const auto kernel = attr_ints(nd, "kernel_shape");
+  const auto strides_attr = attr_ints(nd, "strides"), pads_attr = attr_ints(nd, "pads");
+  return make_fn("MaxUnpool", [=](compute_context& ctx) -> Status {
+    const tensor& x = ctx.input(0);
+    const auto idx = to_int64s(ctx.input(1));
+    const std::size_t sp = kernel.size();
+    if (x.rank() != sp + 2 || idx.size() != x.element_count()) return bad("MaxUnpool", "X, I and kernel_shape do not agree");
+    // The indices (MaxPool's) are flat over the default output shape; a larger output_shape keeps each value at the
+    // same coordinates (the reference's reading, not ONNX Runtime's).
+    dims def(x.sizes().begin(), x.sizes().end());
+    for (std::size_t d = 0; d < sp; ++d) {
+      const std::int64_t s = d < strides_attr.size() ? strides_attr[d] : 1;
+      const std::int64_t pb = d < pads_attr.size() ? pads_attr[d] : 0, pe = d + sp < pads_attr.size() ? pads_attr[d + sp] : 0;
+      def[d + 2] = (x.sizes()[d + 2] - 1) * s - pb - pe + kernel[d];
+    }
+    dims out = def;
+    if (ctx.has_input(2) && !ctx.input(2).empty()) {
+      out = to_int64s(ctx.input(2));
+      if (out.size() != x.rank()) return bad("MaxUnpool", "output_shape has the wrong rank");
+      for (std::size_t d = 0; d < out.size(); ++d)
+        if (out[d] < def[d]) return bad("MaxUnpool", "output_shape is smaller than the unpooled shape");
+    }
+    tensor& y = ctx.allocate_output(0, x.type(), out);
+    std::memset(y.mutable_data(), 0, y.byte_size());
+    const std::int64_t total = product(def);
+    const std::size_t es = element_size(x.type());
+    for (std::size_t i = 0; i < idx.size(); ++i) {
+      if (idx[i] < 0 || idx[i] >= total) return bad("MaxUnpool", cat("index ", std::to_string(idx[i]), " is outside the output"));
+      std::int64_t rest = idx[i], flat = 0, stride = 1;
+      for (std::size_t d = def.size(); d-- > 0;) {
+        flat += (rest % def[d]) * stride;
+        rest /= def[d];
+        stride *= out[d];
+      }
+      std::memcpy(y.mutable_data() + static_cast<std::size_t>(flat) * es, x.data() + i * es, es);
+    }
+    return {};
+  });
+}
+
+// ---- Upsample (opsets 7-9), nearest: out[i] = in[floor(i / scale)] per dim ----
+bool upsample::supports(const graph& g, node_id n) {
+  return attr_s(g.node(n), "mode", "nearest") == "nearest" && in_type(g, n, 0) != element_type::string;
+}
+Result<compute_function> upsample::compile(const graph& g, node_id n) {
+  const auto scales_attr = attr_floats(g.node(n), "scales");
+  return make_fn("Upsample", [scales_attr](compute_context& ctx) -> Status {
+    const tensor& x = ctx.input(0);
+    std::vector<float> scales = scales_attr;
+    if (ctx.has_input(1)) {
+      const tensor& s = ctx.input(1);
+      if (s.type() != element_type::float32) return bad("Upsample", "scales must be float");
+      scales.assign(s.typed<float>(), s.typed<float>() + s.element_count());
+    }
+    if (scales.size() != x.rank()) return bad("Upsample", "one scale per dimension is needed");
+    dims out(x.rank());
+    for (std::size_t d = 0; d < x.rank(); ++d) out[d] = static_cast<std::int64_t>(std::floor(static_cast<double>(x.sizes()[d]) * scales[d]));
+    tensor& y = ctx.allocate_output(0, x.type(), out);
+    const std::size_t es = element_size(x.type());
+    std::vector<std::int64_t> in_st(x.rank(), 1);
+    for (std::size_t d = x.rank(); d-- > 1;) in_st[d - 1] = in_st[d] * x.sizes()[d];
+    std::vector<std::int64_t> at(x.rank(), 0);
+    for (std::size_t i = 0; i < y.element_count(); ++i) {
+      std::int64_t src = 0;
+      for (std::size_t d = 0; d < x.rank(); ++d)
+        src += std::min(x.sizes()[d] - 1, static_cast<std::int64_t>(std::floor(static_cast<double>(at[d]) / scales[d]))) * in_st[d];
+      std::memcpy(y.mutable_data() + i * es, x.data() + static_cast<std::size_t>(src) * es, es);
+      for (std::size_t d = x.rank(); d-- > 0;) {
+        if (++at[d] < out[d]) break;
+        at[d] = 0;
+      }
+    }
+    return {};
+  });
+}
+
+// ---- The optimisers of ai.onnx.preview.training: inputs R (learning rate), T (step), then the tensors ----
+namespace {
+template <class F>
+Status optimiser(compute_context& ctx, std::size_t groups, std::string_view op, F&& step) {
+  if (ctx.input_count() < 2 || (ctx.input_count() - 2) % groups != 0) return bad(op, "wrong number of inputs");
+  const std::size_t k = (ctx.input_count() - 2) / groups;
+  if (ctx.output_count() != k * (groups - 1)) return bad(op, "wrong number of outputs");
+  const double r = ctx.input(0).type() == element_type::float64 ? *ctx.input(0).typed<double>() : *ctx.input(0).typed<float>();
+  const std::int64_t t = to_int64s(ctx.input(1)).front();
+  for (std::size_t i = 0; i < k; ++i) {
+    std::vector<const tensor*> in;
+    for (std::size_t gi = 0; gi < groups; ++gi) in.push_back(&ctx.input(2 + gi * k + i));
+    for (const tensor* p : in)
+      if (p->type() != in[0]->type() || p->element_count() != in[0]->element_count()) return bad(op, "the tensors differ in type or size");
+    std::vector<tensor*> out;
+    for (std::size_t o = 0; o + 1 < groups; ++o) out.push_back(&ctx.allocate_output(o * k + i, in[0]->type(), in[0]->sizes()));
+    const bool ok = float_dispatch(in[0]->type(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      for (std::size_t e = 0; e < in[0]->element_count(); ++e) step(r, t, in, out, e, T{});
+    });
+    if (!ok) return bad(op, "tensors must be float or double");
+  }
+  return {};
+}
+template <class T>
+double at(const tensor* p, std::size_t e, T) { return static_cast<double>(p->typed<T>()[e]); }
+template <class T>
+void put(tensor* p, std::size_t e, double v, T) { p->typed<T>()[e] = static_cast<T>(v); }
+}  // namespace
+
+bool adagrad::supports(const graph&, node_id) { return true; }
+Result<compute_function> adagrad::compile(const graph& g, node_id n) {
+  const auto& nd = g.node(n);
+  const double decay = attr_f(nd, "decay_factor", 0), eps = attr_f(nd, "epsilon", 1e-6f), norm = attr_f(nd, "norm_coefficient", 0);
+  return make_fn("Adagrad", [=](compute_context& ctx) -> Status {
+    // inputs X, G, H; outputs X_new, H_new
+    return optimiser(ctx, 3, "Adagrad", [&](double r, std::int64_t t, auto& in, auto& out, std::size_t e, auto tag) {
+      const double lr = r / (1 + static_cast<double>(t) * decay);
+      const double x = at(in[0], e, tag), gr = norm * x + at(in[1], e, tag);
+      const double h = at(in[2], e, tag) + gr * gr;
+      put(out[0], e, x - lr * gr / (std::sqrt(h) + eps), tag);
+      put(out[1], e, h, tag);
+    });
+  });
+}
+bool momentum::supports(const graph& g, node_id n) {
+  const auto mode = attr_s(g.node(n), "mode", "standard");
+  return mode == "standard" || mode == "nesterov";
+}
+Result<compute_function> momentum::compile(const graph& g, node_id n) {
+  const auto& nd = g.node(n);
+  const double alpha = attr_f(nd, "alpha", 0), beta = attr_f(nd, "beta", 0), norm = attr_f(nd, "norm_coefficient", 0);
+  const bool nesterov = attr_s(nd, "mode", "standard") == "nesterov";
+  return make_fn("Momentum", [=](compute_context& ctx) -> Status {
+    // inputs X, G, V; outputs X_new, V_new
+    return optimiser(ctx, 3, "Momentum", [&](double r, std::int64_t t, auto& in, auto& out, std::size_t e, auto tag) {
+      const double x = at(in[0], e, tag), gr = norm * x + at(in[1], e, tag);
+      const double v = alpha * at(in[2], e, tag) + (t > 0 ? beta : 1.0) * gr;
+      put(out[0], e, nesterov ? x - r * (gr + alpha * v) : x - r * v, tag);
+      put(out[1], e, v, tag);
+    });
+  });
+}
+bool adam::supports(const graph&, node_id) { return true; }
+Result<compute_function> adam::compile(const graph& g, node_id n) {
+  const auto& nd = g.node(n);
+  const double alpha = attr_f(nd, "alpha", 0.9f), beta = attr_f(nd, "beta", 0.999f), eps = attr_f(nd, "epsilon", 1e-6f),
+               norm = attr_f(nd, "norm_coefficient", 0), post = attr_f(nd, "norm_coefficient_post", 0);
+  return make_fn("Adam", [=](compute_context& ctx) -> Status {
+    // inputs X, G, V, H; outputs X_new, V_new, H_new
+    return optimiser(ctx, 4, "Adam", [&](double r, std::int64_t t, auto& in, auto& out, std::size_t e, auto tag) {
+      const double x = at(in[0], e, tag), gr = norm * x + at(in[1], e, tag);
+      const double v = alpha * at(in[2], e, tag) + (1 - alpha) * gr;
+      const double h = beta * at(in[3], e, tag) + (1 - beta) * gr * gr;
+      const double ra = t > 0 ? r * std::sqrt(1 - std::pow(beta, static_cast<double>(t))) / (1 - std::pow(alpha, static_cast<double>(t))) : r;
+      put(out[0], e, (1 - post) * (x - ra * v / (std::sqrt(h) + eps)), tag);
+      put(out[1], e, v, tag);
+      put(out[2], e, h, tag);
+    });
+  });
+}
+
+}  // namespace ops
+}  // namespace epstack::cpu
