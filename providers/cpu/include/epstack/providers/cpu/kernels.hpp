@@ -169,6 +169,10 @@ EPSTACK_DECLARE_CPU_KERNEL(upsample, "Upsample", "");
 EPSTACK_DECLARE_CPU_KERNEL(adagrad, "Adagrad", "ai.onnx.preview.training");
 EPSTACK_DECLARE_CPU_KERNEL(momentum, "Momentum", "ai.onnx.preview.training");
 EPSTACK_DECLARE_CPU_KERNEL(adam, "Adam", "ai.onnx.preview.training");
+// Recurrent cells.
+EPSTACK_DECLARE_CPU_KERNEL(rnn, "RNN", "");
+EPSTACK_DECLARE_CPU_KERNEL(gru, "GRU", "");
+EPSTACK_DECLARE_CPU_KERNEL(lstm, "LSTM", "");
 // Selection and text.
 EPSTACK_DECLARE_CPU_KERNEL(non_max_suppression, "NonMaxSuppression", "");
 EPSTACK_DECLARE_CPU_KERNEL(unique, "Unique", "");
@@ -217,7 +221,7 @@ using all_kernels = boost::mp11::mp_list<
     ops::split_to_sequence, ops::concat_from_sequence, ops::optional, ops::optional_has_element,
     ops::optional_get_element, ops::instance_normalization, ops::lrn, ops::det, ops::quantize_linear,
     ops::dequantize_linear, ops::max_unpool, ops::conv_transpose, ops::non_max_suppression, ops::unique,
-    ops::string_normalizer, ops::upsample, ops::adagrad, ops::momentum, ops::adam, ops::if_,
+    ops::string_normalizer, ops::rnn, ops::gru, ops::lstm, ops::upsample, ops::adagrad, ops::momentum, ops::adam, ops::if_,
     ops::loop, ops::scan>;
 
 }  // namespace epstack::cpu
