@@ -145,6 +145,113 @@ std::string compare_value(const ivalue& got, const ivalue& want, const tolerance
   return "";
 }
 
+/// A value read as double (numbers and bools), for the range check of random outputs.
+std::optional<double> number_at(const tensor& t, std::size_t i) {
+  if (is_floating(t.type())) return as_double(t, i);
+  std::optional<double> r;
+  if (t.type() == element_type::boolean) return t.typed<bool>()[i] ? 1.0 : 0.0;
+  const std::size_t es = element_size(t.type());
+  if (es == 0 || es > 8 || t.type() == element_type::string) return r;
+  switch (t.type()) {
+    case element_type::int8: return t.typed<std::int8_t>()[i];
+    case element_type::uint8: return t.typed<std::uint8_t>()[i];
+    case element_type::int16: return t.typed<std::int16_t>()[i];
+    case element_type::uint16: return t.typed<std::uint16_t>()[i];
+    case element_type::int32: return t.typed<std::int32_t>()[i];
+    case element_type::uint32: return t.typed<std::uint32_t>()[i];
+    case element_type::int64: return static_cast<double>(t.typed<std::int64_t>()[i]);
+    case element_type::uint64: return static_cast<double>(t.typed<std::uint64_t>()[i]);
+    default: return r;
+  }
+}
+
+/// Random outputs (a model with a random operator): the same kind, element type and shape, and every value within
+/// the range of the reference's values.
+std::string compare_random_tensor(const tensor& got, const tensor& want, const tolerance& tol, bool range = true) {
+  if (got.type() != want.type())
+    return "element type " + std::string(to_string(got.type())) + ", expected " + std::string(to_string(want.type()));
+  if (!std::equal(got.sizes().begin(), got.sizes().end(), want.sizes().begin(), want.sizes().end()))
+    return "shape " + describe(got) + ", expected " + describe(want);
+  if (!range) return "";
+  double lo = INFINITY, hi = -INFINITY;
+  for (std::size_t i = 0; i < want.element_count(); ++i)
+    if (auto v = number_at(want, i); v && std::isfinite(*v)) lo = std::min(lo, *v), hi = std::max(hi, *v);
+  if (lo > hi) return "";
+  for (std::size_t i = 0; i < got.element_count(); ++i)
+    if (auto v = number_at(got, i); v && (*v < lo - tol.atol - tol.rtol * std::fabs(lo) || *v > hi + tol.atol + tol.rtol * std::fabs(hi)))
+      return "value at " + index_string(got, i) + " is " + fmt(*v) + ", outside the reference's range [" + fmt(lo) + ", " + fmt(hi) + "]";
+  return "";
+}
+std::string compare_random(const ivalue& got, const ivalue& want, const tolerance& tol) {
+  if (got.kind_name() != want.kind_name()) return std::string("a ") + got.kind_name() + ", expected a " + want.kind_name();
+  if (want.is_none()) return "";
+  if (want.is_tensor()) return compare_random_tensor(got.as_tensor(), want.as_tensor(), tol);
+  const auto& g = got.as_sequence().items;
+  const auto& w = want.as_sequence().items;
+  if (g.size() != w.size()) return "a sequence of " + std::to_string(g.size()) + " tensors, expected " + std::to_string(w.size());
+  for (std::size_t i = 0; i < w.size(); ++i)
+    if (auto d = compare_random_tensor(g[i], w[i], tol); !d.empty()) return "sequence item " + std::to_string(i) + ": " + d;
+  return "";
+}
+
+/// True when the graph (or a subgraph) draws random numbers: its outputs are compared by shape, type and range.
+bool has_random_node(const graph& g) {
+  static const std::set<std::string> random_ops{"Bernoulli", "RandomUniform", "RandomUniformLike", "RandomNormal",
+                                                "RandomNormalLike", "Multinomial"};
+  for (node_id n = 0; n < g.node_count(); ++n) {
+    const auto& nd = g.node(n);
+    if (random_ops.contains(nd.op_type)) return true;
+    if (nd.op_type == "Dropout" && nd.inputs.size() > 2 && nd.inputs[2] != no_id) return true;  // training_mode given
+    for (const auto& a : nd.attributes) {
+      if (const auto* sg = std::get_if<subgraph>(&a.value); sg && *sg && has_random_node(**sg)) return true;
+      if (const auto* v = std::get_if<std::vector<subgraph>>(&a.value))
+        for (const auto& s : *v)
+          if (s && has_random_node(*s)) return true;
+    }
+  }
+  return false;
+}
+
+/// A Dropout in training mode reading graph inputs: its output is checked element by element against its input.
+struct dropout_node {
+  std::string x, ratio, output, mask;
+};
+std::optional<dropout_node> training_dropout(const graph& g) {
+  for (node_id n = 0; n < g.node_count(); ++n) {
+    const auto& nd = g.node(n);
+    if (nd.op_type != "Dropout" || nd.inputs.size() < 3 || nd.inputs[0] == no_id || !g.value(nd.inputs[0]).is_graph_input) continue;
+    dropout_node d;
+    d.x = g.value(nd.inputs[0]).name;
+    if (nd.inputs[1] != no_id) d.ratio = g.value(nd.inputs[1]).name;
+    d.output = g.value(nd.outputs[0]).name;
+    if (nd.outputs.size() > 1 && nd.outputs[1] != no_id) d.mask = g.value(nd.outputs[1]).name;
+    return d;
+  }
+  return std::nullopt;
+}
+/// Random dropout: every value is 0 or the input's value / (1 - ratio).
+std::string compare_dropout(const ivalue& got, const ivalue& want, const std::vector<named_value>& feeds, const dropout_node& d,
+                            const tolerance& tol) {
+  if (!got.is_tensor() || !want.is_tensor()) return compare_random(got, want, tol);
+  if (auto e = compare_random_tensor(got.as_tensor(), want.as_tensor(), tol, false); !e.empty()) return e;
+  const tensor* x = nullptr;
+  double ratio = 0.5;
+  for (const auto& f : feeds) {
+    if (f.name == d.x && f.value.is_tensor()) x = &f.value.as_tensor();
+    if (f.name == d.ratio && f.value.is_tensor() && f.value.as_tensor().element_count() == 1)
+      ratio = as_double(f.value.as_tensor(), 0);
+  }
+  const tensor& y = got.as_tensor();
+  if (x == nullptr || x->element_count() != y.element_count() || !is_floating(y.type())) return "";
+  const double scale = 1.0 / (1.0 - ratio);
+  for (std::size_t i = 0; i < y.element_count(); ++i) {
+    const double v = as_double(y, i), kept = as_double(*x, i) * scale;
+    if (v != 0 && !close(v, kept, tol))
+      return "value at " + index_string(y, i) + " is " + fmt(v) + ": neither 0 nor the input scaled by 1 / (1 - ratio), " + fmt(kept);
+  }
+  return "";
+}
+
 std::vector<fs::path> data_sets(const fs::path& c) {
   std::vector<fs::path> sets;
   std::error_code ec;
@@ -186,6 +293,12 @@ outcome run_case(const fs::path& c, const session_options& so, const tolerance& 
   if (!s) return {"error", "create: " + s.status().to_string()};
   const auto sets = data_sets(c);
   if (sets.empty()) return {"error", "no test_data_set_N folder"};
+  load_options lo;
+  lo.run_checker = false;
+  lo.shape_inference = shape_inference_mode::off;
+  const auto m = load_model(c / "model.onnx", lo);
+  const bool random = m && has_random_node(m->graph);
+  const auto dropout = random ? training_dropout(m->graph) : std::nullopt;
   for (const auto& set : sets) {
     const std::string sname = set.filename().string();
     const auto in_files = numbered(set, "input"), out_files = numbered(set, "output");
@@ -205,11 +318,17 @@ outcome run_case(const fs::path& c, const session_options& so, const tolerance& 
     for (std::size_t k = 0; k < out_files.size(); ++k) {
       auto want = load_value(out_files[k], s->outputs()[k].type);
       if (!want) return {"error", sname + ": " + want.status().to_string()};
-      if (auto d = compare_value((*out)[k], as_declared(std::move(*want), s->outputs()[k].type), tol); !d.empty())
-        return {"fail", sname + ": output '" + s->outputs()[k].name + "': " + d};
+      const ivalue w = as_declared(std::move(*want), s->outputs()[k].type);
+      std::string d;
+      if (!random) d = compare_value((*out)[k], w, tol);
+      else if (dropout && s->outputs()[k].name == dropout->output) d = compare_dropout((*out)[k], w, feeds, *dropout, tol);
+      else if (!(dropout && s->outputs()[k].name == dropout->mask)) d = compare_random((*out)[k], w, tol);
+      else d = compare_random_tensor((*out)[k].as_tensor(), w.as_tensor(), tol);
+      if (!d.empty())
+        return {"fail", sname + ": output '" + s->outputs()[k].name + "': " + d + (random ? " (random outputs)" : "")};
     }
   }
-  return {"pass", ""};
+  return {"pass", random ? "random outputs: shape, type and range compared" : ""};
 }
 
 std::string one_line(std::string s) {
@@ -384,7 +503,7 @@ int test_runner_with(const args& a, const fs::path& root) {
     if (!report) return fail(Status(errc::fail, "cannot write the report '" + *r + "'"));
     report << "suite\tcase\tresult\treason\n";
   }
-  const bool verbose = a.flag("--verbose") || a.flag("-v");
+  const bool verbose = a.flag("--verbose");
   struct tally {
     int total = 0, pass = 0, fail = 0, error = 0;
   };
@@ -456,7 +575,7 @@ int test_runner(const std::vector<std::string>& argv) {
   auto a = args::parse(argv,
                        {"--providers", "--threads", "--config", "--opt", "--free-dims", "--report", "--expected-failures",
                         "--write-expected", "--suite", "--case", "--rtol", "--atol", "--timeout"},
-                       {"--verbose", "-v", "--no-isolate", "--skip-missing"});
+                       {"--verbose", "--no-isolate", "--skip-missing"});
   if (!a) return usage_error(a.status().message());
   if (a->positional.size() != 1) return usage_error("test-runner needs one data folder");
   const fs::path root = a->positional[0];

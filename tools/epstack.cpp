@@ -35,7 +35,7 @@ int usage(std::ostream& os, int code) {
         "                                with --external)\n"
         "  test-runner DIR [--providers P] [--threads N] [--report FILE] [--expected-failures FILE]\n"
         "              [--write-expected FILE] [--suite S]... [--case SUBSTRING] [--rtol R] [--atol A] [--timeout S]\n"
-        "              [--no-isolate] [--skip-missing] [-v]\n"
+        "              [--no-isolate] [--skip-missing] [--verbose]\n"
         "                                the ONNX backend test suite (DIR: the data folder of libonnx-testdata, a suite\n"
         "                                or one case) on a stack, compared as onnx's backend tests do; one line per\n"
         "                                failure, a report per case, a summary line of counts per suite\n"

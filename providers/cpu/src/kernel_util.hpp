@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <mutex>
+#include <random>
 #include <optional>
 #include <span>
 #include <string>
@@ -181,6 +183,17 @@ void parallel_items(const compute_context& ctx, std::size_t n, std::size_t cost,
   }
   ctx.parallel_for(n, per, f);
 }
+
+/// The random numbers of a kernel (Dropout in training, RandomUniform...): seeded by the node's `seed` attribute
+/// when it has one (the same sequence in every session), else from std::random_device; shared by the kernel's
+/// calls, which may come from several threads.
+struct random_source {
+  std::mutex mu;
+  std::mt19937_64 engine;
+  explicit random_source(const node& nd)
+      : engine(has_attr(nd, "seed") ? static_cast<std::uint64_t>(static_cast<std::int64_t>(attr_f(nd, "seed", 0)))
+                                    : (static_cast<std::uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}()) {}
+};
 
 /// Wraps a compute body so that a C++ exception becomes a Status naming the operator.
 template <class F>

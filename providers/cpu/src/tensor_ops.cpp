@@ -1164,6 +1164,7 @@ Result<compute_function> dropout::compile(const graph& g, node_id n) {
   if (version < 7 && attr_i(nd, "is_test", 0) == 0 && attr_f(nd, "ratio", 0.5f) != 0.0f)
     return Status(errc::not_implemented, "Dropout with is_test = 0 is random dropout, which is not supported");
   const bool want_mask = has_output(g, n, 1);
+  const auto rng = std::make_shared<random_source>(nd);
   // A constant false training_mode needs no check at run time.
   bool check_training = version >= 12 && has_in(g, n, 2);
   if (const tensor* t = check_training ? constant_input(g, n, 2) : nullptr)
@@ -1185,9 +1186,31 @@ Result<compute_function> dropout::compile(const graph& g, node_id n) {
               }))
             return invalid(cat("ratio must be floating point, not ", to_string(r.type())));
         }
-        if (ratio != 0.0)
-          return Status(errc::not_implemented, cat("training_mode is true with ratio ", to_text(ratio),
-                                                   ": random dropout is not supported (only inference or ratio 0)"));
+        if (ratio < 0.0 || ratio >= 1.0) return invalid(cat("ratio must be in [0, 1), got ", to_text(ratio)));
+        if (ratio != 0.0) {
+          // Random dropout: each element kept with probability 1 - ratio and scaled by 1 / (1 - ratio).
+          tensor& y = ctx.allocate_output(0, x.type(), x.sizes());
+          tensor* m = want_mask && ctx.output_count() > 1 ? &ctx.allocate_output(1, element_type::boolean, x.sizes()) : nullptr;
+          std::vector<bool> keep(x.element_count());
+          {
+            std::lock_guard lock(rng->mu);
+            std::bernoulli_distribution d(1.0 - ratio);
+            for (std::size_t i = 0; i < keep.size(); ++i) keep[i] = d(rng->engine);
+          }
+          const double scale = 1.0 / (1.0 - ratio);
+          const bool ok = dispatch<float, double, float16, bfloat16>(x.type(), [&](auto tag) {
+            using T = typename decltype(tag)::type;
+            for (std::size_t i = 0; i < keep.size(); ++i) {
+              const double v = keep[i] ? as_double(x.typed<T>()[i]) * scale : 0.0;
+              if constexpr (is_half_v<T>) y.typed<T>()[i] = T(static_cast<float>(v));
+              else y.typed<T>()[i] = static_cast<T>(v);
+            }
+          });
+          if (!ok) return bad_type(x.type());
+          if (m != nullptr)
+            for (std::size_t i = 0; i < keep.size(); ++i) m->typed<bool>()[i] = keep[i];
+          return {};
+        }
       }
     }
     set_view(ctx, x.sizes());

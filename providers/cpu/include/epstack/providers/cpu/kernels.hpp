@@ -169,6 +169,12 @@ EPSTACK_DECLARE_CPU_KERNEL(upsample, "Upsample", "");
 EPSTACK_DECLARE_CPU_KERNEL(adagrad, "Adagrad", "ai.onnx.preview.training");
 EPSTACK_DECLARE_CPU_KERNEL(momentum, "Momentum", "ai.onnx.preview.training");
 EPSTACK_DECLARE_CPU_KERNEL(adam, "Adam", "ai.onnx.preview.training");
+// Random values.
+EPSTACK_DECLARE_CPU_KERNEL(random_uniform, "RandomUniform", "");
+EPSTACK_DECLARE_CPU_KERNEL(random_uniform_like, "RandomUniformLike", "");
+EPSTACK_DECLARE_CPU_KERNEL(random_normal, "RandomNormal", "");
+EPSTACK_DECLARE_CPU_KERNEL(random_normal_like, "RandomNormalLike", "");
+EPSTACK_DECLARE_CPU_KERNEL(bernoulli, "Bernoulli", "");
 // Recurrent cells.
 EPSTACK_DECLARE_CPU_KERNEL(rnn, "RNN", "");
 EPSTACK_DECLARE_CPU_KERNEL(gru, "GRU", "");
@@ -221,7 +227,8 @@ using all_kernels = boost::mp11::mp_list<
     ops::split_to_sequence, ops::concat_from_sequence, ops::optional, ops::optional_has_element,
     ops::optional_get_element, ops::instance_normalization, ops::lrn, ops::det, ops::quantize_linear,
     ops::dequantize_linear, ops::max_unpool, ops::conv_transpose, ops::non_max_suppression, ops::unique,
-    ops::string_normalizer, ops::rnn, ops::gru, ops::lstm, ops::upsample, ops::adagrad, ops::momentum, ops::adam, ops::if_,
+    ops::string_normalizer, ops::rnn, ops::gru, ops::lstm, ops::random_uniform,
+    ops::random_uniform_like, ops::random_normal, ops::random_normal_like, ops::bernoulli, ops::upsample, ops::adagrad, ops::momentum, ops::adam, ops::if_,
     ops::loop, ops::scan>;
 
 }  // namespace epstack::cpu
