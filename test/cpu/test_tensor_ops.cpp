@@ -6,6 +6,8 @@
 
 #include <doctest/doctest.h>
 
+#include <cstring>
+
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -240,16 +242,36 @@ TEST_CASE("Dropout before opset 10 gives a mask of ones of the data type") {
   check_tensor<float>((*old)[1].as_tensor(), {1}, {1.f});
 }
 
-TEST_CASE("Dropout in training mode runs only when it is exact (ratio 0)") {
+TEST_CASE("Dropout in training mode drops each element with the ratio's probability and scales the rest") {
   const tensor x = f32({3}, {1.f, 2.f, 3.f});
   auto zero = run_kernel<ops::dropout>(op("Dropout", 13, 2), {in(x), in(tensor::scalar(0.0f)), in(tensor::scalar(true))});
   REQUIRE(zero.has_value());
   check_tensor<float>((*zero)[0].as_tensor(), {3}, {1.f, 2.f, 3.f});
   check_tensor<bool>((*zero)[1].as_tensor(), {3}, {true, true, true});
-  expect_error<ops::dropout>(op("Dropout", 13), {in(x), none(), in(tensor::scalar(true))}, "training_mode is true with ratio 0.5",
-                             errc::not_implemented);
-  expect_error<ops::dropout>(op("Dropout", 12), {in(x), in(tensor::scalar(0.25f)), cst(tensor::scalar(true))},
-                             "random dropout is not supported", errc::not_implemented);
+  // ratio 0.25: kept values are x / 0.75 and the mask says which; about three quarters are kept.
+  std::vector<float> big(4000);
+  for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<float>(i % 7) + 1.0f;
+  const tensor xb = f32({4000}, big);
+  auto r = run_kernel<ops::dropout>(op("Dropout", 13, 2).set("seed", 7.0f), {in(xb), in(tensor::scalar(0.25f)), in(tensor::scalar(true))});
+  REQUIRE(r.has_value());
+  const tensor& y = (*r)[0].as_tensor();
+  const tensor& m = (*r)[1].as_tensor();
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < big.size(); ++i) {
+    if (m.typed<bool>()[i]) {
+      ++kept;
+      CHECK(y.typed<float>()[i] == doctest::Approx(big[i] / 0.75f));
+    } else {
+      CHECK(y.typed<float>()[i] == 0.0f);
+    }
+  }
+  CHECK(kept > 2800);
+  CHECK(kept < 3200);
+  // The same seed gives the same mask in a new kernel.
+  auto again = run_kernel<ops::dropout>(op("Dropout", 13, 2).set("seed", 7.0f), {in(xb), in(tensor::scalar(0.25f)), in(tensor::scalar(true))});
+  REQUIRE(again.has_value());
+  CHECK(std::memcmp((*again)[1].as_tensor().data(), m.data(), m.byte_size()) == 0);
+  expect_error<ops::dropout>(op("Dropout", 13), {in(x), in(tensor::scalar(1.0f)), in(tensor::scalar(true))}, "ratio must be in [0, 1)");
   // Opset 6 without is_test is random dropout: not supported.
   expect_error<ops::dropout>(op("Dropout", 6), {in(x)}, "does not support", errc::not_implemented);
   expect_error<ops::dropout>(op("Dropout", 13), {in(x), none(), in(make<float>({1}, {1.f}))}, "training_mode must be a bool scalar");
