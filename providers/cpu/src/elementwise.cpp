@@ -238,8 +238,13 @@ Status nary_apply(compute_context& ctx, Fn fn, bool mean) {
       }
     }
   }
-  if (mean)
-    for (std::size_t i = 0; i < n; ++i) py[i] = static_cast<T>(py[i] / static_cast<T>(k));
+  if constexpr (std::is_arithmetic_v<T>) {
+    if (mean)
+      for (std::size_t i = 0; i < n; ++i) py[i] = static_cast<T>(py[i] / static_cast<T>(k));
+  } else {
+    if (mean)
+      for (std::size_t i = 0; i < n; ++i) py[i] = T(static_cast<float>(py[i]) / static_cast<float>(k));
+  }
   return {};
 }
 template <class Make>
@@ -503,10 +508,35 @@ EPSTACK_LOGIC_KERNEL(xor_, a != b)
   Result<compute_function> K::compile(const graph& g, node_id n) {                                    \
     return nary_over(g, n, [](auto t) { using T = typename decltype(t)::type; return [](T a, T b) { return static_cast<T>(expr); }; }, is_mean); \
   }
-EPSTACK_NARY_KERNEL(max, std::max(a, b), false)
-EPSTACK_NARY_KERNEL(min, std::min(a, b), false)
 EPSTACK_NARY_KERNEL(sum, a + b, false)
 EPSTACK_NARY_KERNEL(mean, a + b, true)
+// Max and Min also over float16 and bfloat16 (compared as float).
+#define EPSTACK_MINMAX_KERNEL(K, pick)                                                                          \
+  bool K::supports(const graph& g, node_id n) {                                                              \
+    const auto e = in_type(g, n, 0);                                                                           \
+    return (input_is<EPSTACK_ARITH>(g, n) || e == element_type::float16 || e == element_type::bfloat16) &&     \
+           all_inputs(g, n, e);                                                                                \
+  }                                                                                                            \
+  Result<compute_function> K::compile(const graph& g, node_id n) {                                            \
+    const auto e = in_type(g, n, 0);                                                                           \
+    if (e == element_type::float16)                                                                            \
+      return make_fn(g.node(n).op_type, [](compute_context& ctx) {                                             \
+        return nary_apply<float16>(ctx, [](float16 a, float16 b) { return pick(static_cast<float>(a), static_cast<float>(b)) ? a : b; }, false); \
+      });                                                                                                      \
+    if (e == element_type::bfloat16)                                                                           \
+      return make_fn(g.node(n).op_type, [](compute_context& ctx) {                                             \
+        return nary_apply<bfloat16>(ctx, [](bfloat16 a, bfloat16 b) { return pick(static_cast<float>(a), static_cast<float>(b)) ? a : b; }, false); \
+      });                                                                                                      \
+    return nary_over(g, n, [](auto t) { using T = typename decltype(t)::type; return [](T a, T b) { return pick(a, b) ? a : b; }; }, false); \
+  }
+// a is kept when it wins or ties (std::max / std::min's choice); NaN in a is kept as numpy keeps it.
+#define EPSTACK_PICK_MAX(a, b) (!((a) < (b)))
+#define EPSTACK_PICK_MIN(a, b) (!((b) < (a)))
+EPSTACK_MINMAX_KERNEL(max, EPSTACK_PICK_MAX)
+EPSTACK_MINMAX_KERNEL(min, EPSTACK_PICK_MIN)
+#undef EPSTACK_MINMAX_KERNEL
+#undef EPSTACK_PICK_MAX
+#undef EPSTACK_PICK_MIN
 // clang-format on
 
 bool pow::supports(const graph& g, node_id n) {

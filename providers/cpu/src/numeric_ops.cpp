@@ -487,3 +487,105 @@ Result<compute_function> conv_transpose::compile(const graph& g, node_id n) {
 }
 
 }  // namespace epstack::cpu::ops
+
+// ---- MatMulInteger and QLinearMatMul: numpy matmul over 8-bit integers with zero points (and scales) ----
+namespace epstack::cpu::impl {
+namespace {
+
+/// Reads an 8-bit integer tensor's element as int.
+int q_at(const tensor& t, std::size_t i) {
+  return t.type() == element_type::uint8 ? static_cast<int>(t.typed<std::uint8_t>()[i]) : static_cast<int>(t.typed<std::int8_t>()[i]);
+}
+bool int8ish(element_type e) { return e == element_type::uint8 || e == element_type::int8; }
+
+/// C = (A - za) x (B - zb) in double over numpy matmul's broadcast batch dims; za per row of A (or one), zb per
+/// column of B (or one). Returns C's dims and values.
+Result<std::pair<std::vector<std::int64_t>, std::vector<double>>> int_matmul(const tensor& a, const tensor& b, const tensor* za,
+                                                                              const tensor* zb, double sa, double sb) {
+  if (a.rank() < 1 || b.rank() < 1) return bad("MatMulInteger", "inputs need rank 1 or more");
+  std::vector<std::int64_t> ad(a.sizes().begin(), a.sizes().end()), bd(b.sizes().begin(), b.sizes().end());
+  const bool a1 = ad.size() == 1, b1 = bd.size() == 1;
+  if (a1) ad.insert(ad.begin(), 1);
+  if (b1) bd.push_back(1);
+  const std::int64_t M = ad[ad.size() - 2], K = ad.back(), N = bd.back();
+  if (bd[bd.size() - 2] != K) return bad("MatMulInteger", "inner dims differ");
+  const std::size_t r = std::max(ad.size(), bd.size());
+  std::vector<std::int64_t> batch(r - 2, 1);
+  const auto lead = [&](const std::vector<std::int64_t>& d, std::size_t i) -> std::int64_t {
+    const std::size_t off = r - d.size();
+    return i < off ? 1 : d[i - off];
+  };
+  for (std::size_t i = 0; i + 2 < r; ++i) {
+    const std::int64_t x = lead(ad, i), y = lead(bd, i);
+    if (x != y && x != 1 && y != 1) return bad("MatMulInteger", "batch dims do not broadcast");
+    batch[i] = std::max(x, y);
+  }
+  const std::int64_t nb = product(batch);
+  std::vector<double> c(static_cast<std::size_t>(nb * M * N));
+  for (std::int64_t bi = 0; bi < nb; ++bi) {
+    std::int64_t ao = 0, bo = 0, rest = bi, as = 1, bs = 1;
+    for (std::size_t i = r - 2; i-- > 0;) {
+      const std::int64_t idx = rest % batch[i];
+      rest /= batch[i];
+      const std::int64_t xa = lead(ad, i), xb = lead(bd, i);
+      ao += (xa == 1 ? 0 : idx) * as;
+      bo += (xb == 1 ? 0 : idx) * bs;
+      as *= xa;
+      bs *= xb;
+    }
+    for (std::int64_t m = 0; m < M; ++m)
+      for (std::int64_t nn = 0; nn < N; ++nn) {
+        double acc = 0;
+        for (std::int64_t k = 0; k < K; ++k) {
+          const double zav = za && !za->empty() ? q_at(*za, za->element_count() == 1 ? 0 : static_cast<std::size_t>(m)) : 0;
+          const double zbv = zb && !zb->empty() ? q_at(*zb, zb->element_count() == 1 ? 0 : static_cast<std::size_t>(nn)) : 0;
+          acc += (q_at(a, static_cast<std::size_t>((ao * M + m) * K + k)) - zav) * sa *
+                 ((q_at(b, static_cast<std::size_t>((bo * K + k) * N + nn)) - zbv) * sb);
+        }
+        c[static_cast<std::size_t>((bi * M + m) * N + nn)] = acc;
+      }
+  }
+  std::vector<std::int64_t> out = batch;
+  if (!a1) out.push_back(M);
+  if (!b1) out.push_back(N);
+  return std::pair{out, std::move(c)};
+}
+
+}  // namespace
+}  // namespace epstack::cpu::impl
+
+namespace epstack::cpu::ops {
+using namespace impl;
+
+bool matmul_integer::supports(const graph& g, node_id n) { return int8ish(in_type(g, n, 0)) && int8ish(in_type(g, n, 1)); }
+Result<compute_function> matmul_integer::compile(const graph&, node_id) {
+  return make_fn("MatMulInteger", [](compute_context& ctx) -> Status {
+    const tensor* za = ctx.has_input(2) ? &ctx.input(2) : nullptr;
+    const tensor* zb = ctx.has_input(3) ? &ctx.input(3) : nullptr;
+    EPSTACK_ASSIGN_OR_RETURN(auto r, int_matmul(ctx.input(0), ctx.input(1), za, zb, 1.0, 1.0));
+    tensor& y = ctx.allocate_output(0, element_type::int32, r.first);
+    for (std::size_t i = 0; i < r.second.size(); ++i) y.typed<std::int32_t>()[i] = static_cast<std::int32_t>(r.second[i]);
+    return {};
+  });
+}
+bool qlinear_matmul::supports(const graph& g, node_id n) { return int8ish(in_type(g, n, 0)) && int8ish(in_type(g, n, 3)); }
+Result<compute_function> qlinear_matmul::compile(const graph&, node_id) {
+  return make_fn("QLinearMatMul", [](compute_context& ctx) -> Status {
+    const auto scalar = [&](std::size_t i) { return static_cast<double>(*ctx.input(i).typed<float>()); };
+    for (std::size_t i : {std::size_t{1}, std::size_t{4}, std::size_t{6}})
+      if (ctx.input(i).type() != element_type::float32 || ctx.input(i).element_count() != 1)
+        return bad("QLinearMatMul", "scales must be float scalars (per-tensor quantization)");
+    EPSTACK_ASSIGN_OR_RETURN(auto r, int_matmul(ctx.input(0), ctx.input(3), &ctx.input(2), &ctx.input(5), scalar(1), scalar(4)));
+    const tensor& yz = ctx.input(7);
+    tensor& y = ctx.allocate_output(0, yz.type(), r.first);
+    const double ys = scalar(6), z = q_at(yz, 0);
+    for (std::size_t i = 0; i < r.second.size(); ++i) {
+      const double v = std::nearbyint(r.second[i] / ys) + z;
+      if (yz.type() == element_type::uint8) y.typed<std::uint8_t>()[i] = static_cast<std::uint8_t>(std::clamp(v, 0.0, 255.0));
+      else y.typed<std::int8_t>()[i] = static_cast<std::int8_t>(std::clamp(v, -128.0, 127.0));
+    }
+    return {};
+  });
+}
+
+}  // namespace epstack::cpu::ops
