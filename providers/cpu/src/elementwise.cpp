@@ -650,8 +650,8 @@ bool mod::supports(const graph& g, node_id n) {
 Result<compute_function> mod::compile(const graph& g, node_id n) {
   const bool c_style = attr_i(g.node(n), "fmod", 0) != 0;
   if (in_type(g, n, 0) == element_type::float16)
-    return make_fn("Mod", [c_style](compute_context& ctx) -> Status {
-      return binary_apply<float16, float16>(ctx, ctx.input(0), ctx.input(1), [c_style](float16 a, float16 b) {
+    return make_fn("Mod", [](compute_context& ctx) -> Status {  // floating point: always C's fmod
+      return binary_apply<float16, float16>(ctx, ctx.input(0), ctx.input(1), [](float16 a, float16 b) {
         return float16(mod_of(static_cast<float>(a), static_cast<float>(b), true));
       });
     });

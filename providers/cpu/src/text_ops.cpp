@@ -73,8 +73,9 @@ Result<compute_function> non_max_suppression::compile(const graph& g, node_id n)
         const float* sc = scores.typed<float>() + (b * C + c) * N;
         std::vector<std::int64_t> order;
         for (std::int64_t i = 0; i < N; ++i)
-          if (!has_score_th || sc[i] > score_th) order.push_back(i);
-        std::stable_sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t z) { return sc[a] > sc[z]; });
+          if (!std::isnan(sc[i]) && (!has_score_th || sc[i] > score_th)) order.push_back(i);  // NaN scores never selected
+        // By score, ties by index (std::sort with the index as tie-break: clang 19 deprecates stable_sort's buffer).
+        std::sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t z) { return sc[a] > sc[z] || (sc[a] == sc[z] && a < z); });
         std::vector<box> kept;
         std::int64_t count = 0;
         for (std::int64_t i : order) {

@@ -156,11 +156,21 @@ void put_op(writer& w, const ir_op& op, tensor_table& tt, std::size_t index) {
   }
 }
 
+// The enum fields of a layout read from a file, as integers: a damaged value is not a valid enumerator, and
+// loading it as the enum type would be undefined behaviour.
+template <class E>
+int enum_bits(const E& field) {
+  static_assert(sizeof(E) == sizeof(int));
+  int v = 0;
+  std::memcpy(&v, &field, sizeof v);
+  return v;
+}
+
 // A weight layout read from a context: a dense f32 blocked layout with sane blocks, strides and sizes, so that
 // nothing oneDNN computes from it (sizes, offsets) divides by zero, overflows or reaches past its bytes.
 bool valid_weight_layout(const dnnl_memory_desc_t& md) {
   constexpr std::int64_t limit = std::int64_t{1} << 40;
-  if (md.ndims < 1 || md.ndims > DNNL_MAX_NDIMS || md.data_type != dnnl_f32 || md.format_kind != dnnl_blocked ||
+  if (md.ndims < 1 || md.ndims > DNNL_MAX_NDIMS || enum_bits(md.data_type) != dnnl_f32 || enum_bits(md.format_kind) != dnnl_blocked ||
       md.offset0 != 0 || md.extra.flags != 0)
     return false;
   const auto& b = md.format_desc.blocking;
@@ -257,8 +267,8 @@ Result<decoded_context> decode_context(const ep_context_restore& rr) {
     if (!in.ok()) return false;
     // Winograd weights (an opaque layout) are only ever compared with what a primitive asks for, never read by a
     // reorder; a blocked layout is checked through.
-    if (!plain && md.format_kind == dnnl_format_kind_wino && md.ndims >= 1 && md.ndims <= DNNL_MAX_NDIMS &&
-        md.data_type == dnnl_f32) {
+    if (!plain && enum_bits(md.format_kind) == dnnl_format_kind_wino && md.ndims >= 1 && md.ndims <= DNNL_MAX_NDIMS &&
+        enum_bits(md.data_type) == dnnl_f32) {
       out = dn::memory::desc(md);
       return true;
     }
