@@ -213,3 +213,89 @@ Result<compute_function> string_normalizer::compile(const graph& g, node_id n) {
 
 }  // namespace ops
 }  // namespace epstack::cpu
+
+// ---- TfIdfVectorizer: counts of the pool's n-grams (lengths min..max, items max_skip_count apart at most) per row,
+// as TF, IDF (the weight where the n-gram occurs) or TFIDF ----
+namespace epstack::cpu::ops {
+using namespace impl;
+
+bool tf_idf_vectorizer::supports(const graph& g, node_id n) {
+  const auto e = in_type(g, n, 0);
+  return e == element_type::string || e == element_type::int32 || e == element_type::int64;
+}
+Result<compute_function> tf_idf_vectorizer::compile(const graph& g, node_id n) {
+  const auto& nd = g.node(n);
+  struct params {
+    std::int64_t min_n, max_n, max_skip;
+    std::string mode;
+    std::vector<std::int64_t> counts, indexes, pool_ints;
+    std::vector<std::string> pool_strings;
+    std::vector<float> weights;
+    std::int64_t width = 0;
+  } p{attr_i(nd, "min_gram_length", 1), attr_i(nd, "max_gram_length", 1), attr_i(nd, "max_skip_count", 0),
+      attr_s(nd, "mode", "TF"), attr_ints(nd, "ngram_counts"), attr_ints(nd, "ngram_indexes"), attr_ints(nd, "pool_int64s"),
+      {}, attr_floats(nd, "weights"), 0};
+  if (const auto* a = attr(nd, "pool_strings"))
+    if (const auto* v = std::get_if<std::vector<std::string>>(&a->value)) p.pool_strings = *v;
+  if (p.mode != "TF" && p.mode != "IDF" && p.mode != "TFIDF")
+    return Status(errc::invalid_graph, cat("TfIdfVectorizer: mode '", p.mode, "' is not TF, IDF or TFIDF"));
+  if (p.min_n < 1 || p.max_n < p.min_n || p.max_skip < 0) return Status(errc::invalid_graph, "TfIdfVectorizer: bad gram lengths or skip count");
+  for (auto i : p.indexes) {
+    if (i < 0) return Status(errc::invalid_graph, "TfIdfVectorizer: ngram_indexes must not be negative");
+    p.width = std::max(p.width, i + 1);
+  }
+  for (auto c : p.counts)
+    if (c < 0) return Status(errc::invalid_graph, "TfIdfVectorizer: ngram_counts must not be negative");
+  if (!p.weights.empty() && p.weights.size() != p.indexes.size())
+    return Status(errc::invalid_graph, "TfIdfVectorizer: one weight per n-gram is needed");
+  return make_fn("TfIdfVectorizer", [p](compute_context& ctx) -> Status {
+    const tensor& x = ctx.input(0);
+    if (x.rank() != 1 && x.rank() != 2) return bad_in("TfIdfVectorizer", "the input must be [C] or [N, C]");
+    const bool strings = x.type() == element_type::string;
+    const std::size_t pool_size = strings ? p.pool_strings.size() : p.pool_ints.size();
+    // The pool's n-grams: (length, first pool item) -> output column, with the items as strings for lookup.
+    std::map<std::vector<std::string>, std::int64_t> grams;
+    std::size_t gram_no = 0;
+    for (std::size_t len = 1; len <= p.counts.size(); ++len) {
+      const auto begin = static_cast<std::size_t>(p.counts[len - 1]);
+      const std::size_t end = len < p.counts.size() ? static_cast<std::size_t>(p.counts[len]) : pool_size;
+      if (begin > end || end > pool_size || (end - begin) % len != 0) return bad_in("TfIdfVectorizer", "ngram_counts do not fit the pool");
+      for (std::size_t at = begin; at < end; at += len, ++gram_no) {
+        if (gram_no >= p.indexes.size()) return bad_in("TfIdfVectorizer", "fewer ngram_indexes than n-grams in the pool");
+        std::vector<std::string> key;
+        for (std::size_t k = 0; k < len; ++k) key.push_back(strings ? p.pool_strings[at + k] : std::to_string(p.pool_ints[at + k]));
+        grams.emplace(std::move(key), gram_no);
+      }
+    }
+    const std::int64_t rows = x.rank() == 1 ? 1 : x.sizes()[0], C = x.sizes()[x.rank() - 1];
+    const auto item = [&](std::int64_t r, std::int64_t c) -> std::string {
+      const std::size_t i = static_cast<std::size_t>(r * C + c);
+      if (strings) return x.typed<std::string>()[i];
+      return std::to_string(x.type() == element_type::int64 ? x.typed<std::int64_t>()[i] : x.typed<std::int32_t>()[i]);
+    };
+    tensor& y = x.rank() == 1 ? ctx.allocate_output(0, element_type::float32, {p.width})
+                              : ctx.allocate_output(0, element_type::float32, {rows, p.width});
+    float* out = y.typed<float>();
+    std::fill(out, out + y.element_count(), 0.0f);
+    std::vector<std::int64_t> count(p.indexes.size());
+    for (std::int64_t r = 0; r < rows; ++r) {
+      std::fill(count.begin(), count.end(), 0);
+      for (std::int64_t len = p.min_n; len <= p.max_n; ++len)
+        for (std::int64_t skip = 0; skip <= (len == 1 ? 0 : p.max_skip); ++skip)  // unigrams once, whatever the skip
+          for (std::int64_t s = 0; s + (len - 1) * (skip + 1) < C; ++s) {
+            std::vector<std::string> key;
+            for (std::int64_t k = 0; k < len; ++k) key.push_back(item(r, s + k * (skip + 1)));
+            if (auto it = grams.find(key); it != grams.end()) ++count[static_cast<std::size_t>(it->second)];
+          }
+      for (std::size_t gi = 0; gi < count.size(); ++gi) {
+        if (count[gi] == 0) continue;
+        const float w = p.weights.empty() ? 1.0f : p.weights[gi];
+        const float v = p.mode == "TF" ? static_cast<float>(count[gi]) : p.mode == "IDF" ? w : static_cast<float>(count[gi]) * w;
+        out[r * p.width + p.indexes[gi]] = v;
+      }
+    }
+    return {};
+  });
+}
+
+}  // namespace epstack::cpu::ops

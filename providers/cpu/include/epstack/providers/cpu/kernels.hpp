@@ -186,6 +186,7 @@ EPSTACK_DECLARE_CPU_KERNEL(lstm, "LSTM", "");
 EPSTACK_DECLARE_CPU_KERNEL(non_max_suppression, "NonMaxSuppression", "");
 EPSTACK_DECLARE_CPU_KERNEL(unique, "Unique", "");
 EPSTACK_DECLARE_CPU_KERNEL(string_normalizer, "StringNormalizer", "");
+EPSTACK_DECLARE_CPU_KERNEL(tf_idf_vectorizer, "TfIdfVectorizer", "");
 // Sequences and optionals.
 EPSTACK_DECLARE_CPU_KERNEL(sequence_empty, "SequenceEmpty", "");
 EPSTACK_DECLARE_CPU_KERNEL(sequence_construct, "SequenceConstruct", "");
@@ -230,7 +231,7 @@ using all_kernels = boost::mp11::mp_list<
     ops::split_to_sequence, ops::concat_from_sequence, ops::optional, ops::optional_has_element,
     ops::optional_get_element, ops::instance_normalization, ops::lrn, ops::det, ops::quantize_linear,
     ops::dequantize_linear, ops::max_unpool, ops::conv_transpose, ops::matmul_integer, ops::qlinear_matmul, ops::grid_sample, ops::non_max_suppression, ops::unique,
-    ops::string_normalizer, ops::rnn, ops::gru, ops::lstm, ops::random_uniform,
+    ops::string_normalizer, ops::tf_idf_vectorizer, ops::rnn, ops::gru, ops::lstm, ops::random_uniform,
     ops::random_uniform_like, ops::random_normal, ops::random_normal_like, ops::bernoulli, ops::upsample, ops::adagrad, ops::momentum, ops::adam, ops::if_,
     ops::loop, ops::scan>;
 
