@@ -195,6 +195,11 @@ struct random_source {
                                     : (static_cast<std::uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}()) {}
 };
 
+/// invalid_argument "Op: what", the run-time error of a kernel given inputs it cannot take.
+inline Status op_error(std::string_view op, std::string_view what) {
+  return Status(errc::invalid_argument, cat(op, ": ", what));
+}
+
 /// Wraps a compute body so that a C++ exception becomes a Status naming the operator.
 template <class F>
 compute_function make_fn(std::string op, F&& body) {

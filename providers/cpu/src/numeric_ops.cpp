@@ -17,7 +17,6 @@ bool float_dispatch(element_type e, F&& f) {
   return dispatch<float, double>(e, std::forward<F>(f));
 }
 
-Status bad(std::string_view op, std::string_view what) { return Status(errc::invalid_argument, cat(op, ": ", what)); }
 
 // Round half to even and clamp into T's range (QuantizeLinear's saturate(round(x / scale) + zero_point)).
 template <class T>
@@ -37,11 +36,11 @@ struct quant_axis {
 Result<quant_axis> quant_axis_of(const tensor& x, const tensor& scale, std::int64_t axis_attr, std::string_view op) {
   quant_axis q;
   if (scale.element_count() <= 1 && scale.rank() <= 1) return q;
-  if (scale.rank() != 1) return bad(op, "the scale must be a scalar or 1-D");
+  if (scale.rank() != 1) return op_error(op, "the scale must be a scalar or 1-D");
   const auto axis = normalize_axis(axis_attr, x.rank());
   if (!axis) return bad_axis(axis_attr, x.rank());
   if (x.sizes()[*axis] != static_cast<std::int64_t>(scale.element_count()))
-    return bad(op, "the scale's length differs from the axis' length");
+    return op_error(op, "the scale's length differs from the axis' length");
   q.count = x.sizes()[*axis];
   q.inner = product(x.sizes(), *axis + 1);
   return q;
@@ -59,10 +58,10 @@ Result<compute_function> instance_normalization::compile(const graph& g, node_id
   const double eps = attr_f(g.node(n), "epsilon", 1e-5f);
   return make_fn("InstanceNormalization", [eps](compute_context& ctx) -> Status {
     const tensor& x = ctx.input(0);
-    if (x.rank() < 2) return bad("InstanceNormalization", "the input needs rank 2 or more");
+    if (x.rank() < 2) return op_error("InstanceNormalization", "the input needs rank 2 or more");
     const std::int64_t N = x.sizes()[0], C = x.sizes()[1], S = product(x.sizes(), 2);
     if (static_cast<std::int64_t>(ctx.input(1).element_count()) != C || static_cast<std::int64_t>(ctx.input(2).element_count()) != C)
-      return bad("InstanceNormalization", "scale and B must have one value per channel");
+      return op_error("InstanceNormalization", "scale and B must have one value per channel");
     tensor& y = ctx.allocate_output(0, x.type(), x.sizes());
     float_dispatch(x.type(), [&](auto tag) {
       using T = typename decltype(tag)::type;
@@ -97,7 +96,7 @@ Result<compute_function> lrn::compile(const graph& g, node_id n) {
   if (size < 1) return Status(errc::invalid_graph, "LRN: size must be positive");
   return make_fn("LRN", [=](compute_context& ctx) -> Status {
     const tensor& x = ctx.input(0);
-    if (x.rank() < 2) return bad("LRN", "the input needs rank 2 or more");
+    if (x.rank() < 2) return op_error("LRN", "the input needs rank 2 or more");
     const std::int64_t N = x.sizes()[0], C = x.sizes()[1], S = product(x.sizes(), 2);
     const std::int64_t lo = (size - 1) / 2, hi = size - 1 - lo;
     tensor& y = ctx.allocate_output(0, x.type(), x.sizes());
@@ -126,7 +125,7 @@ bool det::supports(const graph& g, node_id n) { return f32_or_f64(in_type(g, n, 
 Result<compute_function> det::compile(const graph&, node_id) {
   return make_fn("Det", [](compute_context& ctx) -> Status {
     const tensor& x = ctx.input(0);
-    if (x.rank() < 2 || x.sizes()[x.rank() - 1] != x.sizes()[x.rank() - 2]) return bad("Det", "the input must be [*, M, M]");
+    if (x.rank() < 2 || x.sizes()[x.rank() - 1] != x.sizes()[x.rank() - 2]) return op_error("Det", "the input must be [*, M, M]");
     const std::int64_t M = x.sizes()[x.rank() - 1];
     const dims out(x.sizes().begin(), x.sizes().end() - 2);
     tensor& y = ctx.allocate_output(0, x.type(), out);
@@ -178,7 +177,7 @@ Result<compute_function> quantize_linear::compile(const graph& g, node_id n) {
     const bool has_zp = ctx.has_input(2) && !ctx.input(2).empty();
     const element_type out = has_zp ? ctx.input(2).type() : element_type::uint8;
     EPSTACK_ASSIGN_OR_RETURN(auto q, quant_axis_of(x, scale, axis, "QuantizeLinear"));
-    if (scale.type() != element_type::float32) return bad("QuantizeLinear", "the scale must be float");
+    if (scale.type() != element_type::float32) return op_error("QuantizeLinear", "the scale must be float");
     tensor& y = ctx.allocate_output(0, out, x.sizes());
     const float* sc = scale.typed<float>();
     const auto run = [&](auto* o) {
@@ -208,8 +207,8 @@ Result<compute_function> dequantize_linear::compile(const graph& g, node_id n) {
     const tensor& x = ctx.input(0);
     const tensor& scale = ctx.input(1);
     const bool has_zp = ctx.has_input(2) && !ctx.input(2).empty();
-    if (scale.type() != element_type::float32) return bad("DequantizeLinear", "the scale must be float");
-    if (has_zp && ctx.input(2).type() != x.type()) return bad("DequantizeLinear", "the zero point's type differs from x's");
+    if (scale.type() != element_type::float32) return op_error("DequantizeLinear", "the scale must be float");
+    if (has_zp && ctx.input(2).type() != x.type()) return op_error("DequantizeLinear", "the zero point's type differs from x's");
     EPSTACK_ASSIGN_OR_RETURN(auto q, quant_axis_of(x, scale, axis, "DequantizeLinear"));
     tensor& y = ctx.allocate_output(0, element_type::float32, x.sizes());
     const float* sc = scale.typed<float>();
@@ -236,7 +235,7 @@ Result<compute_function> max_unpool::compile(const graph& g, node_id n) {
     const tensor& x = ctx.input(0);
     const auto idx = to_int64s(ctx.input(1));
     const std::size_t sp = kernel.size();
-    if (x.rank() != sp + 2 || idx.size() != x.element_count()) return bad("MaxUnpool", "X, I and kernel_shape do not agree");
+    if (x.rank() != sp + 2 || idx.size() != x.element_count()) return op_error("MaxUnpool", "X, I and kernel_shape do not agree");
     // The indices (MaxPool's) are flat over the default output shape; a larger output_shape keeps each value at the
     // same coordinates (the reference's reading, not ONNX Runtime's).
     dims def(x.sizes().begin(), x.sizes().end());
@@ -248,16 +247,16 @@ Result<compute_function> max_unpool::compile(const graph& g, node_id n) {
     dims out = def;
     if (ctx.has_input(2) && !ctx.input(2).empty()) {
       out = to_int64s(ctx.input(2));
-      if (out.size() != x.rank()) return bad("MaxUnpool", "output_shape has the wrong rank");
+      if (out.size() != x.rank()) return op_error("MaxUnpool", "output_shape has the wrong rank");
       for (std::size_t d = 0; d < out.size(); ++d)
-        if (out[d] < def[d]) return bad("MaxUnpool", "output_shape is smaller than the unpooled shape");
+        if (out[d] < def[d]) return op_error("MaxUnpool", "output_shape is smaller than the unpooled shape");
     }
     tensor& y = ctx.allocate_output(0, x.type(), out);
     std::memset(y.mutable_data(), 0, y.byte_size());
     const std::int64_t total = product(def);
     const std::size_t es = element_size(x.type());
     for (std::size_t i = 0; i < idx.size(); ++i) {
-      if (idx[i] < 0 || idx[i] >= total) return bad("MaxUnpool", cat("index ", std::to_string(idx[i]), " is outside the output"));
+      if (idx[i] < 0 || idx[i] >= total) return op_error("MaxUnpool", cat("index ", std::to_string(idx[i]), " is outside the output"));
       std::int64_t rest = idx[i], flat = 0, stride = 1;
       for (std::size_t d = def.size(); d-- > 0;) {
         flat += (rest % def[d]) * stride;
@@ -281,10 +280,10 @@ Result<compute_function> upsample::compile(const graph& g, node_id n) {
     std::vector<float> scales = scales_attr;
     if (ctx.has_input(1)) {
       const tensor& s = ctx.input(1);
-      if (s.type() != element_type::float32) return bad("Upsample", "scales must be float");
+      if (s.type() != element_type::float32) return op_error("Upsample", "scales must be float");
       scales.assign(s.typed<float>(), s.typed<float>() + s.element_count());
     }
-    if (scales.size() != x.rank()) return bad("Upsample", "one scale per dimension is needed");
+    if (scales.size() != x.rank()) return op_error("Upsample", "one scale per dimension is needed");
     dims out(x.rank());
     for (std::size_t d = 0; d < x.rank(); ++d) out[d] = static_cast<std::int64_t>(std::floor(static_cast<double>(x.sizes()[d]) * scales[d]));
     tensor& y = ctx.allocate_output(0, x.type(), out);
@@ -310,23 +309,23 @@ Result<compute_function> upsample::compile(const graph& g, node_id n) {
 namespace {
 template <class F>
 Status optimiser(compute_context& ctx, std::size_t groups, std::string_view op, F&& step) {
-  if (ctx.input_count() < 2 || (ctx.input_count() - 2) % groups != 0) return bad(op, "wrong number of inputs");
+  if (ctx.input_count() < 2 || (ctx.input_count() - 2) % groups != 0) return op_error(op, "wrong number of inputs");
   const std::size_t k = (ctx.input_count() - 2) / groups;
-  if (ctx.output_count() != k * (groups - 1)) return bad(op, "wrong number of outputs");
+  if (ctx.output_count() != k * (groups - 1)) return op_error(op, "wrong number of outputs");
   const double r = ctx.input(0).type() == element_type::float64 ? *ctx.input(0).typed<double>() : *ctx.input(0).typed<float>();
   const std::int64_t t = to_int64s(ctx.input(1)).front();
   for (std::size_t i = 0; i < k; ++i) {
     std::vector<const tensor*> in;
     for (std::size_t gi = 0; gi < groups; ++gi) in.push_back(&ctx.input(2 + gi * k + i));
     for (const tensor* p : in)
-      if (p->type() != in[0]->type() || p->element_count() != in[0]->element_count()) return bad(op, "the tensors differ in type or size");
+      if (p->type() != in[0]->type() || p->element_count() != in[0]->element_count()) return op_error(op, "the tensors differ in type or size");
     std::vector<tensor*> out;
     for (std::size_t o = 0; o + 1 < groups; ++o) out.push_back(&ctx.allocate_output(o * k + i, in[0]->type(), in[0]->sizes()));
     const bool ok = float_dispatch(in[0]->type(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       for (std::size_t e = 0; e < in[0]->element_count(); ++e) step(r, t, in, out, e, T{});
     });
-    if (!ok) return bad(op, "tensors must be float or double");
+    if (!ok) return op_error(op, "tensors must be float or double");
   }
   return {};
 }
@@ -409,9 +408,9 @@ Result<compute_function> conv_transpose::compile(const graph& g, node_id n) {
     const tensor& x = ctx.input(0);
     const tensor& w = ctx.input(1);
     const std::size_t sp = x.rank() >= 3 ? x.rank() - 2 : 0;
-    if (sp == 0 || w.rank() != x.rank()) return bad("ConvTranspose", "X and W must have the same rank, 3 or more");
+    if (sp == 0 || w.rank() != x.rank()) return op_error("ConvTranspose", "X and W must have the same rank, 3 or more");
     const std::int64_t N = x.sizes()[0], C = x.sizes()[1], G = p.group;
-    if (w.sizes()[0] != C || C % G != 0) return bad("ConvTranspose", "W's first dim must be X's channels, a multiple of group");
+    if (w.sizes()[0] != C || C % G != 0) return op_error("ConvTranspose", "W's first dim must be X's channels, a multiple of group");
     const std::int64_t ocg = w.sizes()[1], OC = ocg * G, icg = C / G;
     const auto get = [&](const std::vector<std::int64_t>& v, std::size_t i, std::int64_t def) { return i < v.size() ? v[i] : def; };
     dims k(sp), s(sp), d(sp), pb(sp), pe(sp), in(sp), out(sp);
@@ -420,7 +419,7 @@ Result<compute_function> conv_transpose::compile(const graph& g, node_id n) {
       s[i] = get(p.strides, i, 1);
       d[i] = get(p.dilations, i, 1);
       in[i] = x.sizes()[i + 2];
-      if (k[i] != w.sizes()[i + 2]) return bad("ConvTranspose", "kernel_shape does not match W");
+      if (k[i] != w.sizes()[i + 2]) return op_error("ConvTranspose", "kernel_shape does not match W");
       const std::int64_t full = s[i] * (in[i] - 1) + get(p.out_pad, i, 0) + (k[i] - 1) * d[i] + 1;
       const bool same = p.auto_pad == "SAME_UPPER" || p.auto_pad == "SAME_LOWER";
       if (!p.out_shape.empty() || same) {
@@ -435,13 +434,13 @@ Result<compute_function> conv_transpose::compile(const graph& g, node_id n) {
         pe[i] = p.auto_pad == "VALID" ? 0 : get(p.pads, i + sp, 0);
         out[i] = full - pb[i] - pe[i];
       }
-      if (out[i] < 1) return bad("ConvTranspose", "the output would be empty");
+      if (out[i] < 1) return op_error("ConvTranspose", "the output would be empty");
     }
     dims oshape{N, OC};
     oshape.insert(oshape.end(), out.begin(), out.end());
     tensor& y = ctx.allocate_output(0, x.type(), oshape);
     const bool has_b = ctx.has_input(2) && !ctx.input(2).empty();
-    if (has_b && static_cast<std::int64_t>(ctx.input(2).element_count()) != OC) return bad("ConvTranspose", "B must have one value per output channel");
+    if (has_b && static_cast<std::int64_t>(ctx.input(2).element_count()) != OC) return op_error("ConvTranspose", "B must have one value per output channel");
     const std::int64_t in_sz = product(in), out_sz = product(out), k_sz = product(k);
     float_dispatch(x.type(), [&](auto tag) {
       using T = typename decltype(tag)::type;
@@ -502,13 +501,13 @@ bool int8ish(element_type e) { return e == element_type::uint8 || e == element_t
 /// column of B (or one). Returns C's dims and values.
 Result<std::pair<std::vector<std::int64_t>, std::vector<double>>> int_matmul(const tensor& a, const tensor& b, const tensor* za,
                                                                               const tensor* zb, double sa, double sb) {
-  if (a.rank() < 1 || b.rank() < 1) return bad("MatMulInteger", "inputs need rank 1 or more");
+  if (a.rank() < 1 || b.rank() < 1) return op_error("MatMulInteger", "inputs need rank 1 or more");
   std::vector<std::int64_t> ad(a.sizes().begin(), a.sizes().end()), bd(b.sizes().begin(), b.sizes().end());
   const bool a1 = ad.size() == 1, b1 = bd.size() == 1;
   if (a1) ad.insert(ad.begin(), 1);
   if (b1) bd.push_back(1);
   const std::int64_t M = ad[ad.size() - 2], K = ad.back(), N = bd.back();
-  if (bd[bd.size() - 2] != K) return bad("MatMulInteger", "inner dims differ");
+  if (bd[bd.size() - 2] != K) return op_error("MatMulInteger", "inner dims differ");
   const std::size_t r = std::max(ad.size(), bd.size());
   std::vector<std::int64_t> batch(r - 2, 1);
   const auto lead = [&](const std::vector<std::int64_t>& d, std::size_t i) -> std::int64_t {
@@ -517,7 +516,7 @@ Result<std::pair<std::vector<std::int64_t>, std::vector<double>>> int_matmul(con
   };
   for (std::size_t i = 0; i + 2 < r; ++i) {
     const std::int64_t x = lead(ad, i), y = lead(bd, i);
-    if (x != y && x != 1 && y != 1) return bad("MatMulInteger", "batch dims do not broadcast");
+    if (x != y && x != 1 && y != 1) return op_error("MatMulInteger", "batch dims do not broadcast");
     batch[i] = std::max(x, y);
   }
   const std::int64_t nb = product(batch);
@@ -574,7 +573,7 @@ Result<compute_function> qlinear_matmul::compile(const graph&, node_id) {
     const auto scalar = [&](std::size_t i) { return static_cast<double>(*ctx.input(i).typed<float>()); };
     for (std::size_t i : {std::size_t{1}, std::size_t{4}, std::size_t{6}})
       if (ctx.input(i).type() != element_type::float32 || ctx.input(i).element_count() != 1)
-        return bad("QLinearMatMul", "scales must be float scalars (per-tensor quantization)");
+        return op_error("QLinearMatMul", "scales must be float scalars (per-tensor quantization)");
     EPSTACK_ASSIGN_OR_RETURN(auto r, int_matmul(ctx.input(0), ctx.input(3), &ctx.input(2), &ctx.input(5), scalar(1), scalar(4)));
     const tensor& yz = ctx.input(7);
     tensor& y = ctx.allocate_output(0, yz.type(), r.first);
@@ -637,7 +636,7 @@ Result<compute_function> grid_sample::compile(const graph& g, node_id n) {
     const tensor& x = ctx.input(0);
     const tensor& grid = ctx.input(1);
     if (x.rank() != 4 || grid.rank() != 4 || grid.sizes()[3] != 2 || grid.sizes()[0] != x.sizes()[0] || grid.type() != x.type())
-      return bad("GridSample", "X must be [N, C, H, W] and grid [N, Ho, Wo, 2] of the same type");
+      return op_error("GridSample", "X must be [N, C, H, W] and grid [N, Ho, Wo, 2] of the same type");
     const std::int64_t N = x.sizes()[0], C = x.sizes()[1], H = x.sizes()[2], W = x.sizes()[3], Ho = grid.sizes()[1], Wo = grid.sizes()[2];
     tensor& y = ctx.allocate_output(0, x.type(), {N, C, Ho, Wo});
     float_dispatch(x.type(), [&](auto tag) {

@@ -9,7 +9,6 @@ namespace {
 
 using dims = std::vector<std::int64_t>;
 
-Status seq_error(std::string_view op, std::string_view what) { return Status(errc::invalid_argument, cat(op, ": ", what)); }
 
 const tensor_sequence* sequence_input(const compute_context& ctx, std::size_t i) {
   const ivalue& v = ctx.input_value(i);
@@ -27,20 +26,20 @@ std::optional<std::size_t> seq_position(const compute_context& ctx, std::size_t 
 
 /// Concatenates (or stacks, `new_axis`) tensors of one type along `axis`.
 Status join(compute_context& ctx, const std::vector<tensor>& items, std::int64_t axis_attr, bool new_axis, element_type elem) {
-  if (items.empty()) return seq_error("ConcatFromSequence", "the sequence is empty");
+  if (items.empty()) return op_error("ConcatFromSequence", "the sequence is empty");
   const tensor& first = items.front();
   const std::size_t out_rank = first.rank() + (new_axis ? 1 : 0);
   const auto axis = normalize_axis(axis_attr, out_rank);
   if (!axis) return bad_axis(axis_attr, out_rank);
-  if (!new_axis && first.rank() == 0) return seq_error("ConcatFromSequence", "scalars concatenate only with new_axis = 1");
+  if (!new_axis && first.rank() == 0) return op_error("ConcatFromSequence", "scalars concatenate only with new_axis = 1");
   dims out(first.sizes().begin(), first.sizes().end());
   if (new_axis) out.insert(out.begin() + static_cast<std::ptrdiff_t>(*axis), 0);
   else out[*axis] = 0;
   for (const auto& t : items) {
-    if (t.type() != elem || t.rank() != first.rank()) return seq_error("ConcatFromSequence", "the tensors differ in type or rank");
+    if (t.type() != elem || t.rank() != first.rank()) return op_error("ConcatFromSequence", "the tensors differ in type or rank");
     for (std::size_t d = 0; d < t.rank(); ++d)
       if ((new_axis || d != *axis) && t.sizes()[d] != first.sizes()[d])
-        return seq_error("ConcatFromSequence", "the tensors differ in a dimension other than the axis");
+        return op_error("ConcatFromSequence", "the tensors differ in a dimension other than the axis");
     out[*axis] += new_axis ? 1 : t.sizes()[*axis];
   }
   tensor& y = ctx.allocate_output(0, elem, out);
@@ -82,7 +81,7 @@ Result<compute_function> sequence_construct::compile(const graph&, node_id) {
     for (std::size_t i = 0; i < ctx.input_count(); ++i) {
       const tensor& t = ctx.input(i);
       if (i == 0) s.elem = t.type();
-      else if (t.type() != s.elem) return seq_error("SequenceConstruct", "the tensors differ in element type");
+      else if (t.type() != s.elem) return op_error("SequenceConstruct", "the tensors differ in element type");
       s.items.push_back(t);
     }
     ctx.output_value(0) = ivalue(std::move(s));
@@ -94,13 +93,13 @@ bool sequence_insert::supports(const graph&, node_id) { return true; }
 Result<compute_function> sequence_insert::compile(const graph&, node_id) {
   return make_fn("SequenceInsert", [](compute_context& ctx) -> Status {
     const auto* in = sequence_input(ctx, 0);
-    if (in == nullptr) return seq_error("SequenceInsert", "input 0 is not a sequence");
+    if (in == nullptr) return op_error("SequenceInsert", "input 0 is not a sequence");
     const tensor& t = ctx.input(1);
     if (in->elem != element_type::undefined && t.type() != in->elem)
-      return seq_error("SequenceInsert", cat("a ", std::string(to_string(t.type())), " tensor into a sequence of ",
+      return op_error("SequenceInsert", cat("a ", std::string(to_string(t.type())), " tensor into a sequence of ",
                                              std::string(to_string(in->elem))));
     const auto at = seq_position(ctx, 2, in->items.size(), true);
-    if (!at) return seq_error("SequenceInsert", "the position is out of range");
+    if (!at) return op_error("SequenceInsert", "the position is out of range");
     tensor_sequence s = *in;
     s.elem = t.type();
     s.items.insert(s.items.begin() + static_cast<std::ptrdiff_t>(*at), t);
@@ -113,10 +112,10 @@ bool sequence_at::supports(const graph&, node_id) { return true; }
 Result<compute_function> sequence_at::compile(const graph&, node_id) {
   return make_fn("SequenceAt", [](compute_context& ctx) -> Status {
     const auto* in = sequence_input(ctx, 0);
-    if (in == nullptr) return seq_error("SequenceAt", "input 0 is not a sequence");
-    if (!ctx.has_input(1)) return seq_error("SequenceAt", "the position is missing");
+    if (in == nullptr) return op_error("SequenceAt", "input 0 is not a sequence");
+    if (!ctx.has_input(1)) return op_error("SequenceAt", "the position is missing");
     const auto at = seq_position(ctx, 1, in->items.size(), false);
-    if (!at) return seq_error("SequenceAt", "the position is out of range");
+    if (!at) return op_error("SequenceAt", "the position is out of range");
     ctx.output(0) = in->items[*at];
     return {};
   });
@@ -126,10 +125,10 @@ bool sequence_erase::supports(const graph&, node_id) { return true; }
 Result<compute_function> sequence_erase::compile(const graph&, node_id) {
   return make_fn("SequenceErase", [](compute_context& ctx) -> Status {
     const auto* in = sequence_input(ctx, 0);
-    if (in == nullptr) return seq_error("SequenceErase", "input 0 is not a sequence");
-    if (in->items.empty()) return seq_error("SequenceErase", "the sequence is empty");
+    if (in == nullptr) return op_error("SequenceErase", "input 0 is not a sequence");
+    if (in->items.empty()) return op_error("SequenceErase", "the sequence is empty");
     const auto at = seq_position(ctx, 1, in->items.size(), false);
-    if (!at) return seq_error("SequenceErase", "the position is out of range");
+    if (!at) return op_error("SequenceErase", "the position is out of range");
     tensor_sequence s = *in;
     s.items.erase(s.items.begin() + static_cast<std::ptrdiff_t>(*at));
     ctx.output_value(0) = ivalue(std::move(s));
@@ -141,7 +140,7 @@ bool sequence_length::supports(const graph&, node_id) { return true; }
 Result<compute_function> sequence_length::compile(const graph&, node_id) {
   return make_fn("SequenceLength", [](compute_context& ctx) -> Status {
     const auto* in = sequence_input(ctx, 0);
-    if (in == nullptr) return seq_error("SequenceLength", "input 0 is not a sequence");
+    if (in == nullptr) return op_error("SequenceLength", "input 0 is not a sequence");
     tensor& y = ctx.allocate_output(0, element_type::int64, std::span<const std::int64_t>());
     *y.typed<std::int64_t>() = static_cast<std::int64_t>(in->items.size());
     return {};
@@ -169,16 +168,16 @@ Result<compute_function> split_to_sequence::compile(const graph& g, node_id n) {
       const tensor& sp = ctx.input(1);
       const auto v = to_int64s(sp);
       if (sp.rank() == 0) {
-        if (v.front() < 1) return seq_error("SplitToSequence", "the split size must be positive");
+        if (v.front() < 1) return op_error("SplitToSequence", "the split size must be positive");
         for (std::int64_t at = 0; at < len; at += v.front()) sizes.push_back(std::min(v.front(), len - at));
       } else {
         sizes = v;
         std::int64_t total = 0;
         for (auto s : sizes) {
-          if (s < 0) return seq_error("SplitToSequence", "a split size is negative");
+          if (s < 0) return op_error("SplitToSequence", "a split size is negative");
           total += s;
         }
-        if (total != len) return seq_error("SplitToSequence", "the split sizes do not add up to the axis");
+        if (total != len) return op_error("SplitToSequence", "the split sizes do not add up to the axis");
       }
     }
     tensor_sequence s;
@@ -213,8 +212,8 @@ Result<compute_function> concat_from_sequence::compile(const graph& g, node_id n
   const bool new_axis = attr_i(nd, "new_axis", 0) != 0;
   return make_fn("ConcatFromSequence", [axis, new_axis](compute_context& ctx) -> Status {
     const auto* in = sequence_input(ctx, 0);
-    if (in == nullptr) return seq_error("ConcatFromSequence", "input 0 is not a sequence");
-    if (in->elem == element_type::string) return seq_error("ConcatFromSequence", "string tensors are not supported");
+    if (in == nullptr) return op_error("ConcatFromSequence", "input 0 is not a sequence");
+    if (in->elem == element_type::string) return op_error("ConcatFromSequence", "string tensors are not supported");
     return join(ctx, in->items, axis, new_axis, in->items.empty() ? in->elem : in->items.front().type());
   });
 }
@@ -239,7 +238,7 @@ bool optional_get_element::supports(const graph&, node_id) { return true; }
 Result<compute_function> optional_get_element::compile(const graph&, node_id) {
   return make_fn("OptionalGetElement", [](compute_context& ctx) -> Status {
     if (ctx.input_count() == 0 || ctx.input_value(0).is_none())
-      return seq_error("OptionalGetElement", "the optional is empty");
+      return op_error("OptionalGetElement", "the optional is empty");
     ctx.output_value(0) = ctx.input_value(0);
     return {};
   });

@@ -9,7 +9,6 @@ namespace epstack::cpu {
 namespace impl {
 namespace {
 
-Status bad_in(std::string_view op, std::string_view what) { return Status(errc::invalid_argument, cat(op, ": ", what)); }
 
 struct box {
   float y1, x1, y2, x2;
@@ -61,7 +60,7 @@ Result<compute_function> non_max_suppression::compile(const graph& g, node_id n)
     const tensor& scores = ctx.input(1);
     if (boxes.rank() != 3 || boxes.sizes()[2] != 4 || scores.rank() != 3 || scores.sizes()[0] != boxes.sizes()[0] ||
         scores.sizes()[2] != boxes.sizes()[1])
-      return bad_in("NonMaxSuppression", "boxes must be [B, N, 4] and scores [B, C, N]");
+      return op_error("NonMaxSuppression", "boxes must be [B, N, 4] and scores [B, C, N]");
     const std::int64_t max_out = ctx.has_input(2) && ctx.input(2).element_count() > 0 ? to_int64s(ctx.input(2)).front() : 0;
     const float iou_th = ctx.has_input(3) && ctx.input(3).element_count() > 0 ? *ctx.input(3).typed<float>() : 0.0f;
     const bool has_score_th = ctx.has_input(4) && ctx.input(4).element_count() > 0;
@@ -176,7 +175,7 @@ Result<compute_function> unique::compile(const graph& g, node_id n) {
       out_vec(2, inv);
       out_vec(3, cnt);
     });
-    if (!ok) return bad_in("Unique", cat("unsupported element type ", std::string(to_string(x.type()))));
+    if (!ok) return op_error("Unique", cat("unsupported element type ", std::string(to_string(x.type()))));
     return st;
   });
 }
@@ -196,7 +195,7 @@ Result<compute_function> string_normalizer::compile(const graph& g, node_id n) {
   return make_fn("StringNormalizer", [action, sensitive, stop](compute_context& ctx) -> Status {
     const tensor& x = ctx.input(0);
     if (x.rank() != 1 && !(x.rank() == 2 && x.sizes()[0] == 1))
-      return bad_in("StringNormalizer", "the input must be [C] or [1, C]");
+      return op_error("StringNormalizer", "the input must be [C] or [1, C]");
     std::vector<std::string> kept;
     for (std::size_t i = 0; i < x.element_count(); ++i) {
       const std::string& s = x.typed<std::string>()[i];
@@ -250,7 +249,7 @@ Result<compute_function> tf_idf_vectorizer::compile(const graph& g, node_id n) {
     return Status(errc::invalid_graph, "TfIdfVectorizer: one weight per n-gram is needed");
   return make_fn("TfIdfVectorizer", [p](compute_context& ctx) -> Status {
     const tensor& x = ctx.input(0);
-    if (x.rank() != 1 && x.rank() != 2) return bad_in("TfIdfVectorizer", "the input must be [C] or [N, C]");
+    if (x.rank() != 1 && x.rank() != 2) return op_error("TfIdfVectorizer", "the input must be [C] or [N, C]");
     const bool strings = x.type() == element_type::string;
     const std::size_t pool_size = strings ? p.pool_strings.size() : p.pool_ints.size();
     // The pool's n-grams: (length, first pool item) -> output column, with the items as strings for lookup.
@@ -259,9 +258,9 @@ Result<compute_function> tf_idf_vectorizer::compile(const graph& g, node_id n) {
     for (std::size_t len = 1; len <= p.counts.size(); ++len) {
       const auto begin = static_cast<std::size_t>(p.counts[len - 1]);
       const std::size_t end = len < p.counts.size() ? static_cast<std::size_t>(p.counts[len]) : pool_size;
-      if (begin > end || end > pool_size || (end - begin) % len != 0) return bad_in("TfIdfVectorizer", "ngram_counts do not fit the pool");
+      if (begin > end || end > pool_size || (end - begin) % len != 0) return op_error("TfIdfVectorizer", "ngram_counts do not fit the pool");
       for (std::size_t at = begin; at < end; at += len, ++gram_no) {
-        if (gram_no >= p.indexes.size()) return bad_in("TfIdfVectorizer", "fewer ngram_indexes than n-grams in the pool");
+        if (gram_no >= p.indexes.size()) return op_error("TfIdfVectorizer", "fewer ngram_indexes than n-grams in the pool");
         std::vector<std::string> key;
         for (std::size_t k = 0; k < len; ++k) key.push_back(strings ? p.pool_strings[at + k] : std::to_string(p.pool_ints[at + k]));
         grams.emplace(std::move(key), gram_no);
