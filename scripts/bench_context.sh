@@ -1,0 +1,69 @@
+#!/bin/sh
+# EPContext create time, side by side: ONNX Runtime 1.30 creating a session from the source model
+# (../shared/bench/ort_bench.mjs), epstack from the source model and from its `_ctx.onnx`, back to back in each round,
+# on the same provider stack and threads. Each model is compiled once first (`epstack compile --dims`, so weights are
+# laid out at compile time); the source sessions get the same dims as free dimension overrides.
+# Prints, per round and model: the create medians (ms), the ratios source/ctx and ORT/ctx, ctx/read (read: the time
+# to read() the context model and its binaries, `perf`'s read_ms), the binary's size and peak RSS.
+# Usage: scripts/bench_context.sh [BUILD_DIR] [PROVIDERS] [MODEL ...]
+#   env: EPSTACK_SHARED_DIR (default ../shared), EPSTACK_PEER_DIR (default BUILD_DIR/peer),
+#        MODELS_DIR (default BUILD_DIR/shared-models), THREADS (2), ROUNDS (3), CREATES (5)
+set -eu
+cd "$(dirname "$0")/.."
+BUILD=${1:-build}
+PROVIDERS=${2:-dnnl,cpu}
+shift 2 2>/dev/null || shift $#
+SHARED=${EPSTACK_SHARED_DIR:-../shared}
+PEER=${EPSTACK_PEER_DIR:-$BUILD/peer}
+MODELS=${MODELS_DIR:-$BUILD/shared-models}
+THREADS=${THREADS:-2}
+ROUNDS=${ROUNDS:-3}
+CREATES=${CREATES:-5}
+OUT="$BUILD/bench-context/$(echo "$PROVIDERS" | tr ',' '_')"
+EPSTACK="$BUILD/tools/epstack"
+[ -f "$SHARED/bench/ort_bench.mjs" ] || { echo "bench_context: $SHARED/bench is missing" >&2; exit 1; }
+[ -f "$MODELS/models.json" ] || { echo "bench_context: no models in $MODELS (ctest -L shared generates them)" >&2; exit 1; }
+sh "$SHARED/bench/setup.sh" "$PEER" >/dev/null
+mkdir -p "$OUT"
+LIST=${*:-"resnet50 llm_prefill bert_base_seq128"}
+dims_of() {  # the model's benchmark dims from models.json ("" when it has none)
+  /usr/bin/python3 -c 'import json, sys
+for m in json.load(open(sys.argv[1]))["models"]:
+    if m["name"] == sys.argv[2]: print(m.get("bench_dims", ""))' "$MODELS/models.json" "$1"
+}
+field() {  # field FILE EXPR: a value of the JSON line in FILE
+  /usr/bin/python3 -c 'import json, sys; d = json.loads(open(sys.argv[1]).read()); print(eval(sys.argv[2]))' "$1" "$2"
+}
+for m in $LIST; do
+  d=$(dims_of "$m")
+  cp "$MODELS/$m.onnx" "$OUT/$m.onnx"
+  [ -e "$MODELS/$m.onnx.data" ] && cp "$MODELS/$m.onnx.data" "$OUT/"
+  rm -f "$OUT/${m}_ctx.onnx" "$OUT/${m}_"*.bin
+  "$EPSTACK" compile "$OUT/$m.onnx" --providers "$PROVIDERS" --threads "$THREADS" ${d:+--dims "$d"} >/dev/null
+done
+r=0
+while [ "$r" -lt "$ROUNDS" ]; do
+  echo "round $((r + 1)) of $ROUNDS:"
+  echo "| model | ORT (ms) | source (ms) | ctx (ms) | read (ms) | source / ctx | ORT / ctx | ctx / read | binary (MB) | peak RSS source / ctx / ORT (MB) |"
+  echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+  for m in $LIST; do
+    d=$(dims_of "$m")
+    node "$SHARED/bench/ort_bench.mjs" --peer-dir "$PEER" --model "$OUT/$m.onnx" --threads "$THREADS" \
+      --warmup 1 --iters 5 --creates "$CREATES" ${d:+--dims "$d"} > "$OUT/$m.ort.json" 2>/dev/null
+    "$EPSTACK" perf --model "$OUT/$m.onnx" --providers "$PROVIDERS" --threads "$THREADS" --warmup 1 --iters 5 \
+      --creates "$CREATES" ${d:+--free-dims "$d"} > "$OUT/$m.src.json" 2>/dev/null
+    "$EPSTACK" perf --model "$OUT/${m}_ctx.onnx" --providers "$PROVIDERS" --threads "$THREADS" --warmup 1 --iters 5 \
+      --creates "$CREATES" > "$OUT/$m.ctx.json" 2>/dev/null
+    ort=$(field "$OUT/$m.ort.json" 'd["create_ms"]["median"]')
+    src=$(field "$OUT/$m.src.json" 'd["create_ms"]["median"]')
+    ctx=$(field "$OUT/$m.ctx.json" 'd["create_ms"]["median"]')
+    rd=$(field "$OUT/$m.ctx.json" 'd["read_ms"]["median"]')
+    bin=$(ls -l "$OUT/${m}_"*.bin | awk '{s += $5} END {printf "%.0f", s / 1e6}')
+    rss="$(field "$OUT/$m.src.json" 'round(d["peak_rss_mb"])') / $(field "$OUT/$m.ctx.json" 'round(d["peak_rss_mb"])') / $(field "$OUT/$m.ort.json" 'round(d["peak_rss_mb"])')"
+    /usr/bin/python3 -c 'import sys
+m, o, s, c, r, b, rss = sys.argv[1:]; o, s, c, r = map(float, (o, s, c, r))
+print(f"| {m} | {o:.1f} | {s:.1f} | {c:.1f} | {r:.1f} | {s / c:.1f}x | {o / c:.1f}x | {c / r:.2f} | {b} | {rss} |")' \
+      "$m" "$ort" "$src" "$ctx" "$rd" "$bin" "$rss"
+  done
+  r=$((r + 1))
+done
