@@ -173,15 +173,41 @@ TEST_CASE("BatchNormalization with spatial = 0 normalises every feature separate
   check_close<float>(y, d, ref_batch_norm(d, x, s, b, m, v, static_cast<double>(1e-5f), false), 1e-5);
 }
 
-TEST_CASE("BatchNormalization in training mode is not supported") {
+TEST_CASE("BatchNormalization in training mode normalises by the batch and moves the running statistics") {
+  const dims_t d{3, 2, 4};
+  const auto x = random_values(24, -2, 2, 41);
+  const std::vector<double> s{1.5, 0.5}, b{0.1, -0.2}, m{0.3, -0.4}, v{0.9, 1.1};
+  // The batch's mean and population variance per channel.
+  std::vector<double> bm(2, 0.0), bv(2, 0.0);
+  for (std::size_t i = 0; i < x.size(); ++i) bm[(i / 4) % 2] += x[i] / 12;
+  for (std::size_t i = 0; i < x.size(); ++i) bv[(i / 4) % 2] += (x[i] - bm[(i / 4) % 2]) * (x[i] - bm[(i / 4) % 2]) / 12;
+  const double momentum = 0.75;
+  kernel_node kn = op_node("BatchNormalization", 15);
+  kn.set("training_mode", std::int64_t{1}).set("momentum", 0.75f).set("epsilon", 1e-3f);
+  kn.outputs = 3;
+  auto r = run_kernel<ops::batch_normalization>(kn, {in<float>(d, x), in<float>({2}, s), in<float>({2}, b), in<float>({2}, m),
+                                                     in<float>({2}, v)});
+  REQUIRE_MESSAGE(r.has_value(), r.status().to_string());
+  check_close<float>((*r)[0].as_tensor(), d, ref_batch_norm(d, x, s, b, bm, bv, static_cast<double>(1e-3f), true), 1e-5);
+  check_close<float>((*r)[1].as_tensor(), {2}, {m[0] * momentum + bm[0] * (1 - momentum), m[1] * momentum + bm[1] * (1 - momentum)}, 1e-6);
+  check_close<float>((*r)[2].as_tensor(), {2}, {v[0] * momentum + bv[0] * (1 - momentum), v[1] * momentum + bv[1] * (1 - momentum)}, 1e-6);
+  // Only Y wanted: the same Y.
+  kn.outputs = 1;
+  check_close<float>(run1<ops::batch_normalization>(kn, {in<float>(d, x), in<float>({2}, s), in<float>({2}, b), in<float>({2}, m),
+                                                         in<float>({2}, v)}),
+                     d, ref_batch_norm(d, x, s, b, bm, bv, static_cast<double>(1e-3f), true), 1e-5);
+  // An empty batch has no statistics.
+  check_error(run_kernel<ops::batch_normalization>(kn, {in<float>({0, 2, 4}, {}), in<float>({2}, s), in<float>({2}, b),
+                                                        in<float>({2}, m), in<float>({2}, v)}),
+              "empty batch");
+}
+
+TEST_CASE("BatchNormalization's old training interface (opset 9, five outputs) is not supported") {
   const dims_t d{2, 2, 3};
   const auto x = random_values(12, -2, 2, 41);
   const std::vector<double> p{1, 1};
   const std::vector<kernel_input> ins{in<float>(d, x), in<float>({2}, p), in<float>({2}, p), in<float>({2}, p),
                                       in<float>({2}, p)};
-  kernel_node kn = op_node("BatchNormalization", 15);
-  kn.set("training_mode", std::int64_t{1});
-  CHECK(run_kernel<ops::batch_normalization>(kn, ins).code() == errc::not_implemented);
   kernel_node old = op_node("BatchNormalization", 9);
   old.outputs = 5;  // running and saved statistics: training
   CHECK(run_kernel<ops::batch_normalization>(old, ins).code() == errc::not_implemented);

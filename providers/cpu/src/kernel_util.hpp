@@ -195,6 +195,13 @@ struct random_source {
                                     : (static_cast<std::uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}()) {}
 };
 
+/// An 8-bit integer type (quantized kernels' data and zero points).
+inline bool int8ish(element_type e) { return e == element_type::uint8 || e == element_type::int8; }
+/// Element i of a uint8 or int8 tensor as int.
+inline int q_at(const tensor& t, std::size_t i) {
+  return t.type() == element_type::uint8 ? static_cast<int>(t.typed<std::uint8_t>()[i]) : static_cast<int>(t.typed<std::int8_t>()[i]);
+}
+
 /// invalid_argument "Op: what", the run-time error of a kernel given inputs it cannot take.
 inline Status op_error(std::string_view op, std::string_view what) {
   return Status(errc::invalid_argument, cat(op, ": ", what));

@@ -1,4 +1,4 @@
-// Normalisation kernels: BatchNormalization (inference), LayerNormalization (opset 17 and the com.microsoft contrib
+// Normalisation kernels: BatchNormalization (inference and training mode), LayerNormalization (opset 17 and the com.microsoft contrib
 // op), the contrib SkipLayerNormalization, Softmax and LogSoftmax.
 //
 // Every kernel works on contiguous rows where it can (LayerNorm over its normalised dims, Softmax over the last axis):
@@ -82,11 +82,15 @@ std::pair<T, T> normalize_row(const T* x, T* y, std::size_t n, T epsilon, const 
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// BatchNormalization (inference): y = x * a[c] + b[c], a = scale / sqrt(var + eps), b = B - mean * a.
+// BatchNormalization: y = x * a[c] + b[c], a = scale / sqrt(var + eps), b = B - mean * a; in training mode with the batch's
+// mean and variance, and the running statistics as further outputs.
 
 struct bn_params {
   float epsilon = 1e-5f;
-  bool spatial = true;  // opset < 9: spatial = 0 normalises each of C x D1 x ... separately
+  float momentum = 0.9f;
+  bool spatial = true;   // opset < 9: spatial = 0 normalises each of C x D1 x ... separately
+  bool training = false; // opset 14+: training_mode = 1 normalises by the batch's statistics
+  bool running[2] = {false, false};  // training: running_mean and running_var are wanted
 };
 
 template <class T>
@@ -109,16 +113,43 @@ Status batch_norm_compute(const bn_params& p, compute_context& ctx) {
     params[i] = t.typed<T>();
   }
   tensor& y = ctx.allocate_output(0, x.type(), dims);
-  if (y.element_count() == 0) return {};
+  const T* px = x.typed<T>();
   tensor ab = ctx.scratch(x.type(), static_cast<std::size_t>(2 * features));
   T* a = ab.typed<T>();
   T* b = a + features;
   const T eps = static_cast<T>(p.epsilon);
-  for (std::int64_t c = 0; c < features; ++c) {
-    a[c] = params[0][c] / std::sqrt(params[3][c] + eps);
-    b[c] = params[1][c] - params[2][c] * a[c];
+  if (p.training) {
+    // The batch's mean and (population) variance per channel, in double; the running statistics move towards them:
+    // running = input * momentum + batch * (1 - momentum).
+    const std::int64_t count = dims[0] * inner;
+    if (count == 0) return Status(errc::invalid_argument, "BatchNormalization: training mode needs a non-empty batch");
+    tensor* run[2] = {nullptr, nullptr};
+    for (std::size_t i = 0; i < 2; ++i)
+      if (p.running[i] && ctx.output_count() > i + 1) run[i] = &ctx.allocate_output(i + 1, x.type(), ctx.input(i + 3).sizes());
+    for (std::int64_t c = 0; c < features; ++c) {
+      double sum = 0, sq = 0;
+      for (std::int64_t nn = 0; nn < dims[0]; ++nn) {
+        const T* in = px + (nn * features + c) * inner;
+        for (std::int64_t i = 0; i < inner; ++i) sum += static_cast<double>(in[i]);
+      }
+      const double mean = sum / static_cast<double>(count);
+      for (std::int64_t nn = 0; nn < dims[0]; ++nn) {
+        const T* in = px + (nn * features + c) * inner;
+        for (std::int64_t i = 0; i < inner; ++i) sq += (static_cast<double>(in[i]) - mean) * (static_cast<double>(in[i]) - mean);
+      }
+      const double var = sq / static_cast<double>(count), m = p.momentum;
+      a[c] = static_cast<T>(static_cast<double>(params[0][c]) / std::sqrt(var + static_cast<double>(eps)));
+      b[c] = static_cast<T>(static_cast<double>(params[1][c]) - mean * static_cast<double>(a[c]));
+      if (run[0] != nullptr) run[0]->typed<T>()[c] = static_cast<T>(static_cast<double>(params[2][c]) * m + mean * (1 - m));
+      if (run[1] != nullptr) run[1]->typed<T>()[c] = static_cast<T>(static_cast<double>(params[3][c]) * m + var * (1 - m));
+    }
+  } else {
+    for (std::int64_t c = 0; c < features; ++c) {
+      a[c] = params[0][c] / std::sqrt(params[3][c] + eps);
+      b[c] = params[1][c] - params[2][c] * a[c];
+    }
   }
-  const T* px = x.typed<T>();
+  if (y.element_count() == 0) return {};
   T* py = y.typed<T>();
   const std::int64_t planes = dims[0] * features;
   parallel_items(ctx, static_cast<std::size_t>(planes), static_cast<std::size_t>(inner), [&](std::size_t p0, std::size_t p1) {
@@ -501,10 +532,11 @@ bool batch_normalization::supports(const graph& g, node_id n) {
   if (!float_or_double(in_type(g, n, 0)) || !inputs_match(g, n, 1) || nd.inputs.size() < 5) return false;
   for (std::size_t i = 1; i < 5; ++i)
     if (!has_in(g, n, i)) return false;
-  if (nd.since_version >= 14 && attr_i(nd, "training_mode", 0) != 0) return false;
-  // Extra outputs (running or saved statistics) exist only in training mode.
+  // Training mode (opset 14+) may ask for running_mean and running_var; before opset 14, extra outputs (running and
+  // saved statistics of the old training interface) are not supported.
+  const bool training = nd.since_version >= 14 && attr_i(nd, "training_mode", 0) != 0;
   for (std::size_t i = 1; i < nd.outputs.size(); ++i)
-    if (has_out(g, n, i)) return false;
+    if (has_out(g, n, i) && !(training && i < 3)) return false;
   return true;
 }
 Result<compute_function> batch_normalization::compile(const graph& g, node_id n) {
@@ -512,6 +544,9 @@ Result<compute_function> batch_normalization::compile(const graph& g, node_id n)
   bn_params p;
   p.epsilon = attr_f(nd, "epsilon", 1e-5f);
   p.spatial = nd.since_version >= 9 || attr_i(nd, "spatial", 1) != 0;
+  p.momentum = attr_f(nd, "momentum", 0.9f);
+  p.training = nd.since_version >= 14 && attr_i(nd, "training_mode", 0) != 0;
+  for (std::size_t i = 0; i < 2; ++i) p.running[i] = p.training && has_out(g, n, i + 1);
   Result<compute_function> r = Status(errc::not_implemented, "unsupported element type");
   dispatch<float, double>(in_type(g, n, 0), [&](auto tag) {
     using T = typename decltype(tag)::type;

@@ -491,11 +491,6 @@ Result<compute_function> conv_transpose::compile(const graph& g, node_id n) {
 namespace epstack::cpu::impl {
 namespace {
 
-/// Reads an 8-bit integer tensor's element as int.
-int q_at(const tensor& t, std::size_t i) {
-  return t.type() == element_type::uint8 ? static_cast<int>(t.typed<std::uint8_t>()[i]) : static_cast<int>(t.typed<std::int8_t>()[i]);
-}
-bool int8ish(element_type e) { return e == element_type::uint8 || e == element_type::int8; }
 
 /// C = (A - za) x (B - zb) in double over numpy matmul's broadcast batch dims; za per row of A (or one), zb per
 /// column of B (or one). Returns C's dims and values.

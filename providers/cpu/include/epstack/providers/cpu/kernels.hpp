@@ -168,6 +168,13 @@ EPSTACK_DECLARE_CPU_KERNEL(conv_transpose, "ConvTranspose", "");
 EPSTACK_DECLARE_CPU_KERNEL(matmul_integer, "MatMulInteger", "");
 EPSTACK_DECLARE_CPU_KERNEL(qlinear_matmul, "QLinearMatMul", "");
 EPSTACK_DECLARE_CPU_KERNEL(grid_sample, "GridSample", "");
+EPSTACK_DECLARE_CPU_KERNEL(conv_integer, "ConvInteger", "");
+EPSTACK_DECLARE_CPU_KERNEL(qlinear_conv, "QLinearConv", "");
+EPSTACK_DECLARE_CPU_KERNEL(roi_align, "RoiAlign", "");
+// Signal processing.
+EPSTACK_DECLARE_CPU_KERNEL(dft, "DFT", "");
+EPSTACK_DECLARE_CPU_KERNEL(stft, "STFT", "");
+EPSTACK_DECLARE_CPU_KERNEL(mel_weight_matrix, "MelWeightMatrix", "");
 EPSTACK_DECLARE_CPU_KERNEL(upsample, "Upsample", "");
 EPSTACK_DECLARE_CPU_KERNEL(adagrad, "Adagrad", "ai.onnx.preview.training");
 EPSTACK_DECLARE_CPU_KERNEL(momentum, "Momentum", "ai.onnx.preview.training");
@@ -230,7 +237,8 @@ using all_kernels = boost::mp11::mp_list<
     ops::sequence_construct, ops::sequence_insert, ops::sequence_at, ops::sequence_erase, ops::sequence_length,
     ops::split_to_sequence, ops::concat_from_sequence, ops::optional, ops::optional_has_element,
     ops::optional_get_element, ops::instance_normalization, ops::lrn, ops::det, ops::quantize_linear,
-    ops::dequantize_linear, ops::max_unpool, ops::conv_transpose, ops::matmul_integer, ops::qlinear_matmul, ops::grid_sample, ops::non_max_suppression, ops::unique,
+    ops::dequantize_linear, ops::max_unpool, ops::conv_transpose, ops::matmul_integer, ops::qlinear_matmul, ops::grid_sample, ops::conv_integer,
+    ops::qlinear_conv, ops::roi_align, ops::dft, ops::stft, ops::mel_weight_matrix, ops::non_max_suppression, ops::unique,
     ops::string_normalizer, ops::tf_idf_vectorizer, ops::rnn, ops::gru, ops::lstm, ops::random_uniform,
     ops::random_uniform_like, ops::random_normal, ops::random_normal_like, ops::bernoulli, ops::upsample, ops::adagrad, ops::momentum, ops::adam, ops::if_,
     ops::loop, ops::scan>;
