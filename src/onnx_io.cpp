@@ -21,6 +21,7 @@
 #include <cstring>
 #include <fstream>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -506,6 +507,34 @@ Status save_tensor(const tensor& t, const fs::path& path) {
   return out.commit();
 }
 
+namespace {
+
+/// Renames the free names of subgraph `sg` (those neither it nor an enclosing subgraph defines) by `names`: onnx's
+/// FunctionExpandHelper renames a function body's top-level nodes only, so a Loop or If body inside the function
+/// still refers to the function's formal inputs and internal values by their names in the FunctionProto.
+void rename_free_names(onnx::GraphProto& sg, const std::unordered_map<std::string, std::string>& names,
+                       std::unordered_set<std::string> bound) {
+  for (const auto& i : sg.input()) bound.insert(i.name());
+  for (const auto& t : sg.initializer()) bound.insert(t.name());
+  for (const auto& t : sg.sparse_initializer()) bound.insert(t.values().name());
+  for (const auto& nd : sg.node())
+    for (const auto& o : nd.output()) bound.insert(o);
+  const auto rename = [&](std::string* name) {
+    if (name->empty() || bound.contains(*name)) return;
+    if (auto it = names.find(*name); it != names.end()) *name = it->second;
+  };
+  for (auto& nd : *sg.mutable_node()) {
+    for (auto& i : *nd.mutable_input()) rename(&i);
+    for (auto& a : *nd.mutable_attribute()) {
+      if (a.has_g()) rename_free_names(*a.mutable_g(), names, bound);
+      for (auto& gg : *a.mutable_graphs()) rename_free_names(gg, names, bound);
+    }
+  }
+  for (auto& o : *sg.mutable_output()) rename(o.mutable_name());
+}
+
+}  // namespace
+
 Result<std::optional<std::vector<body_node>>> expand_function(const model& m, const graph& g, node_id n) {
   const auto& nd = g.node(n);
   const std::string where = "node " + g.describe(n);
@@ -561,6 +590,23 @@ Result<std::optional<std::vector<body_node>>> expand_function(const model& m, co
   } catch (const std::exception& e) {
     return Status(errc::invalid_graph, where + ": expanding its function body: " + e.what());
   }
+  // The names FunctionExpandHelper gave, read off its result (the body's nodes in the function's order): formal
+  // inputs become the node's inputs, every other name what the expanded node that uses or makes it calls it.
+  // Subgraphs of the body get the same renaming of the names they take from the function's scope.
+  std::unordered_map<std::string, std::string> names;
+  for (int i = 0; i < fp.input_size(); ++i) names[fp.input(i)] = i < np.input_size() ? np.input(i) : std::string();
+  for (int i = 0; i < fp.output_size(); ++i) names[fp.output(i)] = i < np.output_size() ? np.output(i) : std::string();
+  if (body.node_size() == fp.node_size())
+    for (int k = 0; k < fp.node_size(); ++k) {
+      const auto &fn = fp.node(k), &bn = body.node(k);
+      for (int i = 0; i < fn.input_size() && i < bn.input_size(); ++i) names.emplace(fn.input(i), bn.input(i));
+      for (int i = 0; i < fn.output_size() && i < bn.output_size(); ++i) names.emplace(fn.output(i), bn.output(i));
+    }
+  for (auto& bp : *body.mutable_node())
+    for (auto& a : *bp.mutable_attribute()) {
+      if (a.has_g()) rename_free_names(*a.mutable_g(), names, {});
+      for (auto& gg : *a.mutable_graphs()) rename_free_names(gg, names, {});
+    }
   std::vector<body_node> out;
   detail::external_data_resolver none({}, false);
   for (auto& bp : *body.mutable_node()) {

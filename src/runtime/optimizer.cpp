@@ -114,7 +114,8 @@ struct egraph {
 bool is_onnx(const node& n) { return n.domain.empty() || n.domain == "ai.onnx"; }
 bool is_op(const enode& e, std::string_view op) { return !e.dead && is_onnx(e.n) && e.n.op_type == op; }
 
-egraph to_egraph(const graph& g) {
+/// The editable form of `g`; invalid_graph when its nodes form a cycle.
+Result<egraph> to_egraph(const graph& g) {
   egraph e;
   e.name = g.name();
   e.doc = g.doc_string();
@@ -139,6 +140,7 @@ egraph to_egraph(const graph& g) {
     if (r.in_value_info) e.value_info.insert(r.name);
   }
   const auto order = topological_order(g);
+  if (!order) return Status(errc::invalid_graph, cat("graph '", g.name(), "': ", order.status().message()));
   for (node_id n : *order) {
     enode en;
     en.origin = n;
@@ -818,7 +820,7 @@ Status optimize_graph(graph& g, const optimizer_options& opt, std::int64_t onnx_
         for (auto& sg : *sgs)
           if (sg) EPSTACK_RETURN_IF_ERROR(optimize_graph(*sg, opt, onnx_opset, rep, pool));
     }
-  egraph e = to_egraph(g);
+  EPSTACK_ASSIGN_OR_RETURN(egraph e, to_egraph(g));
   EPSTACK_RETURN_IF_ERROR(constant_folding(e, opt, rep, pool));
   identity_elimination(e, rep);
   dead_node_elimination(e, rep);
@@ -887,7 +889,7 @@ Result<std::size_t> expand_round(model& m, graph& g, const claim_query& claimed)
     any = any || bodies[n].has_value();
   }
   if (!any) return expanded;
-  egraph e = to_egraph(g);
+  EPSTACK_ASSIGN_OR_RETURN(egraph e, to_egraph(g));
   std::vector<enode> out;
   for (auto& en : e.nodes) {
     if (en.origin == no_id || !bodies[en.origin]) {

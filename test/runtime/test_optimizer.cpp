@@ -181,6 +181,48 @@ TEST_CASE("values a subgraph uses are neither removed nor fused away") {
   CHECK((*r)[0].typed<float>()[1] == 2.0f);
 }
 
+TEST_CASE("SequenceMap runs as its function body, whose Loop refers to the node's inputs by the function's names") {
+  // onnx builds SequenceMap's body as a Loop over the sequence; the Loop's body reads the sequence and the extra
+  // tensor input from the enclosing scope by their names in the FunctionProto, which expansion must rename too.
+  const auto make_model = [](const std::string& body_input) {
+    graph body("body");
+    body.add_input("x", type_info::tensor_of(element_type::float32, shape{2}));
+    body.add_input(body_input, type_info::tensor_of(element_type::float32, shape{2}));
+    body.add_node(test::op("add", "Add"), {"x", body_input}, {"y"});
+    body.add_output("y", type_info::tensor_of(element_type::float32, shape{2}));
+    graph g("sequence_map");
+    g.add_input("s", type_info::sequence_of(type_info::tensor_of(element_type::float32, shape{2})));
+    g.add_input("t", type_info::tensor_of(element_type::float32, shape{2}));
+    attribute_list attrs;
+    attrs.set("body", make_subgraph(std::move(body)));
+    g.add_node(test::op("map", "SequenceMap", std::move(attrs)), {"s", "t"}, {"out"});
+    g.add_output("out", type_info::sequence_of(type_info::tensor_of(element_type::float32, shape{2})));
+    model m = wrap(std::move(g));
+    m.opsets = {{"", 17}};
+    return m;
+  };
+  // onnx's builder names the Loop body's copy of an extra input after the body's input, so a body input named like
+  // the node's actual input makes Identity(t) -> t inside the Loop: a clean invalid_graph, not a crash.
+  auto clash = cpu_session::create(make_model("t"));
+  REQUIRE_FALSE(clash.has_value());
+  CHECK(clash.code() == errc::invalid_graph);
+  CHECK_MESSAGE(clash.status().message().find("cycle") != std::string::npos, clash.status().message());
+  auto s = cpu_session::create(make_model("bt"));
+  REQUIRE_MESSAGE(s.has_value(), s.status().to_string());
+  CHECK(op_counts(s->get_model().graph).count("SequenceMap") == 0);
+  tensor_sequence seq{element_type::float32, {tensor::from<float>({2}, {1, 2}), tensor::from<float>({2}, {-3, 4}),
+                                              tensor::from<float>({2}, {0.5f, 0})}};
+  const std::vector<named_value> feeds{{"s", ivalue(seq)}, {"t", ivalue(tensor::from<float>({2}, {10, 20}))}};
+  auto r = s->run_values(feeds);
+  REQUIRE_MESSAGE(r.has_value(), r.status().to_string());
+  REQUIRE((*r)[0].is_sequence());
+  const auto& items = (*r)[0].as_sequence().items;
+  REQUIRE(items.size() == 3);
+  const float want[3][2] = {{11, 22}, {7, 24}, {10.5f, 20}};
+  for (std::size_t i = 0; i < 3; ++i)
+    for (std::size_t k = 0; k < 2; ++k) CHECK(items[i].typed<float>()[k] == want[i][k]);
+}
+
 TEST_CASE("function operators no provider takes run as their function bodies (the onnx package's and the model's)") {
   // Celu (a function of opset 12) and MeanVarianceNormalization (13): the CPU provider has no kernel for either.
   graph g("functions");
