@@ -196,6 +196,9 @@ TEST_CASE("MelWeightMatrix: triangles between mel-spaced bins, as the ONNX refer
   // An upper edge beyond the Nyquist frequency would index past the last bin.
   check_error(run_kernel<ops::mel_weight_matrix>(kn, {i32(4), i32(64), i32(16000), f32(100), f32(16000)}), "beyond");
   check_error(run_kernel<ops::mel_weight_matrix>(kn, {i32(0), i32(64), i32(16000), f32(100), f32(8000)}), "positive");
+  // Sizes whose product would overflow are refused before anything is allocated.
+  check_error(run_kernel<ops::mel_weight_matrix>(kn, {i32(4), i32(2147483647), i32(16000), f32(100), f32(8000)}), "too large");
+  check_error(run_kernel<ops::mel_weight_matrix>(kn, {i32(2147483647), i32(64), i32(16000), f32(100), f32(8000)}), "too large");
 }
 
 // =================================================================================================================

@@ -219,6 +219,9 @@ Result<compute_function> mel_weight_matrix::compile(const graph& g, node_id n) {
       return op_error("MelWeightMatrix", "num_mel_bins, dft_length and sample_rate must be positive");
     if (!(lower >= 0) || !(upper >= lower)) return op_error("MelWeightMatrix", "needs 0 <= lower_edge_hertz <= upper_edge_hertz");
     const std::int64_t spec_bins = dft_length / 2 + 1;
+    // The output's size is spec_bins * mels: bounded before any arithmetic on it can overflow.
+    if (mels > (std::int64_t{1} << 20) || spec_bins > (std::int64_t{1} << 30) / mels)
+      return op_error("MelWeightMatrix", cat("a [", std::to_string(spec_bins), ", ", std::to_string(mels), "] matrix is too large"));
     const auto mel = [](double hz) { return 2595 * std::log10(1 + hz / 700); };
     const double low_mel = mel(lower), high_mel = mel(upper), mel_step = (high_mel - low_mel) / static_cast<double>(mels + 2);
     std::vector<std::int64_t> bin(static_cast<std::size_t>(mels + 2));
