@@ -342,3 +342,15 @@ TEST_CASE("RoiAlign: samples outside the image count as zero; max mode; bad batc
   check_error(run_kernel<ops::roi_align>(adaptive, {in<float>({1, 1, 4, 4}, ones), in<float>({1, 4}, {0, 0, 5e8f, 5e8f}), in<std::int64_t>({1}, {0})}),
               "too many samples");
 }
+
+TEST_CASE("empty batches and empty ROI lists give empty outputs") {
+  kernel_node dft("DFT", 17);
+  const tensor y = run1<ops::dft>(dft, {in<float>({0, 8, 1}, {})});
+  CHECK(std::vector<std::int64_t>(y.sizes().begin(), y.sizes().end()) == dims_t{0, 8, 2});
+  kernel_node conv("ConvInteger", 10);
+  const tensor c = run1<ops::conv_integer>(conv, {in<std::uint8_t>({0, 2, 4, 4}, {}), in<std::int8_t>({3, 2, 3, 3}, random_values(54, -5, 5, 1, true))});
+  CHECK(std::vector<std::int64_t>(c.sizes().begin(), c.sizes().end()) == dims_t{0, 3, 2, 2});
+  kernel_node roi("RoiAlign", 16);
+  const tensor r = run1<ops::roi_align>(roi, {in<float>({1, 2, 4, 4}, random_values(32, 0, 1, 2)), in<float>({0, 4}, {}), in<std::int64_t>({0}, {})});
+  CHECK(std::vector<std::int64_t>(r.sizes().begin(), r.sizes().end()) == dims_t{0, 2, 1, 1});
+}
