@@ -13,6 +13,7 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -177,6 +178,23 @@ Status with_stack(const std::string& providers_in, F&& f) {
   std::string list;
   for (const auto& n : stack_names()) list += (list.empty() ? "" : ", ") + n;
   return Status(errc::invalid_argument, "unknown provider stack '" + providers + "'; this build has: " + list);
+}
+
+/// A provider's options from the session's config entries (`--config`): `dnnl.winograd` = 0 turns oneDNN's
+/// Winograd convolutions off. Other providers have none.
+template <class P>
+void configure_provider(P&, const session_options&) {}
+#if defined(EPSTACK_WITH_DNNL)
+inline void configure_provider(dnnl_provider& p, const session_options& so) {
+  if (const auto w = so.config("dnnl.winograd")) p.options.winograd = *w != "0";
+}
+#endif
+/// The providers of session type S, configured from `so`.
+template <class S>
+typename S::providers_type providers_for(const session_options& so) {
+  typename S::providers_type providers{};
+  std::apply([&](auto&... p) { (configure_provider(p, so), ...); }, providers);
+  return providers;
 }
 
 /// "float[1,3,224,224]"

@@ -73,7 +73,7 @@ int compile_with(const args& a, const std::string& model) {
   co.error_if_no_nodes_compiled = a.flag("--require-compiled");
   co.progress = progress_bar("compiling");
   const auto t0 = std::chrono::steady_clock::now();
-  auto r = compile_model_for<S>(co);
+  auto r = compile_model_for<S>(co, providers_for<S>(co.session));
   end_progress();
   if (!r) return fail(r.status());
   print_report(*r, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
@@ -130,7 +130,7 @@ int ctxgen_with(const std::vector<fs::path>& models, const session_options& base
                                 models[i].filename().string()))
       so.set_progress_callback(bar);
     const auto t0 = std::chrono::steady_clock::now();
-    auto s = S::create(models[i], so);
+    auto s = S::create(models[i], so, providers_for<S>(so));
     end_progress();
     if (!s) return fail(s.status().with_context("model '" + models[i].string() + "'"));
     if (verbose) print_report(s->ep_context(), std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());

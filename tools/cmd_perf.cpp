@@ -202,7 +202,7 @@ int perf_with(const args& a, const perf_options& po) {
             << " opt=" << po.opt << "\n";
 
   auto t0 = clock_type::now();
-  auto s = S::create(po.model, *so);
+  auto s = S::create(po.model, *so, providers_for<S>(*so));
   if (!s) return fail(s.status());
   const double first_create_ms = ms_since(t0);
   std::vector<std::string> files{po.model};
@@ -284,7 +284,7 @@ int perf_with(const args& a, const perf_options& po) {
   std::uint64_t read_bytes = 0;
   for (int i = 0; i < po.creates; ++i) {
     t0 = clock_type::now();
-    auto c = S::create(po.model, *so);
+    auto c = S::create(po.model, *so, providers_for<S>(*so));
     if (!c) return fail(c.status());
     creates.push_back(ms_since(t0));
   }

@@ -55,7 +55,7 @@ int run_with(const args& a, const std::string& model_path) {
   auto so = session_options_from(a);
   if (!so) return fail(so.status());
   const auto t0 = std::chrono::steady_clock::now();
-  auto s = S::create(model_path, *so);
+  auto s = S::create(model_path, *so, providers_for<S>(*so));
   if (!s) return fail(s.status());
   const double create_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   std::vector<named_value> feeds;
@@ -102,7 +102,7 @@ template <class S>
 int partition_with(const args& a, const std::string& model_path) {
   auto so = session_options_from(a);
   if (!so) return fail(so.status());
-  auto s = S::create(model_path, *so);
+  auto s = S::create(model_path, *so, providers_for<S>(*so));
   if (!s) return fail(s.status());
   const auto& r = s->optimizations();
   std::cout << "graph optimisation: " << r.nodes_before << " nodes -> " << r.nodes_after << " (" << r.constant_folded

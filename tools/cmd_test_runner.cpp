@@ -289,7 +289,7 @@ ivalue as_declared(ivalue v, const type_info& t) {
 /// One case, in this process.
 template <class S>
 outcome run_case(const fs::path& c, const session_options& so, const tolerance& tol) {
-  auto s = S::create(c / "model.onnx", so);
+  auto s = S::create(c / "model.onnx", so, providers_for<S>(so));
   if (!s) return {"error", "create: " + s.status().to_string()};
   const auto sets = data_sets(c);
   if (sets.empty()) return {"error", "no test_data_set_N folder"};

@@ -176,6 +176,14 @@ TEST_CASE("epstack compile, inspect and ctxgen: EPContext models from the comman
   REQUIRE_MESSAGE(pf.code == 0, pf.out);
   CHECK(pf.out.find("\"bytes\":" + std::to_string(fs::file_size(dir / "a_ctx.onnx") + fs::file_size(dir / "a_dnnl.bin")) +
                     ",\"files\":2}") != std::string::npos);
+  // --config dnnl.winograd=0: the oneDNN provider's option; direct convolutions keep their weights 1x, so the binary
+  // is smaller, and the model runs from it with the default options.
+  auto nw = epstack_cli("compile " + (dir / "b.onnx").string() + " --dims N=2 --threads 2 --config dnnl.winograd=0");
+  REQUIRE_MESSAGE(nw.code == 0, nw.out);
+  CHECK(fs::file_size(dir / "b_dnnl.bin") < fs::file_size(dir / "a_dnnl.bin"));
+  auto rnw = epstack_cli("run " + (dir / "b_ctx.onnx").string() + " --providers default --threads 2");
+  REQUIRE_MESSAGE(rnw.code == 0, rnw.out);
+  CHECK(rnw.out.find("output logits: float[2,10]") != std::string::npos);
   // ctxgen: two models sharing weights, N + 1 files, the option rules of ONNX Runtime's tool.
   fs::create_directory(dir / "share");
   fs::copy(dir / "a.onnx", dir / "share" / "m1.onnx");

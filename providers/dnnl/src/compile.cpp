@@ -665,7 +665,7 @@ class plan_builder {
     if (!transposed) {
       // 3x3, stride 1, one group, large enough maps: oneDNN's Winograd kernels (2.25x fewer multiplications; on
       // resnet50 ~10% less time, logits within 3e-7 of ONNX Runtime). Anything they do not take falls back to direct.
-      const bool wino = g == 1 && kernel.size() == 2 && kernel[0] == 3 && kernel[1] == 3 &&
+      const bool wino = r_.winograd && g == 1 && kernel.size() == 2 && kernel[0] == 3 && kernel[1] == 3 &&
                         std::all_of(win->strides.begin(), win->strides.end(), [](std::int64_t x) { return x == 1; }) &&
                         std::all_of(win->dil.begin(), win->dil.end(), [](std::int64_t x) { return x == 0; }) &&
                         win->out[0] * win->out[1] >= 14 * 14;
@@ -1584,9 +1584,15 @@ Result<ep_context_record> serialize(const partition& part, const compute_functio
   return encode_context(c.operations(), sp ? &key : nullptr, sp ? &sp->laid : nullptr, b);
 }
 
-Result<compute_function> restore(const ep_context_restore& rr) {
+Result<compute_function> restore(const ep_context_restore& rr, const dnnl_options& options) {
   auto d = decode_context(rr);
   if (!d) return d.status();
+  // Stored laid-out weights were planned with or without Winograd: plan the same way, so they fit as stored.
+  d->r.winograd = options.winograd;
+  if (!d->laid.empty())
+    d->r.winograd = std::any_of(d->laid.begin(), d->laid.end(), [](const laid_weight& w) {
+      return w.md.data.format_kind == dnnl_format_kind_wino;
+    });
   try {
     auto c = std::make_shared<compiled_partition>(std::move(d->r));
     if (!d->laid.empty()) c->set_prelaid(std::move(d->key), std::move(d->laid), std::move(d->deferred));
@@ -1599,12 +1605,13 @@ Result<compute_function> restore(const ep_context_restore& rr) {
   }
 }
 
-Result<std::vector<compute_function>> compile(std::span<const partition> parts) {
+Result<std::vector<compute_function>> compile(std::span<const partition> parts, const dnnl_options& options) {
   std::vector<compute_function> fns;
   fns.reserve(parts.size());
   for (const auto& p : parts) {
     auto r = build_ir(p);
     if (!r) return r.status();
+    r->winograd = options.winograd;
     auto c = std::make_shared<compiled_partition>(std::move(*r));
     if (auto st = c->prepare(*p.g); !st) return st;
     fns.emplace_back(partition_fn{std::move(c)});
