@@ -55,44 +55,65 @@ Result<conv_geometry> geometry_of(const conv_attrs& a, const tensor& x, const te
 }
 
 /// acc[n][m][o] = sum over the group's channels and the kernel of (x - xz) * (w - wz[m]); a padded position is the
-/// zero point, so it adds nothing.
+/// zero point, so it adds nothing. As an integer GEMM per image: the input's patches laid out once as int16 columns
+/// (im2col), then each output channel a weighted sum of rows, contiguous along the output positions. The sums wrap
+/// modulo 2^32 in unsigned arithmetic, which is exactly what int32 accumulators give (and defined behaviour).
 std::vector<std::int32_t> int_conv(const compute_context& ctx, const conv_geometry& g, const tensor& x, const tensor& w, int xz,
                                    const std::vector<int>& wz) {
-  const std::int64_t in_sz = product(g.in), out_sz = product(g.out), k_sz = product(g.k);
+  const std::int64_t in_sz = product(g.in), out_sz = product(g.out), k_sz = product(g.k), rows = g.cg * k_sz;
   std::vector<std::int32_t> acc(static_cast<std::size_t>(g.N * g.M * out_sz), 0);
-  // Widened once: the zero points subtracted.
-  std::vector<std::int32_t> xv(x.element_count()), wv(w.element_count());
-  for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = q_at(x, i) - xz;
-  const std::int64_t per_m = g.cg * k_sz;
-  for (std::size_t i = 0; i < wv.size(); ++i) wv[i] = q_at(w, i) - wz[wz.size() == 1 ? 0 : i / static_cast<std::size_t>(per_m)];
-  const std::int64_t mg = g.M / g.G;
-  parallel_items(ctx, static_cast<std::size_t>(g.N * g.M), static_cast<std::size_t>(out_sz * per_m), [&](std::size_t a0, std::size_t a1) {
+  if (acc.empty()) return acc;
+  // Where kernel position kk and output position o read an input plane, or -1 in the padding.
+  std::vector<std::int64_t> src(static_cast<std::size_t>(k_sz * out_sz));
+  {
     std::vector<std::int64_t> opos(g.sp), kpos(g.sp);
-    for (std::size_t a = a0; a < a1; ++a) {
-      const std::int64_t n = static_cast<std::int64_t>(a) / g.M, m = static_cast<std::int64_t>(a) % g.M, grp = m / mg;
-      std::int32_t* y = acc.data() + a * static_cast<std::size_t>(out_sz);
+    for (std::int64_t kk = 0; kk < k_sz; ++kk) {
+      std::int64_t rest = kk;
+      for (std::size_t q = g.sp; q-- > 0;) kpos[q] = rest % g.k[q], rest /= g.k[q];
       for (std::int64_t o = 0; o < out_sz; ++o) {
-        std::int64_t rest = o;
+        rest = o;
         for (std::size_t q = g.sp; q-- > 0;) opos[q] = rest % g.out[q], rest /= g.out[q];
-        std::int64_t sum = 0;  // (int32 could overflow past 33025 products of 255 x 255)
-        for (std::int64_t kk = 0; kk < k_sz; ++kk) {
-          rest = kk;
-          for (std::size_t q = g.sp; q-- > 0;) kpos[q] = rest % g.k[q], rest /= g.k[q];
-          std::int64_t at = 0;
-          bool inside = true;
-          for (std::size_t q = 0; q < g.sp && inside; ++q) {
-            const std::int64_t p = opos[q] * g.s[q] - g.pb[q] + kpos[q] * g.d[q];
-            inside = p >= 0 && p < g.in[q];
-            at = at * g.in[q] + p;
-          }
-          if (!inside) continue;
-          for (std::int64_t c = 0; c < g.cg; ++c)
-            sum += std::int64_t{xv[static_cast<std::size_t>((n * g.C + grp * g.cg + c) * in_sz + at)] } * wv[static_cast<std::size_t>((m * g.cg + c) * k_sz + kk)];
+        std::int64_t at = 0;
+        bool inside = true;
+        for (std::size_t q = 0; q < g.sp && inside; ++q) {
+          const std::int64_t p = opos[q] * g.s[q] - g.pb[q] + kpos[q] * g.d[q];
+          inside = p >= 0 && p < g.in[q];
+          at = at * g.in[q] + p;
         }
-        y[o] = static_cast<std::int32_t>(sum);
+        src[static_cast<std::size_t>(kk * out_sz + o)] = inside ? at : -1;
       }
     }
-  });
+  }
+  std::vector<std::uint32_t> wv(static_cast<std::size_t>(g.M * rows));
+  for (std::size_t i = 0; i < wv.size(); ++i)
+    wv[i] = static_cast<std::uint32_t>(q_at(w, i) - wz[wz.size() == 1 ? 0 : i / static_cast<std::size_t>(rows)]);
+  std::vector<std::int16_t> cols(static_cast<std::size_t>(g.G * rows * out_sz));
+  const std::int64_t mg = g.M / g.G;
+  for (std::int64_t n = 0; n < g.N; ++n) {
+    parallel_items(ctx, static_cast<std::size_t>(g.C), static_cast<std::size_t>(k_sz * out_sz), [&](std::size_t c0, std::size_t c1) {
+      for (std::size_t c = c0; c < c1; ++c) {  // the image's channel c (group c / cg): rows c * k_sz ...
+        const auto plane = static_cast<std::size_t>((n * g.C + static_cast<std::int64_t>(c)) * in_sz);
+        std::int16_t* out = cols.data() + c * static_cast<std::size_t>(k_sz * out_sz);
+        for (std::size_t i = 0; i < src.size(); ++i)
+          out[i] = src[i] < 0 ? std::int16_t{0} : static_cast<std::int16_t>(q_at(x, plane + static_cast<std::size_t>(src[i])) - xz);
+      }
+    });
+    parallel_items(ctx, static_cast<std::size_t>(g.M), static_cast<std::size_t>(rows * out_sz), [&](std::size_t m0, std::size_t m1) {
+      std::vector<std::uint32_t> sum(static_cast<std::size_t>(out_sz));
+      for (std::size_t m = m0; m < m1; ++m) {
+        std::fill(sum.begin(), sum.end(), 0u);
+        const std::int16_t* group_cols = cols.data() + static_cast<std::size_t>((static_cast<std::int64_t>(m) / mg) * rows * out_sz);
+        for (std::int64_t r = 0; r < rows; ++r) {
+          const std::uint32_t wr = wv[m * static_cast<std::size_t>(rows) + static_cast<std::size_t>(r)];
+          if (wr == 0) continue;
+          const std::int16_t* row = group_cols + r * out_sz;
+          for (std::int64_t o = 0; o < out_sz; ++o) sum[static_cast<std::size_t>(o)] += wr * static_cast<std::uint32_t>(std::int32_t{row[o]});
+        }
+        std::int32_t* y = acc.data() + (static_cast<std::size_t>(n) * static_cast<std::size_t>(g.M) + m) * static_cast<std::size_t>(out_sz);
+        for (std::int64_t o = 0; o < out_sz; ++o) y[o] = static_cast<std::int32_t>(sum[static_cast<std::size_t>(o)]);
+      }
+    });
+  }
   return acc;
 }
 
