@@ -95,6 +95,28 @@ Status check_tensor_header(const onnx::TensorProto& tp, const std::string& where
   return {};
 }
 
+namespace {
+/// The typed field of a TensorProto that holds elements of type `et`, its number of values, and how many it needs per
+/// element (2 for complex numbers).
+struct typed_field {
+  int have = 0;
+  const char* name = "";
+  std::size_t per = 1;
+};
+typed_field typed_field_of(const onnx::TensorProto& tp, element_type et) {
+  switch (et) {
+    case element_type::float32: return {tp.float_data_size(), "float_data", 1};
+    case element_type::complex64: return {tp.float_data_size(), "float_data", 2};
+    case element_type::float64: return {tp.double_data_size(), "double_data", 1};
+    case element_type::complex128: return {tp.double_data_size(), "double_data", 2};
+    case element_type::int64: return {tp.int64_data_size(), "int64_data", 1};
+    case element_type::uint32: case element_type::uint64: return {tp.uint64_data_size(), "uint64_data", 1};
+    case element_type::string: return {tp.string_data_size(), "string_data", 1};
+    default: return {tp.int32_data_size(), "int32_data", 1};
+  }
+}
+}  // namespace
+
 Result<tensor> tensor_from_proto(onnx::TensorProto& tp, external_data_resolver& ext, const std::string& where0) {
   EPSTACK_RETURN_IF_ERROR(check_tensor_header(tp, where0));
   const std::string where = where0 + " tensor '" + tp.name() + "'";
@@ -117,6 +139,10 @@ Result<tensor> tensor_from_proto(onnx::TensorProto& tp, external_data_resolver& 
       t = tensor::borrow(et, dims, p, std::move(owner));
     }
   } else {
+    // The values must all be there before the tensor is allocated: a few bytes of model must not claim gigabytes.
+    if (et == element_type::undefined) return bad(where, "has no data type");
+    if (const auto f = typed_field_of(tp, et); static_cast<std::size_t>(f.have) != f.per * n)
+      return bad(where, "has " + std::to_string(f.have) + " values in " + f.name + ", expected " + std::to_string(f.per * n));
     t = tensor(et, dims);
     const auto expect = [&](int have, std::size_t want, const char* field) -> Status {
       if (static_cast<std::size_t>(have) != want)

@@ -291,6 +291,20 @@ std::vector<bad_case> cases() {
                  b = m.SerializeAsString();
                  return fs::path();
                }});
+  c.push_back({"a Constant claiming a 64 TB tensor with 2 values", errc::invalid_graph, "has 2 values in float_data, expected",
+               [](const fs::path& d, std::string&) {
+                 // Found by the fuzzer: the tensor was allocated before its values were counted.
+                 auto m = test::add_model();
+                 auto* k = test::add_node(m.mutable_graph(), "k", "Constant", {}, {"unused"});
+                 auto* v = add_attr(k, "value", onnx::AttributeProto::TENSOR);
+                 auto* t = v->mutable_t();
+                 t->set_data_type(onnx::TensorProto::FLOAT);
+                 t->add_dims(std::int64_t{1} << 22);  // 2^44 values: allocating them first would fail or take the
+                 t->add_dims(std::int64_t{1} << 22);  // machine's memory; counting them first is immediate
+                 t->add_float_data(1);
+                 t->add_float_data(2);
+                 return write_model(d, m);
+               }});
   return c;
 }
 
