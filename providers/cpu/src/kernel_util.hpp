@@ -43,6 +43,8 @@ inline bool is_integer(element_type e) {
     default: return false;
   }
 }
+/// float or double: the element types of kernels that compute in floating point only at those precisions.
+inline bool f32_or_f64(element_type e) { return e == element_type::float32 || e == element_type::float64; }
 /// True when every present input of the node has element type `e`.
 inline bool all_inputs(const graph& g, node_id n, element_type e) {
   const auto& nd = g.node(n);
@@ -205,6 +207,16 @@ inline int q_at(const tensor& t, std::size_t i) {
 /// invalid_argument "Op: what", the run-time error of a kernel given inputs it cannot take.
 inline Status op_error(std::string_view op, std::string_view what) {
   return Status(errc::invalid_argument, cat(op, ": ", what));
+}
+
+/// One integer from a scalar or one-element 1-D int32/int64 tensor; invalid_argument starting with `what` otherwise.
+inline Result<std::int64_t> scalar_int(const tensor& t, std::string_view what) {
+  if (t.empty()) return Status(errc::invalid_argument, cat(what, " is missing"));
+  if (t.type() != element_type::int64 && t.type() != element_type::int32)
+    return Status(errc::invalid_argument, cat(what, " must be an int64 or int32 tensor, got ", std::string(to_string(t.type()))));
+  if (t.element_count() != 1 || t.rank() > 1)
+    return Status(errc::invalid_argument, cat(what, " must be a scalar (or a one-element 1-D tensor), got shape ", dims_string(t.sizes())));
+  return to_int64s(t)[0];
 }
 
 /// Wraps a compute body so that a C++ exception becomes a Status naming the operator.

@@ -71,16 +71,6 @@ T from_double(double v) {
   }
 }
 
-/// Reads one integer from a scalar or one-element 1-D int32/int64 tensor.
-Result<std::int64_t> scalar_int(const tensor& t, std::string_view what) {
-  if (t.empty()) return invalid(cat(what, " is missing"));
-  if (t.type() != element_type::int64 && t.type() != element_type::int32)
-    return invalid(cat(what, " must be an int64 or int32 tensor, got ", std::string(to_string(t.type()))));
-  if (t.element_count() != 1 || t.rank() > 1)
-    return invalid(cat(what, " must be a scalar (or a one-element 1-D tensor), got shape ", dims_string(t.sizes())));
-  return to_int64s(t)[0];
-}
-
 /// Row-major element strides of `dims`.
 dims_t strides_of(std::span<const std::int64_t> dims) {
   dims_t s(dims.size(), 1);

@@ -448,7 +448,6 @@ Status softmax_compute(const softmax_params& p, compute_context& ctx) {
 // ---------------------------------------------------------------------------------------------------------------
 // Compile helpers
 
-bool float_or_double(element_type e) { return e == element_type::float32 || e == element_type::float64; }
 
 // True when every present input from `first` on has the element type of input 0.
 bool inputs_match(const graph& g, node_id n, std::size_t first) {
@@ -477,8 +476,8 @@ element_type stats_type(const graph& g, node_id n, std::size_t first_stat, eleme
 }
 
 bool layer_norm_supported(const graph& g, node_id n) {
-  if (!float_or_double(in_type(g, n, 0)) || !inputs_match(g, n, 1) || !has_in(g, n, 1)) return false;
-  return float_or_double(stats_type(g, n, 1, element_type::float32));
+  if (!f32_or_f64(in_type(g, n, 0)) || !inputs_match(g, n, 1) || !has_in(g, n, 1)) return false;
+  return f32_or_f64(stats_type(g, n, 1, element_type::float32));
 }
 
 // Instantiates F<T, U> for the input type T and statistics type U.
@@ -529,7 +528,7 @@ using namespace impl;
 
 bool batch_normalization::supports(const graph& g, node_id n) {
   const auto& nd = g.node(n);
-  if (!float_or_double(in_type(g, n, 0)) || !inputs_match(g, n, 1) || nd.inputs.size() < 5) return false;
+  if (!f32_or_f64(in_type(g, n, 0)) || !inputs_match(g, n, 1) || nd.inputs.size() < 5) return false;
   for (std::size_t i = 1; i < 5; ++i)
     if (!has_in(g, n, i)) return false;
   // Training mode (opset 14+) may ask for running_mean and running_var; before opset 14, extra outputs (running and
@@ -565,8 +564,8 @@ Result<compute_function> layer_normalization_contrib::compile(const graph& g, no
 }
 
 bool skip_layer_normalization::supports(const graph& g, node_id n) {
-  if (!float_or_double(in_type(g, n, 0)) || !inputs_match(g, n, 1) || !has_in(g, n, 1) || !has_in(g, n, 2)) return false;
-  return float_or_double(stats_type(g, n, 1, element_type::float32));
+  if (!f32_or_f64(in_type(g, n, 0)) || !inputs_match(g, n, 1) || !has_in(g, n, 1) || !has_in(g, n, 2)) return false;
+  return f32_or_f64(stats_type(g, n, 1, element_type::float32));
 }
 Result<compute_function> skip_layer_normalization::compile(const graph& g, node_id n) {
   ln_params p;
@@ -579,9 +578,9 @@ Result<compute_function> skip_layer_normalization::compile(const graph& g, node_
   });
 }
 
-bool softmax::supports(const graph& g, node_id n) { return float_or_double(in_type(g, n, 0)); }
+bool softmax::supports(const graph& g, node_id n) { return f32_or_f64(in_type(g, n, 0)); }
 Result<compute_function> softmax::compile(const graph& g, node_id n) { return compile_softmax<false>(g, n); }
-bool log_softmax::supports(const graph& g, node_id n) { return float_or_double(in_type(g, n, 0)); }
+bool log_softmax::supports(const graph& g, node_id n) { return f32_or_f64(in_type(g, n, 0)); }
 Result<compute_function> log_softmax::compile(const graph& g, node_id n) { return compile_softmax<true>(g, n); }
 
 }  // namespace ops

@@ -10,7 +10,6 @@ namespace {
 
 using dims = std::vector<std::int64_t>;
 
-bool f32_or_f64(element_type e) { return e == element_type::float32 || e == element_type::float64; }
 
 template <class F>
 bool float_dispatch(element_type e, F&& f) {

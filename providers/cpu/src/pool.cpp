@@ -393,7 +393,6 @@ bool auto_pad_known(const graph& g, node_id n) {
   return ap == "NOTSET" || ap == "VALID" || ap == "SAME_UPPER" || ap == "SAME_LOWER";
 }
 
-bool float_or_double(element_type e) { return e == element_type::float32 || e == element_type::float64; }
 
 }  // namespace
 }  // namespace impl
@@ -407,7 +406,7 @@ using namespace impl;
 bool max_pool::supports(const graph& g, node_id n) {
   const auto e = in_type(g, n, 0);
   const bool bytes = (e == element_type::int8 || e == element_type::uint8) && g.node(n).since_version >= 12;
-  return (float_or_double(e) || bytes) && auto_pad_known(g, n);
+  return (f32_or_f64(e) || bytes) && auto_pad_known(g, n);
 }
 Result<compute_function> max_pool::compile(const graph& g, node_id n) {
   const pool_attrs at = read_attrs(g, n);
@@ -420,7 +419,7 @@ Result<compute_function> max_pool::compile(const graph& g, node_id n) {
 }
 
 bool average_pool::supports(const graph& g, node_id n) {
-  return float_or_double(in_type(g, n, 0)) && auto_pad_known(g, n);
+  return f32_or_f64(in_type(g, n, 0)) && auto_pad_known(g, n);
 }
 Result<compute_function> average_pool::compile(const graph& g, node_id n) {
   const pool_attrs at = read_attrs(g, n);
@@ -432,12 +431,12 @@ Result<compute_function> average_pool::compile(const graph& g, node_id n) {
   return r;
 }
 
-bool global_average_pool::supports(const graph& g, node_id n) { return float_or_double(in_type(g, n, 0)); }
+bool global_average_pool::supports(const graph& g, node_id n) { return f32_or_f64(in_type(g, n, 0)); }
 Result<compute_function> global_average_pool::compile(const graph& g, node_id n) {
   if (in_type(g, n, 0) == element_type::float32) return make_fn("GlobalAveragePool", global_pool_compute<float, false>);
   return make_fn("GlobalAveragePool", global_pool_compute<double, false>);
 }
-bool global_max_pool::supports(const graph& g, node_id n) { return float_or_double(in_type(g, n, 0)); }
+bool global_max_pool::supports(const graph& g, node_id n) { return f32_or_f64(in_type(g, n, 0)); }
 Result<compute_function> global_max_pool::compile(const graph& g, node_id n) {
   if (in_type(g, n, 0) == element_type::float32) return make_fn("GlobalMaxPool", global_pool_compute<float, true>);
   return make_fn("GlobalMaxPool", global_pool_compute<double, true>);

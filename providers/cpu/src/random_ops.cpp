@@ -30,6 +30,20 @@ bool random_type(element_type e) {
   return e == element_type::float32 || e == element_type::float64 || e == element_type::float16 || e == element_type::bfloat16;
 }
 
+/// RandomUniform(Like), RandomNormal(Like): values from `dist`, in `dtype` (default float; for the Like ops without
+/// one, the input's type), shaped by the `shape` attribute or, for the Like ops, by the input.
+template <class Dist>
+compute_function random_kernel(const node& nd, std::string op, bool like, Dist dist) {
+  const bool has_dtype = has_attr(nd, "dtype");
+  const auto e = dtype_of(nd, element_type::float32);
+  const auto shape = attr_ints(nd, "shape");
+  auto rng = std::make_shared<random_source>(nd);
+  return make_fn(std::move(op), [=](compute_context& ctx) {
+    if (!like) return fill_random(ctx, *rng, e, shape, dist);
+    return fill_random(ctx, *rng, has_dtype ? e : ctx.input(0).type(), ctx.input(0).sizes(), dist);
+  });
+}
+
 }  // namespace
 }  // namespace impl
 
@@ -39,46 +53,22 @@ using namespace impl;
 bool random_uniform::supports(const graph& g, node_id n) { return random_type(dtype_of(g.node(n), element_type::float32)); }
 Result<compute_function> random_uniform::compile(const graph& g, node_id n) {
   const auto& nd = g.node(n);
-  const double lo = attr_f(nd, "low", 0.0f), hi = attr_f(nd, "high", 1.0f);
-  const auto shape = attr_ints(nd, "shape");
-  const auto e = dtype_of(nd, element_type::float32);
-  auto rng = std::make_shared<random_source>(nd);
-  return make_fn("RandomUniform", [=](compute_context& ctx) {
-    return fill_random(ctx, *rng, e, shape, std::uniform_real_distribution<double>(lo, hi));
-  });
+  return random_kernel(nd, "RandomUniform", false, std::uniform_real_distribution<double>(attr_f(nd, "low", 0.0f), attr_f(nd, "high", 1.0f)));
 }
 bool random_uniform_like::supports(const graph& g, node_id n) { return random_type(dtype_of(g.node(n), in_type(g, n, 0))); }
 Result<compute_function> random_uniform_like::compile(const graph& g, node_id n) {
   const auto& nd = g.node(n);
-  const double lo = attr_f(nd, "low", 0.0f), hi = attr_f(nd, "high", 1.0f);
-  const bool has_dtype = has_attr(nd, "dtype");
-  const auto e = dtype_of(nd, element_type::float32);
-  auto rng = std::make_shared<random_source>(nd);
-  return make_fn("RandomUniformLike", [=](compute_context& ctx) {
-    return fill_random(ctx, *rng, has_dtype ? e : ctx.input(0).type(), ctx.input(0).sizes(), std::uniform_real_distribution<double>(lo, hi));
-  });
+  return random_kernel(nd, "RandomUniformLike", true, std::uniform_real_distribution<double>(attr_f(nd, "low", 0.0f), attr_f(nd, "high", 1.0f)));
 }
 bool random_normal::supports(const graph& g, node_id n) { return random_type(dtype_of(g.node(n), element_type::float32)); }
 Result<compute_function> random_normal::compile(const graph& g, node_id n) {
   const auto& nd = g.node(n);
-  const double mean = attr_f(nd, "mean", 0.0f), scale = attr_f(nd, "scale", 1.0f);
-  const auto shape = attr_ints(nd, "shape");
-  const auto e = dtype_of(nd, element_type::float32);
-  auto rng = std::make_shared<random_source>(nd);
-  return make_fn("RandomNormal", [=](compute_context& ctx) {
-    return fill_random(ctx, *rng, e, shape, std::normal_distribution<double>(mean, scale));
-  });
+  return random_kernel(nd, "RandomNormal", false, std::normal_distribution<double>(attr_f(nd, "mean", 0.0f), attr_f(nd, "scale", 1.0f)));
 }
 bool random_normal_like::supports(const graph& g, node_id n) { return random_type(dtype_of(g.node(n), in_type(g, n, 0))); }
 Result<compute_function> random_normal_like::compile(const graph& g, node_id n) {
   const auto& nd = g.node(n);
-  const double mean = attr_f(nd, "mean", 0.0f), scale = attr_f(nd, "scale", 1.0f);
-  const bool has_dtype = has_attr(nd, "dtype");
-  const auto e = dtype_of(nd, element_type::float32);
-  auto rng = std::make_shared<random_source>(nd);
-  return make_fn("RandomNormalLike", [=](compute_context& ctx) {
-    return fill_random(ctx, *rng, has_dtype ? e : ctx.input(0).type(), ctx.input(0).sizes(), std::normal_distribution<double>(mean, scale));
-  });
+  return random_kernel(nd, "RandomNormalLike", true, std::normal_distribution<double>(attr_f(nd, "mean", 0.0f), attr_f(nd, "scale", 1.0f)));
 }
 
 // Bernoulli: 1 with the probability each input element gives, else 0, in `dtype` (default the input's type).

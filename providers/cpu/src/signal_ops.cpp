@@ -12,19 +12,10 @@ namespace {
 using cplx = std::complex<double>;
 using dims = std::vector<std::int64_t>;
 
-bool f32_or_f64(element_type e) { return e == element_type::float32 || e == element_type::float64; }
-
 /// Reads element i of a float or double tensor as double.
 double real_at(const tensor& t, std::size_t i) {
   return t.type() == element_type::float64 ? t.typed<double>()[i] : static_cast<double>(t.typed<float>()[i]);
 }
-/// An integer scalar input (int32 or int64, one element).
-Result<std::int64_t> int_scalar(const tensor& t, std::string_view op, std::string_view what) {
-  if ((t.type() != element_type::int32 && t.type() != element_type::int64) || t.element_count() != 1)
-    return op_error(op, cat(what, " must be an int32 or int64 scalar"));
-  return t.type() == element_type::int64 ? t.typed<std::int64_t>()[0] : std::int64_t{t.typed<std::int32_t>()[0]};
-}
-
 /// Transforms of one length n: forward e^{-2 pi i jk/n}, or inverse e^{+2 pi i jk/n} / n.
 class transform {
  public:
@@ -117,7 +108,7 @@ Result<compute_function> dft::compile(const graph& g, node_id n) {
     const std::int64_t len = x.sizes()[static_cast<std::size_t>(axis)];
     std::int64_t n_fft = len;
     if (ctx.has_input(1) && !ctx.input(1).empty()) {
-      EPSTACK_ASSIGN_OR_RETURN(n_fft, int_scalar(ctx.input(1), "DFT", "dft_length"));
+      EPSTACK_ASSIGN_OR_RETURN(n_fft, scalar_int(ctx.input(1), "DFT: dft_length"));
     }
     if (n_fft < 1) return op_error("DFT", cat("dft_length must be positive, got ", std::to_string(n_fft)));
     if (onesided && complex_in) return op_error("DFT", "onesided needs a real signal");
@@ -163,11 +154,11 @@ Result<compute_function> stft::compile(const graph& g, node_id n) {
       return op_error("STFT", cat("the signal must be [batch, length, 1 or 2], got ", dims_string(x.sizes())));
     const bool complex_in = x.sizes()[2] == 2;
     if (onesided && complex_in) return op_error("STFT", "onesided needs a real signal");
-    EPSTACK_ASSIGN_OR_RETURN(const std::int64_t step, int_scalar(ctx.input(1), "STFT", "frame_step"));
+    EPSTACK_ASSIGN_OR_RETURN(const std::int64_t step, scalar_int(ctx.input(1), "STFT: frame_step"));
     const tensor* window = ctx.has_input(2) && !ctx.input(2).empty() ? &ctx.input(2) : nullptr;
     std::int64_t frame = -1;
     if (ctx.has_input(3) && !ctx.input(3).empty()) {
-      EPSTACK_ASSIGN_OR_RETURN(frame, int_scalar(ctx.input(3), "STFT", "frame_length"));
+      EPSTACK_ASSIGN_OR_RETURN(frame, scalar_int(ctx.input(3), "STFT: frame_length"));
     }
     if (window != nullptr) {
       if (window->rank() != 1 || window->type() != x.type()) return op_error("STFT", "the window must be 1-D, of the signal's type");
@@ -208,9 +199,9 @@ bool mel_weight_matrix::supports(const graph& g, node_id n) {
 Result<compute_function> mel_weight_matrix::compile(const graph& g, node_id n) {
   const auto out_type = static_cast<element_type>(attr_i(g.node(n), "output_datatype", 1));
   return make_fn("MelWeightMatrix", [=](compute_context& ctx) -> Status {
-    EPSTACK_ASSIGN_OR_RETURN(const std::int64_t mels, int_scalar(ctx.input(0), "MelWeightMatrix", "num_mel_bins"));
-    EPSTACK_ASSIGN_OR_RETURN(const std::int64_t dft_length, int_scalar(ctx.input(1), "MelWeightMatrix", "dft_length"));
-    EPSTACK_ASSIGN_OR_RETURN(const std::int64_t rate, int_scalar(ctx.input(2), "MelWeightMatrix", "sample_rate"));
+    EPSTACK_ASSIGN_OR_RETURN(const std::int64_t mels, scalar_int(ctx.input(0), "MelWeightMatrix: num_mel_bins"));
+    EPSTACK_ASSIGN_OR_RETURN(const std::int64_t dft_length, scalar_int(ctx.input(1), "MelWeightMatrix: dft_length"));
+    EPSTACK_ASSIGN_OR_RETURN(const std::int64_t rate, scalar_int(ctx.input(2), "MelWeightMatrix: sample_rate"));
     for (std::size_t i : {std::size_t{3}, std::size_t{4}})
       if (!f32_or_f64(ctx.input(i).type()) || ctx.input(i).element_count() != 1)
         return op_error("MelWeightMatrix", "lower_edge_hertz and upper_edge_hertz must be float scalars");
