@@ -129,7 +129,7 @@ TEST_CASE("TopK ranks NaN above every number") {
   check_tensor<i64>(out[1].as_tensor(), {2}, {1, 2});
 }
 
-TEST_CASE("TopK opset 1 takes k from the attribute; opset 10 from the K input") {
+TEST_CASE("TopK opset 1 takes k from the attribute, opset 10 from the K input") {
   const tensor x = make<float>({5}, {4, 9, 1, 7, 3});
   auto v1 = run_topk(topk_node(1).set("k", i64{2}), {{x}});
   check_tensor<float>(v1[0].as_tensor(), {2}, {9, 7});
@@ -146,7 +146,7 @@ TEST_CASE("TopK with sorted=0 returns the same elements (reported in index order
   check_tensor<i64>(out[1].as_tensor(), {3}, {2, 4, 5});
 }
 
-TEST_CASE("TopK on int32, int64, uint8 and double; k = 0 and k = n") {
+TEST_CASE("TopK on int32, int64, uint8 and double, k = 0 and k = n") {
   auto a = run_topk(topk_node(11), {{make<std::int32_t>({4}, {-5, 10, 3, 10})}, {make<i64>({1}, {2})}});
   check_tensor<std::int32_t>(a[0].as_tensor(), {2}, {10, 10});
   check_tensor<i64>(a[1].as_tensor(), {2}, {1, 3});
@@ -749,7 +749,7 @@ std::vector<backend_case> einsum_backend_cases() {
 // ---------------------------------------------------------------------------------------------------------------
 // Resize
 
-TEST_CASE("Resize matches every ONNX backend test case (nearest, linear, cubic; all coordinate and nearest modes)") {
+TEST_CASE("Resize matches every ONNX backend test case (nearest, linear, cubic, all coordinate and nearest modes)") {
   const auto cases = resize_backend_cases();
   CHECK(cases.size() == 23);
   for (const auto& c : cases) check_backend_case<ops::resize, float>(c, 1e-5);
@@ -771,7 +771,7 @@ TEST_CASE("Resize opset 13 nearest, asymmetric, floor, scales [1,1,2,2] on [1,16
   check_tensor<float>(y, {1, 16, 64, 64}, want);
 }
 
-TEST_CASE("Resize opset 10: nearest takes the floor upsampling and the ceiling downsampling; linear is asymmetric") {
+TEST_CASE("Resize opset 10: nearest takes the floor upsampling and the ceiling downsampling, linear is asymmetric") {
   const tensor x = make<float>({1, 1, 2, 2}, {1, 2, 3, 4});
   const tensor up = run1<ops::resize>(op("Resize", 10).set("mode", std::string("nearest")), {{x}, {make<float>({4}, {1, 1, 2, 3})}});
   check_tensor<float>(up, {1, 1, 4, 6}, {1, 1, 1, 2, 2, 2, 1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4, 3, 3, 3, 4, 4, 4});
@@ -1150,7 +1150,7 @@ TEST_CASE("Pad opset 11: constant (with constant_value), reflect and edge, as nu
                               12, 9, 9, 9, 10, 11, 12, 12, 9, 9, 9, 10, 11, 12, 12});
 }
 
-TEST_CASE("Pad: the constant defaults to 0; negative pads crop (then reflect pads the cropped data)") {
+TEST_CASE("Pad: the constant defaults to 0, negative pads crop (then reflect pads the cropped data)") {
   const tensor x = make<std::int32_t>({3, 4}, iota12());
   check_tensor<std::int32_t>(run1<ops::pad>(op("Pad", 13), {{x}, {make<i64>({4}, {-1, 1, 0, -2})}}), {2, 3}, {0, 5, 6, 0, 9, 10});
   check_tensor<std::int32_t>(run1<ops::pad>(op("Pad", 13).set("mode", std::string("reflect")), {{x}, {make<i64>({4}, {1, -1, 1, 2})}}),

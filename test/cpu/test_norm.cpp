@@ -486,7 +486,7 @@ TEST_CASE("Softmax and LogSoftmax before opset 13 coerce the input to 2-D at axi
   }
 }
 
-TEST_CASE("Softmax of large numbers subtracts the row max; double precision") {
+TEST_CASE("Softmax of large numbers subtracts the row max, double precision") {
   const dims_t d{2, 4};
   const std::vector<double> x{0, 1, 2, 3, 10000, 10001, 10002, 10003};
   const std::vector<double> row{0.032058604, 0.087144318, 0.236882818, 0.643914260};

@@ -326,7 +326,7 @@ TEST_CASE("Pooling 1-D and 3-D, with Indices") {
   check_max_pool({1, 3, 6, 6, 6}, d3, false, 38);
 }
 
-TEST_CASE("MaxPool of double, int8 and uint8 (opset 12); AveragePool of double") {
+TEST_CASE("MaxPool of double, int8 and uint8 (opset 12), AveragePool of double") {
   pool_spec p;
   p.kernel = {3, 3};
   p.strides = {2, 2};

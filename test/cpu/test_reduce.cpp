@@ -207,7 +207,7 @@ TEST_CASE("Reductions of double, int32 and int64") {
   check_reduce<ops::reduce_prod, std::int32_t>("ReduceProd", "prod", d, small, {0}, true, 0);
 }
 
-TEST_CASE("Integer ReduceMean truncates; integer L2, LogSum and LogSumExp truncate their float results") {
+TEST_CASE("Integer ReduceMean truncates, integer L2, LogSum and LogSumExp truncate their float results") {
   const dims_t d{2, 3};
   const std::vector<double> x{1, 2, 4, -1, -2, -4};
   const tensor mean = run1<ops::reduce_mean>(op_node("ReduceMean", 13).set("axes", axes_t{1}), {in<std::int32_t>(d, x)});

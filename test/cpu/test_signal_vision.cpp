@@ -91,7 +91,7 @@ TEST_CASE("DFT's inverse undoes the forward transform of a complex signal, along
   }
 }
 
-TEST_CASE("DFT: onesided keeps n/2 + 1 bins; dft_length pads with zeros or truncates; axis -2 is the last signal dim") {
+TEST_CASE("DFT: onesided keeps n/2 + 1 bins, dft_length pads with zeros or truncates, axis -2 is the last signal dim") {
   const auto x = random_values(10, -1, 1, 9);
   const std::vector<cplx> sig(x.begin(), x.end());
   SUBCASE("onesided") {
@@ -134,7 +134,7 @@ TEST_CASE("DFT rejects a bad signal shape, axis, dft_length and onesided complex
 // =================================================================================================================
 // STFT
 
-TEST_CASE("STFT: windowed frames, onesided by default; frame_length without a window; both sided") {
+TEST_CASE("STFT: windowed frames, onesided by default, frame_length without a window, both sided") {
   const std::int64_t len = 40, frame = 8, step = 5;
   const auto x = random_values(static_cast<std::size_t>(2 * len), -1, 1, 3);
   std::vector<double> window(frame);
@@ -320,7 +320,7 @@ TEST_CASE("RoiAlign averages bilinear samples: exact on a linear ramp, both coor
   }
 }
 
-TEST_CASE("RoiAlign: samples outside the image count as zero; max mode; bad batch indices and ROIs are errors") {
+TEST_CASE("RoiAlign: samples outside the image count as zero, max mode, bad batch indices and ROIs are errors") {
   const std::vector<double> ones(16, 1.0);
   kernel_node kn("RoiAlign", 16);
   kn.set("output_height", std::int64_t{1}).set("output_width", std::int64_t{1}).set("sampling_ratio", std::int64_t{2});

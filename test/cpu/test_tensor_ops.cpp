@@ -127,7 +127,7 @@ TEST_CASE("Reshape-1 takes the shape from its attribute") {
   CHECK(y.data() == x.data());
 }
 
-TEST_CASE("Reshape-14 allowzero keeps 0 as a dimension; without it 0 copies the input's") {
+TEST_CASE("Reshape-14 allowzero keeps 0 as a dimension, without it 0 copies the input's") {
   const tensor empty = f32({0, 3, 4}, {});
   auto kn = op("Reshape", 14).set("allowzero", std::int64_t{1});
   const tensor y = run1<ops::reshape>(kn, {in(empty), in(i64v({3, 4, 0}))});
@@ -441,7 +441,7 @@ TEST_CASE("Split-13 takes the part sizes from its optional input, else equal par
   for (const auto& v : *zero) CHECK(sizes_of(v.as_tensor()) == i64s{0});
 }
 
-TEST_CASE("Split before opset 13 takes the part sizes from its attribute; a negative axis counts from the end") {
+TEST_CASE("Split before opset 13 takes the part sizes from its attribute, a negative axis counts from the end") {
   const tensor m = f32({2, 3}, iota_f(6));
   auto r = run_kernel<ops::split>(op("Split", 11, 2).set("axis", std::int64_t{1}).set("split", i64s{1, 2}), {in(m)});
   REQUIRE(r.has_value());
@@ -509,7 +509,7 @@ TEST_CASE("Slice matches the backend test's negative-step case on a 3-D tensor")
       for (int l = 4; l > 1; l -= 2) CHECK(p[k++] == data[static_cast<std::size_t>(i * 50 + j * 5 + l)]);
 }
 
-TEST_CASE("Slice before opset 10 reads attributes; opset 10 takes int32 inputs") {
+TEST_CASE("Slice before opset 10 reads attributes, opset 10 takes int32 inputs") {
   const tensor x = f32({2, 4}, {1, 2, 3, 4, 5, 6, 7, 8});
   auto kn = op("Slice", 1).set("starts", i64s{0, 1}).set("ends", i64s{-1, 1000});
   check_tensor<float>(run1<ops::slice>(kn, {in(x)}), {1, 3}, {2, 3, 4});
@@ -633,7 +633,7 @@ TEST_CASE("Cast between numeric types truncates toward zero and saturates floati
   check_tensor<std::int64_t>(run1<ops::cast>(to(element_type::int64), {in(make<std::uint64_t>({1}, {7}))}), {1}, {7});
 }
 
-TEST_CASE("Cast to float16 rounds to nearest; to bfloat16 truncates before opset 19 and rounds from it") {
+TEST_CASE("Cast to float16 rounds to nearest, to bfloat16 truncates before opset 19 and rounds from it") {
   auto to = [](element_type e) { return op("Cast", 13).set("to", static_cast<std::int64_t>(e)); };
   const tensor x = f32({3}, {1.0f, 0.1f, 65504.0f});
   const tensor h = run1<ops::cast>(to(element_type::float16), {in(x)});
@@ -656,7 +656,7 @@ TEST_CASE("Cast to float16 rounds to nearest; to bfloat16 truncates before opset
   CHECK(same.data() == x.data());
 }
 
-TEST_CASE("Cast to string prints the shortest round-trip form; from string parses numbers and INF/NaN") {
+TEST_CASE("Cast to string prints the shortest round-trip form, from string parses numbers and INF/NaN") {
   auto to = [](element_type e) { return op("Cast", 13).set("to", static_cast<std::int64_t>(e)); };
   const tensor x = f32({6}, {0.9767611f, 0.039187793f, 1e20f, -std::numeric_limits<float>::infinity(), std::nanf(""), 3.f});
   check_tensor<std::string>(run1<ops::cast>(to(element_type::string), {in(x)}), {6},

@@ -172,7 +172,7 @@ TEST_CASE("fusion: Conv + BatchNormalization + Add + Relu becomes one convolutio
   CHECK(has_line(olines, {"convolution <- ", "[post-ops: binary_add eltwise_relu]"}));
 }
 
-TEST_CASE("the transformer agrees with the CPU stack; the Erf form of Gelu is recognised") {
+TEST_CASE("the transformer agrees with the CPU stack, the Erf form of Gelu is recognised") {
   zoo::transformer_config cfg;
   cfg.layers = 2;
   const auto m = zoo::make_transformer(cfg);
@@ -306,7 +306,7 @@ TEST_CASE("refusals by attribute: LayerNormalization over several axes, training
   CHECK(reason_of(*d, "gemm_beta").find("beta") != std::string::npos);
 }
 
-TEST_CASE("shape computations are evaluated when planning and keep a reshape in the partition; Split is taken") {
+TEST_CASE("shape computations are evaluated when planning and keep a reshape in the partition, Split is taken") {
   // x [batch, 12] -> MatMul -> y [batch, 12]; Shape(y)[0] -> Unsqueeze -> Concat with [3, 4] -> Reshape(y) to
   // [batch, 3, 4]; Split along axis 2 into [batch,3,1] and [batch,3,3]; the computed shape is an output too.
   model m;

@@ -194,7 +194,7 @@ TEST_CASE("oneDNN EP context: a damaged record is invalid_graph, never a crash")
   CHECK(refused * 2 >= tried);  // every truncation; flips of names or values may still describe a valid plan
 }
 
-TEST_CASE("oneDNN EP context: each weight is stored once, laid out; other layouts are reordered back from it") {
+TEST_CASE("oneDNN EP context: each weight is stored once, laid out, other layouts are reordered back from it") {
   struct ignore_guard {
     ignore_guard() { dnnl_ep::set_ignore_stored_layouts(true); }
     ~ignore_guard() { dnnl_ep::set_ignore_stored_layouts(false); }

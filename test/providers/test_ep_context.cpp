@@ -123,7 +123,7 @@ fs::path with_attribute(const fs::path& from, const fs::path& to, const std::str
 
 }  // namespace
 
-TEST_CASE("EPContext generation, embed_mode 0: one _ctx.onnx and one [model]_[ep].bin; loading compiles nothing") {
+TEST_CASE("EPContext generation, embed_mode 0: one _ctx.onnx and one [model]_[ep].bin, loading compiles nothing") {
   test::temp_dir dir;
   const auto src = write_model(chain_model(), dir / "model.onnx");
   const auto ref = reference(src);
@@ -179,7 +179,7 @@ TEST_CASE("EPContext generation, embed_mode 0: one _ctx.onnx and one [model]_[ep
   check_close(run_x(*l), ref);
 }
 
-TEST_CASE("EPContext generation, embed_mode 1: the contexts live in the nodes; one file") {
+TEST_CASE("EPContext generation, embed_mode 1: the contexts live in the nodes, one file") {
   test::temp_dir dir;
   const auto src = write_model(chain_model(), dir / "model.onnx");
   auto s = toy_session::create(src, gen_options(1));
@@ -244,7 +244,7 @@ TEST_CASE("ep.context_node_name_prefix names the nodes, their partition_name and
   CHECK(bin->hardware_architecture() == "toyarch");
 }
 
-TEST_CASE("EPContext generation from a memory buffer needs ep.context_file_path; a folder is refused") {
+TEST_CASE("EPContext generation from a memory buffer needs ep.context_file_path, a folder is refused") {
   test::temp_dir dir;
   const auto src = write_model(chain_model(), dir / "model.onnx");
   const std::string bytes = test::read_file(src);
@@ -309,7 +309,7 @@ TEST_CASE("An existing output is refused before anything is compiled, and nothin
   CHECK_FALSE(fs::exists(dir / "model_ctx.onnx"));
 }
 
-TEST_CASE("An already-compiled model is invalid_graph for generation; nothing compiled means a warning and no file") {
+TEST_CASE("An already-compiled model is invalid_graph for generation, nothing compiled means a warning and no file") {
   test::temp_dir dir;
   const auto src = write_model(chain_model(), dir / "model.onnx");
   REQUIRE(toy_session::create(src, gen_options(0)).is_ok());
@@ -378,7 +378,7 @@ TEST_CASE("Bad context paths, missing and corrupted binaries are invalid_graph s
   CHECK(toy_session::create(dir / "model_ctx.onnx").is_ok());
 }
 
-TEST_CASE("SDK version and hardware mismatches are refused; check_compatibility answers without a session") {
+TEST_CASE("SDK version and hardware mismatches are refused, check_compatibility answers without a session") {
   test::temp_dir dir;
   const auto src = write_model(chain_model(), dir / "model.onnx");
   REQUIRE(toy_session::create(src, gen_options(0)).is_ok());
@@ -535,7 +535,7 @@ TEST_CASE("A node with main_context 0 whose graph is in no main context is inval
   CHECK(s.status().message().find("graph 'nowhere' is in none of the 1 main contexts") != std::string::npos);
 }
 
-TEST_CASE("The context model never refers to the source's external data; ep.context_model_external_initializers_file_name") {
+TEST_CASE("The context model never refers to the source's external data, ep.context_model_external_initializers_file_name") {
   test::temp_dir dir;
   // Big enough weights to go external, and a CPU node (Sigmoid) that reads one.
   model m = chain_model();

@@ -177,7 +177,7 @@ TEST_CASE("a provider stack: the scripted provider fuses what it claims and the 
   CHECK(refused.status().message().find("'a' (Relu), 'd' (Add)") != std::string::npos);
 }
 
-TEST_CASE("a selective CPU provider compiles only its kernels; other nodes are not_implemented") {
+TEST_CASE("a selective CPU provider compiles only its kernels, other nodes are not_implemented") {
   using relu_only = basic_cpu_provider<ops::relu>;
   auto s = basic_session<relu_only>::create(zoo::make_mlp({8, 4, 2}));
   CHECK(s.code() == errc::not_implemented);
