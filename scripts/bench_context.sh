@@ -4,7 +4,9 @@
 # on the same provider stack and threads. Each model is compiled once first (`epstack compile --dims`, so weights are
 # laid out at compile time); the source sessions get the same dims as free dimension overrides.
 # Prints, per round and model: the create medians (ms), the ratios source/ctx and ORT/ctx, ctx/read (read: the time
-# to read() the context model and its binaries, `perf`'s read_ms), the binary's size and peak RSS.
+# to read() the context model and its binaries, `perf`'s read_ms), the first run and the median run from the source and
+# from the context (a context's weights are verified before their first use: that is in its first run), the binary's
+# size and peak RSS.
 # Usage: scripts/bench_context.sh [BUILD_DIR] [PROVIDERS] [MODEL ...]
 #   env: EPSTACK_SHARED_DIR (default ../shared), EPSTACK_PEER_DIR (default BUILD_DIR/peer),
 #        MODELS_DIR (default BUILD_DIR/shared-models), THREADS (2), ROUNDS (3), CREATES (5)
@@ -44,8 +46,8 @@ done
 r=0
 while [ "$r" -lt "$ROUNDS" ]; do
   echo "round $((r + 1)) of $ROUNDS:"
-  echo "| model | ORT (ms) | source (ms) | ctx (ms) | read (ms) | source / ctx | ORT / ctx | ctx / read | binary (MB) | peak RSS source / ctx / ORT (MB) |"
-  echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+  echo "| model | ORT (ms) | source (ms) | ctx (ms) | read (ms) | source / ctx | ORT / ctx | ctx / read | first run source / ctx (ms) | run source / ctx (ms) | binary (MB) | peak RSS source / ctx / ORT (MB) |"
+  echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
   for m in $LIST; do
     d=$(dims_of "$m")
     node "$SHARED/bench/ort_bench.mjs" --peer-dir "$PEER" --model "$OUT/$m.onnx" --threads "$THREADS" \
@@ -59,11 +61,13 @@ while [ "$r" -lt "$ROUNDS" ]; do
     ctx=$(field "$OUT/$m.ctx.json" 'd["create_ms"]["median"]')
     rd=$(field "$OUT/$m.ctx.json" 'd["read_ms"]["median"]')
     bin=$(ls -l "$OUT/${m}_"*.bin | awk '{s += $5} END {printf "%.0f", s / 1e6}')
+    first="$(field "$OUT/$m.src.json" 'round(d["first_run_ms"], 1)') / $(field "$OUT/$m.ctx.json" 'round(d["first_run_ms"], 1)')"
+    run="$(field "$OUT/$m.src.json" 'round(d["run_ms"]["median"], 1)') / $(field "$OUT/$m.ctx.json" 'round(d["run_ms"]["median"], 1)')"
     rss="$(field "$OUT/$m.src.json" 'round(d["peak_rss_mb"])') / $(field "$OUT/$m.ctx.json" 'round(d["peak_rss_mb"])') / $(field "$OUT/$m.ort.json" 'round(d["peak_rss_mb"])')"
     /usr/bin/python3 -c 'import sys
-m, o, s, c, r, b, rss = sys.argv[1:]; o, s, c, r = map(float, (o, s, c, r))
-print(f"| {m} | {o:.1f} | {s:.1f} | {c:.1f} | {r:.1f} | {s / c:.1f}x | {o / c:.1f}x | {c / r:.2f} | {b} | {rss} |")' \
-      "$m" "$ort" "$src" "$ctx" "$rd" "$bin" "$rss"
+m, o, s, c, r, first, run, b, rss = sys.argv[1:]; o, s, c, r = map(float, (o, s, c, r))
+print(f"| {m} | {o:.1f} | {s:.1f} | {c:.1f} | {r:.1f} | {s / c:.1f}x | {o / c:.1f}x | {c / r:.2f} | {first} | {run} | {b} | {rss} |")' \
+      "$m" "$ort" "$src" "$ctx" "$rd" "$first" "$run" "$bin" "$rss"
   done
   r=$((r + 1))
 done

@@ -23,37 +23,8 @@ namespace {
 constexpr std::size_t header_size = 64, alignment = 64;
 constexpr std::array<char, 8> magic = {'E', 'P', 'S', 'T', 'K', 'C', 'T', 'X'};
 
-std::uint64_t hash_of(std::span<const std::byte> b) { return XXH64(b.data(), b.size(), 0); }
-void put64(std::byte* p, std::uint64_t v);
-
-// The whole-file hash (format 3): XXH3-64 over the little-endian XXH3-64 of each 8 MiB chunk of the content, so that
-// a load verifies (and faults its pages in) on several threads. A binary is hashed once per load.
-constexpr std::size_t hash_chunk = std::size_t{8} << 20;
-std::uint64_t content_hash_of(std::span<const std::byte> b, unsigned threads = 1) {
-  const std::size_t n = (b.size() + hash_chunk - 1) / hash_chunk;
-  std::vector<std::uint64_t> h(n);
-  std::atomic<std::size_t> next{0};
-  const auto work = [&] {
-    for (std::size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < n;) {
-      const auto c = b.subspan(i * hash_chunk, std::min(hash_chunk, b.size() - i * hash_chunk));
-      h[i] = XXH3_64bits(c.data(), c.size());
-    }
-  };
-  {
-    std::vector<std::jthread> helpers;
-    for (std::size_t t = 1; t < std::min<std::size_t>(threads, n); ++t) {
-      try {
-        helpers.emplace_back(work);
-      } catch (const std::system_error&) {
-        break;  // no more threads: the others (and this one) do the rest
-      }
-    }
-    work();
-  }
-  std::vector<std::byte> list(n * 8);
-  for (std::size_t i = 0; i < n; ++i) put64(list.data() + 8 * i, h[i]);
-  return XXH3_64bits(list.data(), list.size());
-}
+std::uint64_t header_hash_of(std::span<const std::byte> b) { return XXH64(b.data(), b.size(), 0); }
+std::uint64_t hash_of(std::span<const std::byte> b) { return XXH3_64bits(b.data(), b.size()); }
 std::uint64_t align_up(std::uint64_t x) { return (x + alignment - 1) / alignment * alignment; }
 
 void put64(std::byte* p, std::uint64_t v) {
@@ -156,8 +127,8 @@ Result<std::vector<std::byte>> ep_context_builder::serialize() const {
   put64(out.data() + 24, fb_size);
   put64(out.data() + 32, data_offset);
   put64(out.data() + 40, data_size);
-  put64(out.data() + 48, content_hash_of(std::span<const std::byte>(out).subspan(header_size)));
-  put64(out.data() + 56, hash_of(std::span<const std::byte>(out.data(), 56)));
+  put64(out.data() + 48, hash_of(std::span<const std::byte>(out).subspan(header_size, data_offset - header_size)));
+  put64(out.data() + 56, header_hash_of(std::span<const std::byte>(out.data(), 56)));
   return out;
 }
 
@@ -173,25 +144,22 @@ Status ep_context_builder::write(const std::filesystem::path& path, bool overwri
 
 // ---- reading ----
 
-Result<ep_context_binary> ep_context_binary::open(const std::filesystem::path& path, unsigned verify_threads) {
+Result<ep_context_binary> ep_context_binary::open(const std::filesystem::path& path) {
   auto f = mapped_file::open(path);
   if (!f) return Status(errc::invalid_graph, "EP context binary: " + f.status().message());
   const std::span<const std::byte> bytes = (*f)->bytes();
-  auto b = from_bytes(bytes, std::shared_ptr<const void>(*f), "EP context binary '" + path.string() + "'", verify_threads);
-  // Verification mapped every page in; they stay (the provider reads its weights from them next; dropping and
-  // faulting 344 MB back in cost bert 10 ms a load). A provider drops the pages of what its plans do not read.
-  return b;
+  return from_bytes(bytes, std::shared_ptr<const void>(*f), "EP context binary '" + path.string() + "'");
 }
 
 Result<ep_context_binary> ep_context_binary::from_bytes(std::span<const std::byte> bytes, std::shared_ptr<const void> owner,
-                                                        std::string what, unsigned verify_threads) {
+                                                        std::string what) {
   const auto bad = [&](const std::string& msg) { return Status(errc::invalid_graph, what + ": " + msg); };
   if (bytes.size() < header_size)
     return bad("truncated: " + std::to_string(bytes.size()) + " bytes, expected at least a " + std::to_string(header_size) +
                "-byte header");
   const std::byte* p = bytes.data();
   if (std::memcmp(p, magic.data(), magic.size()) != 0) return bad("not an epstack EP context binary (expected magic EPSTKCTX)");
-  if (get64(p + 56) != hash_of(bytes.first(56))) return bad("corrupted header (its hash does not match)");
+  if (get64(p + 56) != header_hash_of(bytes.first(56))) return bad("corrupted header (its hash does not match)");
   const std::uint32_t version = get32(p + 8);
   if (version != ep_context_format_version)
     return bad("format version " + std::to_string(version) + ", expected " + std::to_string(ep_context_format_version) +
@@ -203,8 +171,8 @@ Result<ep_context_binary> ep_context_binary::from_bytes(std::span<const std::byt
     return bad("sections do not fit the " + std::to_string(n) + "-byte file (flatbuffer " + std::to_string(fb_off) + "+" +
                std::to_string(fb_size) + ", data " + std::to_string(data_off) + "+" + std::to_string(data_size) +
                "): truncated or corrupted");
-  const std::uint64_t want = get64(p + 48), got = content_hash_of(bytes.subspan(header_size), verify_threads);
-  if (want != got) return bad("corrupted: content hash " + hex(got) + ", expected " + hex(want));
+  const std::uint64_t want = get64(p + 48), got = hash_of(bytes.subspan(header_size, data_off - header_size));
+  if (want != got) return bad("corrupted: the hash of its table is " + hex(got) + ", expected " + hex(want));
   const auto* fbp = reinterpret_cast<const std::uint8_t*>(p + fb_off);
   flatbuffers::Verifier verifier(fbp, static_cast<std::size_t>(fb_size));
   // (The verifier checks the file identifier within bounds; ContextBufferHasIdentifier alone would read 8 bytes of a
@@ -222,6 +190,7 @@ Result<ep_context_binary> ep_context_binary::from_bytes(std::span<const std::byt
   b.sdk_version_ = str(c->sdk_version());
   b.hardware_ = str(c->hardware_architecture());
   const std::span<const std::byte> data = bytes.subspan(data_off);
+  b.data_ = data;
   if (c->tensors() != nullptr)
     for (const fb::Tensor* t : *c->tensors()) {
       ep_context_tensor et;
@@ -247,8 +216,7 @@ Result<ep_context_binary> ep_context_binary::from_bytes(std::span<const std::byt
         return bad("tensor '" + et.name + "' at " + std::to_string(off) + "+" + std::to_string(len) +
                    " lies outside the " + std::to_string(data.size()) + "-byte data section");
       et.data = data.subspan(off, len);
-      // Its own hash (what de-duplication compares) is not recomputed: the whole-file hash covered these bytes.
-      et.hash = t->xxhash64();
+      et.hash = t->xxh3_64();  // checked before the bytes are used (verify_tensors)
       b.tensors_.push_back(std::move(et));
     }
   if (c->graphs() != nullptr)
@@ -270,6 +238,7 @@ Result<ep_context_binary> ep_context_binary::from_bytes(std::span<const std::byt
       if (b.find_graph(eg.name) != nullptr) return bad("two graphs are named '" + eg.name + "'");
       b.graphs_.push_back(std::move(eg));
     }
+  b.verified_ = std::shared_ptr<std::atomic<std::uint8_t>[]>(new std::atomic<std::uint8_t>[b.tensors_.size()]());
   return b;
 }
 
@@ -277,6 +246,106 @@ const ep_context_graph* ep_context_binary::find_graph(std::string_view name) con
   for (const auto& g : graphs_)
     if (g.name == name) return &g;
   return nullptr;
+}
+
+// ---- verifying tensors ----
+
+bool ep_context_binary::verified(std::uint32_t i) const noexcept {
+  return i < tensors_.size() && verified_[i].load(std::memory_order_acquire) != 0;
+}
+
+Status ep_context_binary::verify_tensors(std::span<const std::uint32_t> indices, unsigned threads) const {
+  std::vector<std::uint32_t> todo;
+  for (auto i : indices) {
+    if (i >= tensors_.size())
+      return Status(errc::invalid_graph, origin_ + ": tensor " + std::to_string(i) + " of " + std::to_string(tensors_.size()));
+    if (!verified(i)) todo.push_back(i);
+  }
+  if (todo.empty()) return {};
+  // Largest first, taken one at a time by each thread: the threads finish close together.
+  std::sort(todo.begin(), todo.end(), [&](std::uint32_t a, std::uint32_t b) {
+    return tensors_[a].data.size() != tensors_[b].data.size() ? tensors_[a].data.size() > tensors_[b].data.size() : a < b;
+  });
+  todo.erase(std::unique(todo.begin(), todo.end()), todo.end());
+  std::atomic<std::size_t> next{0};
+  std::atomic<std::size_t> first_bad{todo.size()};
+  const auto work = [&] {
+    for (std::size_t k; (k = next.fetch_add(1, std::memory_order_relaxed)) < todo.size();) {
+      const auto i = todo[k];
+      if (hash_of(tensors_[i].data) == tensors_[i].hash) {
+        verified_[i].store(1, std::memory_order_release);
+      } else {
+        for (std::size_t b = first_bad.load(); k < b && !first_bad.compare_exchange_weak(b, k);) {
+        }
+      }
+    }
+  };
+  {
+    std::vector<std::jthread> helpers;
+    std::uint64_t bytes = 0;
+    for (auto i : todo) bytes += tensors_[i].data.size();
+    // A thread costs tens of microseconds: only worth it for a few MB of hashing each.
+    const std::size_t useful = std::max<std::uint64_t>(1, bytes / (std::uint64_t{4} << 20));
+    const std::size_t n = std::min<std::size_t>({threads, todo.size(), useful});
+    for (std::size_t t = 1; t < n; ++t) {
+      try {
+        helpers.emplace_back(work);
+      } catch (const std::system_error&) {
+        break;  // no more threads: the others (and this one) do the rest
+      }
+    }
+    work();
+  }
+  if (const std::size_t k = first_bad.load(); k < todo.size()) {
+    const auto& t = tensors_[todo[k]];
+    return Status(errc::invalid_graph,
+                  origin_ + ": corrupted: tensor '" + t.name + "' (" + std::to_string(t.data.size()) + " bytes at offset " +
+                      std::to_string(t.data.data() - data_.data()) + " of the data section) hashes to " +
+                      hex(hash_of(t.data)) + ", expected " + hex(t.hash));
+  }
+  return {};
+}
+
+std::vector<std::uint32_t> ep_context_binary::tensors_in(const void* p, std::size_t n) const {
+  std::vector<std::uint32_t> r;
+  const auto* b = static_cast<const std::byte*>(p);
+  const auto* lo = data_.data();
+  const auto* hi = lo + data_.size();
+  if (data_.empty() || b == nullptr || b >= hi || b + n <= lo) return r;
+  for (std::uint32_t i = 0; i < tensors_.size(); ++i) {
+    const auto& t = tensors_[i];
+    if (t.data.data() < b + n && b < t.data.data() + t.data.size()) r.push_back(i);
+  }
+  return r;
+}
+
+Status ep_context_binary::verify_bytes(const void* p, std::size_t n) const {
+  const auto idx = tensors_in(p, n);
+  return verify_tensors(idx);
+}
+
+Status ep_context_binary::verify_all(unsigned threads) const {
+  std::vector<std::uint32_t> all(tensors_.size());
+  for (std::uint32_t i = 0; i < all.size(); ++i) all[i] = i;
+  EPSTACK_RETURN_IF_ERROR(verify_tensors(all, threads));
+  // Between and after the tensors: zeros, as written.
+  std::vector<std::pair<std::size_t, std::size_t>> spans;
+  for (const auto& t : tensors_)
+    spans.emplace_back(static_cast<std::size_t>(t.data.data() - data_.data()), t.data.size());
+  std::sort(spans.begin(), spans.end());
+  std::size_t at = 0;
+  const auto zeros = [&](std::size_t from, std::size_t to) -> Status {
+    for (std::size_t k = from; k < to; ++k)
+      if (data_[k] != std::byte{0})
+        return Status(errc::invalid_graph, origin_ + ": corrupted: byte " + std::to_string(k) +
+                                               " of the data section lies outside every tensor and is not zero");
+    return {};
+  };
+  for (const auto& [off, len] : spans) {
+    if (off > at) EPSTACK_RETURN_IF_ERROR(zeros(at, off));
+    at = std::max(at, off + len);
+  }
+  return zeros(at, data_.size());
 }
 
 }  // namespace epstack

@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <thread>
 
 namespace epstack::cli {
 namespace {
@@ -49,6 +50,13 @@ void count_nodes(const graph& g, counts& c, bool sub) {
   }
 }
 
+// A binary and every byte of its tensors verified (loading defers that to each tensor's first use; inspect says now).
+Result<ep_context_binary> verified(Result<ep_context_binary> b) {
+  if (!b) return b;
+  if (auto st = b->verify_all(std::max(1u, std::thread::hardware_concurrency())); !st) return st;
+  return b;
+}
+
 void print_binary(const ep_context_binary& b, std::uint64_t file_bytes, const std::string& indent) {
   std::uint64_t data = 0;
   for (const auto& t : b.tensors()) data += t.data.size();
@@ -66,7 +74,7 @@ void print_binary(const ep_context_binary& b, std::uint64_t file_bytes, const st
 }
 
 int inspect_binary(const std::string& path) {
-  auto b = ep_context_binary::open(path);
+  auto b = verified(ep_context_binary::open(path));
   if (!b) return fail(b.status());
   std::cout << "EP context binary: " << path << "\n";
   print_binary(*b, std::filesystem::file_size(path), "  ");
@@ -104,7 +112,7 @@ void print_ep_context_nodes(const model& m, const std::string& path) {
     if (a->embed_mode == 1) {
       std::cout << "    embedded context, " << human_bytes(a->ep_cache_context.size()) << ":\n";
       auto owner = std::make_shared<std::string>(a->ep_cache_context);
-      auto b = ep_context_binary::from_bytes(std::as_bytes(std::span(owner->data(), owner->size())), owner);
+      auto b = verified(ep_context_binary::from_bytes(std::as_bytes(std::span(owner->data(), owner->size())), owner));
       if (b) print_binary(*b, owner->size(), "      ");
       else std::cout << "      " << b.status().message() << "\n";
     } else {
@@ -115,7 +123,7 @@ void print_ep_context_nodes(const model& m, const std::string& path) {
         std::cout << "      " << full.status().message() << "\n";
         continue;
       }
-      auto b = ep_context_binary::open(*full);
+      auto b = verified(ep_context_binary::open(*full));
       if (b) print_binary(*b, std::filesystem::file_size(*full), "      ");
       else std::cout << "      " << b.status().message() << "\n";
     }

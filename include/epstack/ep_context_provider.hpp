@@ -18,6 +18,10 @@
 ///   in the order of the EPContext node (the graph record's `inputs` and `outputs`).
 /// Optional: `bool hardware_supported(std::string_view recorded) const`: whether a context compiled for `recorded`
 /// runs here (default: equal to `hardware_architecture()`).
+/// Optional: `static constexpr bool verifies_context_tensors = true`: the provider verifies the binary's tensors
+/// itself, each before it first reads it (`ep_context_binary::verify_tensors`/`verify_bytes`; with
+/// `ep_context_restore::verify_threads`), so that loading reads no weight it does not need yet. Without it, every
+/// tensor of the graph is verified before `restore` is called.
 
 #include <epstack/compute.hpp>
 #include <epstack/ep_context_binary.hpp>
@@ -50,6 +54,8 @@ struct ep_context_restore {
   const ep_context_graph* graph = nullptr;
   std::shared_ptr<const ep_context_binary> binary;
   const partition* part = nullptr;
+  /// Threads a provider may hash tensors on (the session's intra-op threads).
+  unsigned verify_threads = 1;
   /// The tensors of the graph, in the order the record listed them.
   [[nodiscard]] std::vector<const ep_context_tensor*> tensors() const {
     std::vector<const ep_context_tensor*> r;
@@ -111,7 +117,13 @@ template <ep_context_provider Q>
   else
     b->hardware_supported = [hw = b->hardware](std::string_view h) { return h == hw; };
   b->serialize = [&q](const partition& p, const compute_function& f, ep_context_builder& w) { return q.serialize(p, f, w); };
-  b->restore = [&q](const ep_context_restore& r) { return q.restore(r); };
+  if constexpr (requires { requires bool(Q::verifies_context_tensors); })
+    b->restore = [&q](const ep_context_restore& r) { return q.restore(r); };
+  else
+    b->restore = [&q](const ep_context_restore& r) -> Result<compute_function> {
+      if (auto st = r.binary->verify_tensors(r.graph->tensors, r.verify_threads); !st) return st;
+      return q.restore(r);
+    };
   return b;
 }
 

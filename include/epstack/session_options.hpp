@@ -13,7 +13,8 @@
 
 namespace epstack {
 
-/// ONNX Runtime's session configuration keys (onnxruntime_session_options_config_keys.h), the same strings.
+/// ONNX Runtime's session configuration keys (onnxruntime_session_options_config_keys.h), the same strings, and
+/// epstack's own under "epstack.".
 namespace config_keys {
 inline constexpr std::string_view disable_cpu_ep_fallback = "session.disable_cpu_ep_fallback";
 inline constexpr std::string_view external_initializers_folder = "session.model_external_initializers_file_folder_path";
@@ -25,6 +26,10 @@ inline constexpr std::string_view ep_context_node_name_prefix = "ep.context_node
 inline constexpr std::string_view ep_share_contexts = "ep.share_ep_contexts";
 inline constexpr std::string_view ep_stop_share_contexts = "ep.stop_share_ep_contexts";
 inline constexpr std::string_view ep_context_external_initializers_file = "ep.context_model_external_initializers_file_name";
+/// epstack's own: when a context binary's tensors are verified against their hashes. "on_use" (the default): each
+/// before its first use, so loading reads no weight bytes; "on_load": all of them while the session is created.
+/// Either way the binary's structure is verified at load, and damage is invalid_graph naming binary and tensor.
+inline constexpr std::string_view ep_context_verify = "epstack.ep_context_verify";
 }  // namespace config_keys
 
 /// @brief Where a session's preparation (or `compile_model`) is: `stage` ("optimize", "partition", "compile",

@@ -108,6 +108,19 @@ Status progress(const session_options& o, std::string_view stage, std::size_t do
 // ---------------------------------------------------------------------------------------------------------------
 // Loading
 
+unsigned verify_threads(const session_options& o) {
+  return o.intra_op_threads() > 0 ? static_cast<unsigned>(o.intra_op_threads())
+                                  : std::max(1u, std::thread::hardware_concurrency());
+}
+
+Result<bool> verify_tensors_on_load(const session_options& o) {
+  const auto v = o.config(config_keys::ep_context_verify);
+  if (!v || *v == "on_use") return false;
+  if (*v == "on_load") return true;
+  return Status(errc::invalid_argument,
+                cat(config_keys::ep_context_verify, " must be on_use or on_load, found '", *v, "'"));
+}
+
 Result<load_result> load_contexts(const model& src, model* m, const std::vector<provider_binding>& providers,
                                   const session_options& options, bool check_only) {
   load_result r;
@@ -136,9 +149,7 @@ Result<load_result> load_contexts(const model& src, model* m, const std::vector<
   if (nodes.empty()) return r;
 
   const bool share = options.flag(config_keys::ep_share_contexts) && !check_only;
-  // Binaries are verified on as many threads as the session computes with.
-  const unsigned verify_threads = options.intra_op_threads() > 0 ? static_cast<unsigned>(options.intra_op_threads())
-                                                                 : std::max(1u, std::thread::hardware_concurrency());
+  EPSTACK_ASSIGN_OR_RETURN(const bool verify_on_load, verify_tensors_on_load(options));
   std::optional<fs::path> folder;
   if (auto f = options.config(config_keys::ep_context_file_path); f && !f->empty()) folder = fs::path(*f).parent_path();
   else if (!src.path.empty()) folder = src.path.parent_path();
@@ -164,7 +175,7 @@ Result<load_result> load_contexts(const model& src, model* m, const std::vector<
         block = aligned_copy(cn.a.ep_cache_context);
       }
       auto bin = ep_context_binary::from_bytes(std::span<const std::byte>(block.get(), size), block,
-                                               cat("EPContext node '", name, "': embedded context"), verify_threads);
+                                               cat("EPContext node '", name, "': embedded context"));
       if (!bin) return bin.status();
       cn.binary = std::make_shared<const ep_context_binary>(std::move(*bin));
     } else {
@@ -194,7 +205,7 @@ Result<load_result> load_contexts(const model& src, model* m, const std::vector<
       if (!cn.binary) {
         auto full = resolve_file_in_folder(*folder, cn.a.ep_cache_context, cat("EPContext node '", name, "': context binary"));
         if (!full) return Status(errc::invalid_graph, full.status().message());
-        auto bin = ep_context_binary::open(*full, verify_threads);
+        auto bin = ep_context_binary::open(*full);
         if (!bin) return Status(errc::invalid_graph, cat("EPContext node '", name, "': ", bin.status().message()));
         cn.binary = std::make_shared<const ep_context_binary>(std::move(*bin));
         r.files_read.push_back(cn.path_key);
@@ -251,6 +262,11 @@ Result<load_result> load_contexts(const model& src, model* m, const std::vector<
       return bad_graph(nd.name, cat("its inputs (", joined(ins), ") and outputs (", joined(outs), ") differ from those of graph '",
                                     gname, "' in ", holder->origin(), ": (", joined(eg->inputs), ") and (",
                                     joined(eg->outputs), ")"));
+    // A compatibility check answers for the bytes too, and so does a load asked to verify them all now; otherwise
+    // each tensor is verified before its first use (see ep_context_binary).
+    if (check_only || verify_on_load)
+      if (auto st = holder->verify_tensors(eg->tensors, verify_threads(options)); !st)
+        return bad_graph(nd.name, st.message());
     r.nodes.emplace(nd.name, loaded_node{cn.provider, holder, eg});
   }
 

@@ -35,6 +35,12 @@ struct load_result {
   std::size_t from_workspace = 0;
 };
 
+/// Threads a load hashes context tensors on: the session's intra-op threads.
+[[nodiscard]] unsigned verify_threads(const session_options& o);
+/// Whether `epstack.ep_context_verify` asks for every tensor to be verified while loading (on_load) rather than
+/// before its first use (on_use, the default); invalid_argument for another value.
+[[nodiscard]] Result<bool> verify_tensors_on_load(const session_options& o);
+
 /// Resolves every EPContext node of `m`'s main graph. `m` non-null: embedded payloads are moved out of its attributes
 /// (into aligned memory the binaries own); null with `check_only`: nothing is changed, the shared workspace included.
 [[nodiscard]] Result<load_result> load_contexts(const model& src, model* m, const std::vector<provider_binding>& providers,

@@ -625,7 +625,7 @@ Result<std::shared_ptr<const session_core>> session_core::build(model m, std::ve
       const auto& nd = parts[i].g->node(parts[i].nodes.front());
       const auto& ln = ctx_nodes->at(nd.name);
       EPSTACK_RETURN_IF_ERROR(ctx::progress(options, "restore", d.context.nodes_loaded, ctx_nodes->size(), nd.name));
-      ep_context_restore rr{ln.graph, ln.binary, &parts[i]};
+      ep_context_restore rr{ln.graph, ln.binary, &parts[i], ctx::verify_threads(options)};
       auto fn = providers[p].context->restore(rr);
       if (!fn)
         return Status(fn.code() == errc::invalid_graph ? errc::invalid_graph : fn.code(),

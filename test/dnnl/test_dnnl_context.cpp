@@ -15,6 +15,7 @@
 #include <cmath>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace epstack;
@@ -264,4 +265,121 @@ TEST_CASE("oneDNN option winograd = false: direct convolutions, a smaller contex
   REQUIRE_MESSAGE(got.is_ok(), got.status().message());
   CHECK(dnnl_ep::weight_reorder_count() == reorders);
   same_outputs(*got, *want_off);
+}
+
+namespace {
+
+/// Flips a byte in the middle of the largest laid-out weight of context binary `path`; returns that tensor's name.
+std::string damage_largest_weight(const fs::path& path) {
+  auto bin = ep_context_binary::open(path);
+  REQUIRE(bin.is_ok());
+  std::size_t pick = 0;
+  for (std::size_t i = 0; i < bin->tensors().size(); ++i)
+    if (bin->tensors()[i].name.starts_with("laid") && bin->tensors()[i].data.size() > bin->tensors()[pick].data.size())
+      pick = i;
+  const auto& t = bin->tensors()[pick];
+  REQUIRE(t.name.starts_with("laid"));
+  std::string b = test::read_file(path);
+  std::uint64_t data_off = 0;
+  for (int k = 7; k >= 0; --k) data_off = (data_off << 8) | static_cast<unsigned char>(b[32 + static_cast<std::size_t>(k)]);
+  const auto at = static_cast<std::size_t>(data_off) +
+                  static_cast<std::size_t>(t.data.data() - bin->tensors()[0].data.data()) + t.data.size() / 2;
+  b[at] = static_cast<char>(b[at] ^ 0x10);
+  const std::string name = t.name;
+  test::write_file(path, b);
+  return name;
+}
+
+}  // namespace
+
+TEST_CASE("oneDNN EP context: weights are verified before their first use, not while loading, damage fails runs") {
+  int replans_refused = 0;
+  for (auto& c : cases()) {
+    CAPTURE(std::string(c.name));
+    test::temp_dir dir;
+    const auto src = dir / (std::string(c.name) + ".onnx");
+    REQUIRE(save_model(c.m, src).is_ok());
+    auto gen = dnnl_session::create(src, options(0));
+    REQUIRE(gen.is_ok());
+    auto want = gen->run(c.feeds);
+    REQUIRE(want.is_ok());
+    const auto ctx = dir / (std::string(c.name) + "_ctx.onnx");
+    const auto bin = dir / (std::string(c.name) + "_dnnl.bin");
+    const auto damaged = damage_largest_weight(bin);
+    const auto names_it = [&](const Status& st) {
+      CHECK(st.code() == errc::invalid_graph);
+      CHECK(st.message().find("corrupted: tensor '" + damaged + "'") != std::string::npos);
+      CHECK(st.message().find(bin.filename().string()) != std::string::npos);
+    };
+
+    // Loading reads no weight: the session is created; every run fails, naming binary and tensor, from any thread.
+    auto s = dnnl_session::create(ctx, options());
+    REQUIRE_MESSAGE(s.is_ok(), s.status().message());
+    for (int k = 0; k < 2; ++k) {
+      auto r = s->run(c.feeds);
+      REQUIRE_FALSE(r.is_ok());
+      names_it(r.status());
+    }
+    std::vector<Status> results(4);
+    {
+      std::vector<std::jthread> threads;
+      for (auto& st : results)
+        threads.emplace_back([&] {
+          auto r = s->run(c.feeds);
+          st = r.is_ok() ? Status() : r.status();
+        });
+    }
+    for (const auto& st : results) names_it(st);
+
+    // Asked to verify everything while loading, or to check compatibility: refused up front.
+    session_options now = options();
+    now.set_config(config_keys::ep_context_verify, "on_load");
+    auto eager = dnnl_session::create(ctx, now);
+    REQUIRE_FALSE(eager.is_ok());
+    names_it(eager.status());
+    names_it(dnnl_session::check_compatibility(ctx));
+
+    // A plan for other layouts than the stored ones reorders a blocked weight back from its laid-out copy, and
+    // verifies it before reading: refused. (A Winograd weight is laid out anew from the plain copy the context keeps
+    // beside it: the damaged bytes are never read, and the outputs are right.)
+    dnnl_ep::set_ignore_stored_layouts(true);
+    auto replanned = dnnl_session::create(ctx, options());
+    dnnl_ep::set_ignore_stored_layouts(false);
+    if (replanned.is_ok()) {
+      auto r = replanned->run(c.feeds);
+      REQUIRE_MESSAGE(r.is_ok(), r.status().message());
+      same_outputs(*r, *want);
+    } else {
+      names_it(replanned.status());
+      ++replans_refused;
+    }
+  }
+  CHECK(replans_refused >= 2);  // the MLP's and the transformer's weights are blocked
+}
+
+TEST_CASE("oneDNN EP context: first runs from several threads at once verify the weights once and all succeed") {
+  auto c = cases()[2];  // the transformer: many weights
+  test::temp_dir dir;
+  const auto src = dir / "transformer.onnx";
+  REQUIRE(save_model(c.m, src).is_ok());
+  auto gen = dnnl_session::create(src, options(0));
+  REQUIRE(gen.is_ok());
+  auto want = gen->run(c.feeds);
+  REQUIRE(want.is_ok());
+  for (const char* when : {"on_use", "on_load"}) {
+    CAPTURE(std::string(when));
+    session_options so = options();
+    so.set_config(config_keys::ep_context_verify, when);
+    auto s = dnnl_session::create(dir / "transformer_ctx.onnx", so);
+    REQUIRE_MESSAGE(s.is_ok(), s.status().message());
+    std::vector<Result<std::vector<tensor>>> got(4, Status(errc::fail, "not run"));
+    {
+      std::vector<std::jthread> threads;
+      for (auto& g : got) threads.emplace_back([&] { g = s->run(c.feeds); });
+    }
+    for (auto& g : got) {
+      REQUIRE_MESSAGE(g.is_ok(), g.status().message());
+      same_outputs(*g, *want);
+    }
+  }
 }

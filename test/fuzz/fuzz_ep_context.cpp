@@ -2,6 +2,8 @@
 // crash, a hang or a read outside the bytes. Random bytes would never pass the header's hashes, so the input is the
 // part after the header (its first 4 bytes choose where the flatbuffer ends) and the target writes a header with
 // matching hashes: the verifier, the offsets and the per-tensor hashes behind them are what gets fuzzed.
+// With EPSTACK_FUZZ_EXPECT_VALID=1 set, an input the reader refuses aborts: CI runs the seed so, to know that fuzzing
+// starts from inputs that get past the header.
 // With EPSTACK_FUZZ_SEED=FILE set, it first writes a valid input (two graphs, three tensors) to FILE, for a corpus.
 #include <epstack/ep_context_binary.hpp>
 
@@ -57,14 +59,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::memcpy(b.data() + 64, data + 4, rest);
   const char magic[8] = {'E', 'P', 'S', 'T', 'K', 'C', 'T', 'X'};
   std::memcpy(b.data(), magic, 8);
-  b[8] = std::byte{1};
+  // The version this build reads (a fixed number here once made every input stop at the version check).
+  for (int i = 0; i < 4; ++i)
+    b[8 + static_cast<std::size_t>(i)] = static_cast<std::byte>((epstack::ep_context_format_version >> (8 * i)) & 0xff);
   put64(b.data() + 16, 64);
   put64(b.data() + 24, fb_size);
   put64(b.data() + 32, data_off);
   put64(b.data() + 40, b.size() - data_off);
-  put64(b.data() + 48, XXH3_64bits(b.data() + 64, b.size() - 64));
+  put64(b.data() + 48, XXH3_64bits(b.data() + 64, data_off - 64));
   put64(b.data() + 56, XXH64(b.data(), 56, 0));
   auto r = epstack::ep_context_binary::from_bytes(b, nullptr, "fuzz input");
+  static const bool expect_valid = std::getenv("EPSTACK_FUZZ_EXPECT_VALID") != nullptr;
+  if (expect_valid && (!r || !r->verify_all())) std::abort();
   if (r) {
     std::uint64_t sum = 0;  // touch everything the reader hands out
     for (const auto& t : r->tensors())
@@ -72,6 +78,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     for (const auto& g : r->graphs())
       for (auto x : g.payload) sum += static_cast<std::uint64_t>(x);
     if (sum == 0xdeadbeef) std::abort();
+    // Tensor verification behind the structure (hashes per tensor, padding), on one thread and on two.
+    (void)r->verify_all(size % 2 == 0 ? 1u : 2u);
+    for (const auto& t : r->tensors()) (void)r->verify_bytes(t.data.data(), t.data.size());
   }
   return 0;
 }

@@ -58,21 +58,29 @@ void write_bytes(const std::filesystem::path& p, const std::vector<std::byte>& b
   f.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
 }
 
+std::uint64_t get64(const std::vector<std::byte>& b, std::size_t at) {
+  std::uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<std::uint64_t>(b[at + static_cast<std::size_t>(i)]);
+  return v;
+}
+
 /// Recomputes both hashes of the header, as a writer would: damage made this way passes the hash checks and has to be
 /// caught by the checks behind them.
 void rehash(std::vector<std::byte>& b) {
   const auto put = [&](std::size_t at, std::uint64_t v) {
     for (int i = 0; i < 8; ++i) b[at + static_cast<std::size_t>(i)] = static_cast<std::byte>((v >> (8 * i)) & 0xff);
   };
-  // The content hash: XXH3-64 over the little-endian XXH3-64 of each 8 MiB chunk after the header.
-  constexpr std::size_t chunk = std::size_t{8} << 20;
-  std::vector<std::byte> list;
-  for (std::size_t at = 64; at < b.size(); at += chunk) {
-    const std::uint64_t h = XXH3_64bits(b.data() + at, std::min(chunk, b.size() - at));
-    for (int i = 0; i < 8; ++i) list.push_back(static_cast<std::byte>((h >> (8 * i)) & 0xff));
-  }
-  put(48, XXH3_64bits(list.data(), list.size()));
+  // The table's hash: XXH3-64 of the bytes from the end of the header to the data section.
+  const auto data_off = static_cast<std::size_t>(get64(b, 32));
+  put(48, XXH3_64bits(b.data() + 64, std::min(data_off, b.size()) - 64));
   put(56, XXH64(b.data(), 56, 0));
+}
+
+/// The binary `b` written to a file and opened (structure verified only).
+Result<ep_context_binary> open_bytes(const test::temp_dir& dir, const std::vector<std::byte>& b) {
+  const auto p = dir.path() / "damaged.bin";
+  write_bytes(p, b);
+  return ep_context_binary::open(p);
 }
 
 /// The error of opening `b` written to a file, or "" when it opens.
@@ -177,72 +185,126 @@ TEST_CASE("damaged EP context binaries are refused with invalid_graph, saying wh
   auto h = good;
   h[20] ^= std::byte{1};
   CHECK(open_error(dir, h).find("corrupted header") != std::string::npos);
-  // One flipped byte in the flatbuffer or in a tensor: the content hash.
+  // One flipped byte in the flatbuffer: the table's hash.
   auto fbflip = good;
   fbflip[80] ^= std::byte{0x40};
-  CHECK(open_error(dir, fbflip).find("content hash") != std::string::npos);
-  auto dflip = good;
-  dflip[good.size() - 5] ^= std::byte{1};
-  CHECK(open_error(dir, dflip).find("content hash") != std::string::npos);
-  // Behind valid hashes: a format version this build does not read; a flatbuffer that fails the verifier; a tensor
-  // whose bytes no longer match its own hash (accepted); a data section shorter than the header says.
+  CHECK(open_error(dir, fbflip).find("the hash of its table") != std::string::npos);
+  // Behind valid hashes: a format version this build does not read; a flatbuffer that fails the verifier; a data
+  // section shorter than the header says.
   auto v2 = good;
-  v2[8] = std::byte{2};
+  v2[8] = std::byte{3};
   rehash(v2);
-  const auto v2e = open_error(dir, v2);
-  CHECK(v2e.find("format version 2, expected 3") != std::string::npos);
+  CHECK(open_error(dir, v2).find("format version 3, expected 4") != std::string::npos);
   auto fbroot = good;
   for (std::size_t i = 64; i < 68; ++i) fbroot[i] = std::byte{0xff};  // the root table's offset
   rehash(fbroot);
   CHECK(open_error(dir, fbroot).find("fails the flatbuffers verifier") != std::string::npos);
-  auto tflip = good;
-  tflip[good.size() - 64 + 3] ^= std::byte{1};  // decode.b, the last tensor: 28 bytes at the last 64-byte slot
-  rehash(tflip);
-  // (Accepted: the content hash is what vouches for the bytes; a tensor's own hash is its identity for
-  // de-duplication, not re-computed at load, so each byte is hashed once.)
-  CHECK(open_error(dir, tflip).empty());
   auto shortdata = good;
   shortdata.resize(good.size() - 64);
   rehash(shortdata);
   CHECK(open_error(dir, shortdata).find("truncated or corrupted") != std::string::npos);
-  // Garbage after a valid header: the header hash still matches, the content does not.
+  // Garbage after a valid header: the header hash still matches, the table's does not.
   auto junk = good;
   for (std::size_t i = 64; i < junk.size(); ++i) junk[i] = std::byte{0xA5};
   CHECK(open_error(dir, junk).find("corrupted") != std::string::npos);
 }
 
-TEST_CASE("a binary of several hash chunks verifies the same on one thread or many, and any damaged chunk is found") {
+TEST_CASE("a damaged tensor opens (its bytes are not read) and fails verification, naming binary and tensor") {
+  test::temp_dir dir;
+  const auto good = *sample().serialize();
+  auto tflip = good;
+  tflip[good.size() - 64 + 3] ^= std::byte{1};  // decode.b, the last tensor: 28 bytes at the last 64-byte slot
+  auto r = open_bytes(dir, tflip);
+  REQUIRE_MESSAGE(r.has_value(), r.status().to_string());  // the structure is sound
+  const auto* decode = r->find_graph("decode");
+  const auto* prefill = r->find_graph("prefill");
+  REQUIRE(decode != nullptr);
+  REQUIRE(prefill != nullptr);
+  for (std::uint32_t i = 0; i < r->tensors().size(); ++i) CHECK_FALSE(r->verified(i));
+  // The prefill graph's tensors are intact; the decode graph's own weight is not.
+  CHECK(r->verify_tensors(prefill->tensors));
+  for (auto i : prefill->tensors) CHECK(r->verified(i));
+  for (unsigned threads : {1u, 2u, 8u}) {
+    CAPTURE(threads);
+    const auto st = r->verify_tensors(decode->tensors, threads);
+    REQUIRE_FALSE(st);
+    CHECK(st.code() == errc::invalid_graph);
+    CHECK(st.message().find("damaged.bin") != std::string::npos);
+    CHECK(st.message().find("tensor 'decode.b'") != std::string::npos);
+    CHECK(st.message().find("28 bytes at offset") != std::string::npos);
+    CHECK_FALSE(r->verified(decode->tensors[1]));  // and stays unverified: every later call fails the same way
+  }
+  // By address: bytes of the damaged tensor fail, bytes of an intact one and memory outside the binary pass.
+  const auto& bad = r->tensors()[decode->tensors[1]];
+  CHECK_FALSE(r->verify_bytes(bad.data.data() + 4, 4));
+  CHECK(r->verify_bytes(r->tensors()[prefill->tensors[1]].data.data(), 1));
+  const float elsewhere = 1.0f;
+  CHECK(r->verify_bytes(&elsewhere, sizeof elsewhere));
+  CHECK(r->tensors_in(&elsewhere, sizeof elsewhere).empty());
+  CHECK(r->tensors_in(bad.data.data(), bad.data.size()) == std::vector<std::uint32_t>{decode->tensors[1]});
+  CHECK(r->verify_all().message().find("tensor 'decode.b'") != std::string::npos);
+  CHECK(r->verify_tensors(std::vector<std::uint32_t>{99}).message().find("tensor 99 of 3") != std::string::npos);
+  // The intact binary verifies whole; a non-zero byte between tensors is damage too.
+  auto ok = open_bytes(dir, good);
+  REQUIRE(ok.has_value());
+  CHECK(ok->verify_all(2));
+  auto pad = good;
+  pad[good.size() - 1] = std::byte{7};  // after decode.b's 28 bytes
+  auto p = open_bytes(dir, pad);
+  REQUIRE(p.has_value());
+  CHECK(p->verify_tensors(p->find_graph("decode")->tensors));
+  CHECK(p->verify_all().message().find("outside every tensor and is not zero") != std::string::npos);
+}
+
+TEST_CASE("many tensors verify the same on one thread or many, once, and any damaged one is found") {
   test::temp_dir dir;
   ep_context_builder b("TestExecutionProvider", "1.2.3", "avx512_core");
-  std::vector<float> big(5 * 1024 * 1024 + 123);  // 20 MiB and a bit: three 8 MiB chunks
-  for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<float>(i % 977) * 0.25f;
-  const std::vector<std::int64_t> shape{static_cast<std::int64_t>(big.size())};
-  const auto t = b.add_tensor("big", element_type::float32, shape, bytes_of(big));
-  REQUIRE(b.add_graph("g", {"x"}, {"y"}, text("plan"), {t}));
+  std::vector<std::uint32_t> all;
+  std::vector<std::vector<float>> values;
+  for (int k = 0; k < 12; ++k) {  // 12 tensors of 1 to 3 MiB: several threads get work
+    std::vector<float> v(static_cast<std::size_t>((1 + k % 3) * 262144 + k));
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((i + static_cast<std::size_t>(k)) % 977) * 0.25f;
+    const std::vector<std::int64_t> shape{static_cast<std::int64_t>(v.size())};
+    all.push_back(b.add_tensor("t" + std::to_string(k), element_type::float32, shape, bytes_of(v)));
+    values.push_back(std::move(v));
+  }
+  REQUIRE(b.add_graph("g", {"x"}, {"y"}, text("plan"), all));
   const auto path = dir.path() / "big.bin";
   REQUIRE(b.write(path));
   for (unsigned threads : {1u, 2u, 4u, 64u}) {
     CAPTURE(threads);
-    auto r = ep_context_binary::open(path, threads);
+    auto r = ep_context_binary::open(path);
     REQUIRE_MESSAGE(r.has_value(), r.status().to_string());
-    REQUIRE(r->tensors().size() == 1);
-    CHECK(std::memcmp(r->tensors()[0].data.data(), big.data(), big.size() * sizeof(float)) == 0);
+    REQUIRE(r->tensors().size() == 12);
+    CHECK(r->verify_tensors(all, threads));
+    for (auto i : all) CHECK(r->verified(i));
+    CHECK(std::memcmp(r->tensors()[5].data.data(), values[5].data(), values[5].size() * sizeof(float)) == 0);
   }
   const auto good = read_bytes(path);
   auto again = good;
-  rehash(again);  // the test's own implementation of the hash agrees with the writer's
+  rehash(again);  // the test's own implementation of the hashes agrees with the writer's
   CHECK(again == good);
-  for (std::size_t at : {std::size_t{100}, good.size() / 2, good.size() - 5}) {
+  // Inside tensor 0 (first in the data section), the middle of tensor 6, the last byte of tensor 11.
+  const std::size_t data_off = static_cast<std::size_t>(get64(good, 32));
+  auto r0 = ep_context_binary::open(path);
+  REQUIRE(r0.has_value());
+  const auto at_of = [&](std::size_t t, std::size_t k) {
+    return data_off + static_cast<std::size_t>(r0->tensors()[t].data.data() - r0->tensors()[0].data.data()) + k;
+  };
+  for (std::size_t at : {at_of(0, 100), at_of(6, r0->tensors()[6].data.size() / 2), at_of(11, r0->tensors()[11].data.size() - 1)}) {
     CAPTURE(at);
     auto bad = good;
     bad[at] ^= std::byte{0x40};
-    const auto p = dir.path() / "damaged.bin";
-    write_bytes(p, bad);
     for (unsigned threads : {1u, 3u}) {
-      auto r = ep_context_binary::open(p, threads);
-      REQUIRE_FALSE(r.has_value());
-      CHECK(r.code() == errc::invalid_graph);
-      CHECK(r.status().message().find("content hash") != std::string::npos);
+      auto r = open_bytes(dir, bad);
+      REQUIRE(r.has_value());
+      const auto st = r->verify_tensors(all, threads);
+      REQUIRE_FALSE(st);
+      CHECK(st.code() == errc::invalid_graph);
+      CHECK(st.message().find("corrupted: tensor 't") != std::string::npos);
+      std::size_t verified = 0;
+      for (auto i : all) verified += r->verified(i) ? 1 : 0;
+      CHECK(verified == 11);  // all but the damaged one
     }
   }
 }

@@ -27,6 +27,18 @@ namespace fs = std::filesystem;
 namespace {
 
 using toy = test::toy_context_provider;
+
+/// Where tensor `i` of context binary `path` starts in the file (the first tensor starts its data section).
+std::size_t tensor_file_offset(const fs::path& path, std::size_t i) {
+  const std::string b = test::read_file(path);
+  std::uint64_t data_off = 0;
+  for (int k = 7; k >= 0; --k) data_off = (data_off << 8) | static_cast<unsigned char>(b[32 + static_cast<std::size_t>(k)]);
+  auto bin = ep_context_binary::open(path);
+  REQUIRE(bin.has_value());
+  REQUIRE(i < bin->tensors().size());
+  return static_cast<std::size_t>(data_off) +
+         static_cast<std::size_t>(bin->tensors()[i].data.data() - bin->tensors()[0].data.data());
+}
 using toy_session = session<toy>;
 using toy_a = test::context_provider<"ToyAExecutionProvider", "toya">;
 using toy_b = test::context_provider<"ToyBExecutionProvider", "toyb">;
@@ -355,15 +367,28 @@ TEST_CASE("Bad context paths, missing and corrupted binaries are invalid_graph s
     CHECK(s.status().message().find("EPContext node") != std::string::npos);
     fs::remove(bad);
   }
-  // Corrupted and truncated binaries.
+  // Corrupted and truncated binaries: a byte of the table; a byte of a tensor (the toy provider leaves verifying to
+  // the session, which verifies a graph's tensors before restoring it).
   const std::string good = test::read_file(dir / "model_toy.bin");
+  const auto at = tensor_file_offset(dir / "model_toy.bin", 0) + 2;
   std::string flipped = good;
-  flipped[flipped.size() - 3] = static_cast<char>(flipped[flipped.size() - 3] ^ 0x5a);
+  flipped[100] = static_cast<char>(flipped[100] ^ 0x5a);
   test::write_file(dir / "model_toy.bin", flipped);
   auto c = toy_session::create(dir / "model_ctx.onnx");
   REQUIRE_FALSE(c.is_ok());
   CHECK(c.status().code() == errc::invalid_graph);
-  CHECK(c.status().message().find("corrupted") != std::string::npos);
+  CHECK(c.status().message().find("corrupted: the hash of its table") != std::string::npos);
+  std::string tflip = good;
+  tflip[at] = static_cast<char>(tflip[at] ^ 0x5a);
+  test::write_file(dir / "model_toy.bin", tflip);
+  auto ct = toy_session::create(dir / "model_ctx.onnx");
+  REQUIRE_FALSE(ct.is_ok());
+  CHECK(ct.status().code() == errc::invalid_graph);
+  CHECK(ct.status().message().find("corrupted: tensor '") != std::string::npos);
+  CHECK(ct.status().message().find("model_toy.bin") != std::string::npos);
+  const auto compat = toy_session::check_compatibility(dir / "model_ctx.onnx");
+  CHECK(compat.code() == errc::invalid_graph);
+  CHECK(compat.message().find("corrupted: tensor '") != std::string::npos);
   test::write_file(dir / "model_toy.bin", good.substr(0, good.size() / 2));
   auto t = toy_session::create(dir / "model_ctx.onnx");
   REQUIRE_FALSE(t.is_ok());
@@ -376,6 +401,16 @@ TEST_CASE("Bad context paths, missing and corrupted binaries are invalid_graph s
   CHECK(v.status().code() == errc::invalid_graph);
   test::write_file(dir / "model_toy.bin", good);
   CHECK(toy_session::create(dir / "model_ctx.onnx").is_ok());
+  session_options verify_now;
+  verify_now.set_config(config_keys::ep_context_verify, "on_load");
+  CHECK(toy_session::create(dir / "model_ctx.onnx", verify_now).is_ok());
+  session_options unknown;
+  unknown.set_config(config_keys::ep_context_verify, "sometimes");
+  auto u = toy_session::create(dir / "model_ctx.onnx", unknown);
+  REQUIRE_FALSE(u.is_ok());
+  CHECK(u.status().code() == errc::invalid_argument);
+  CHECK(u.status().message().find("epstack.ep_context_verify must be on_use or on_load, found 'sometimes'") !=
+        std::string::npos);
 }
 
 TEST_CASE("SDK version and hardware mismatches are refused, check_compatibility answers without a session") {

@@ -18,6 +18,7 @@
 #include <mutex>
 #include <numeric>
 #include <shared_mutex>
+#include <stdexcept>
 #include <type_traits>
 #include <unordered_map>
 #include <unordered_set>
@@ -113,6 +114,16 @@ struct plan {
   std::vector<dims> out_dims;
   std::vector<element_type> out_types;                ///< float32, or int64 for shape computations
   std::vector<std::vector<std::int64_t>> host_out;   ///< the values of int64 outputs, copied out at each run
+  /// Set once the constants it reads from an EP context binary have been verified (before its first run).
+  mutable std::atomic<bool> verified{false};
+  mutable std::mutex verify_mu;
+};
+
+/// A restored partition's context binary, whose tensors are verified before they are read (plan_builder throws this
+/// for a damaged one).
+struct damaged_context : std::runtime_error {
+  explicit damaged_context(Status s) : std::runtime_error(s.message()), status(std::move(s)) {}
+  Status status;
 };
 
 std::shared_ptr<void> aligned_block(std::size_t bytes) {
@@ -137,10 +148,12 @@ class plan_builder {
   /// `prelaid`: weights already in their final layout (from an EP context), used where a primitive asks for
   /// exactly that layout instead of reordering.
   /// `stored` and `deferred`: a restored partition's laid-out weights and the constants kept only in that form.
+  /// `source`: the binary they were read from (their bytes are verified before a reorder reads them).
   plan_builder(const ir& r, const input_shapes& in, const std::vector<laid_weight>* prelaid = nullptr,
-               const std::vector<laid_weight>* stored = nullptr, const std::vector<deferred_constant>* deferred = nullptr)
+               const std::vector<laid_weight>* stored = nullptr, const std::vector<deferred_constant>* deferred = nullptr,
+               const ep_context_binary* source = nullptr)
       : r_(r), in_(in), vd_(r.values.size()), vslot_(r.values.size(), -1), hv_(r.values.size()), prelaid_(prelaid),
-        stored_(stored), deferred_(deferred) {}
+        stored_(stored), deferred_(deferred), source_(source) {}
 
   Result<std::shared_ptr<plan>> build() {
     try {
@@ -172,6 +185,8 @@ class plan_builder {
       finish_outputs();
       allocate_scratch();
       return pl_;
+    } catch (const damaged_context& e) {
+      return e.status;
     } catch (const dn::error& e) {
       return Status(errc::ep_fail, cat("oneDNN provider: partition '", r_.name, "'", where_text(), ": oneDNN: ", e.what()));
     } catch (const std::bad_alloc&) {
@@ -228,6 +243,7 @@ class plan_builder {
       if (d.at != t.data()) continue;
       if (auto it = materialized_.find(d.at); it != materialized_.end()) return it->second;
       const auto& w = (*stored_)[d.laid];
+      verify_source(w.data.get(), w.md.get_size());
       tensor out = tensor::uninitialized(t.type(), t.sizes());
       dn::memory src(w.md, cpu_engine(), const_cast<void*>(w.data.get()));
       dn::memory dst(w.from, cpu_engine(), out.mutable_data());
@@ -249,6 +265,7 @@ class plan_builder {
     }
     weight_reorders.fetch_add(1, std::memory_order_relaxed);
     const tensor& plain = plain_of(source);
+    verify_source(plain.data(), plain.byte_size());
     auto block = aligned_block(to.get_size());
     dn::memory src(from, cpu_engine(), const_cast<std::byte*>(plain.data()));
     dn::memory dst(to, cpu_engine(), block.get());
@@ -264,6 +281,11 @@ class plan_builder {
   }
 
   const md_t& md_of(int s) const { return pl_->slots[static_cast<std::size_t>(s)].md; }
+  /// Before a reorder reads bytes of the context binary: they match their hashes.
+  void verify_source(const void* p, std::size_t n) const {
+    if (source_ == nullptr) return;
+    if (auto st = source_->verify_bytes(p, n); !st) throw damaged_context(std::move(st));
+  }
 
   void add_step(dn::primitive prim, std::vector<std::pair<int, int>> args, const dn::primitive_desc_base& pd) {
     const int at = static_cast<int>(pl_->steps.size());
@@ -1270,6 +1292,7 @@ class plan_builder {
   const std::vector<laid_weight>* prelaid_ = nullptr;
   const std::vector<laid_weight>* stored_ = nullptr;
   const std::vector<deferred_constant>* deferred_ = nullptr;
+  const ep_context_binary* source_ = nullptr;
   std::map<const void*, tensor> materialized_;
   std::size_t laid_count_ = 0;
 };
@@ -1338,6 +1361,11 @@ class compiled_partition {
   }
 
   /// Weights in their final layout for the plan of input shapes `key` (an EP context's), with their owner.
+  /// The context binary a restored partition reads its constants from, and the threads to verify them on.
+  void set_source(std::shared_ptr<const ep_context_binary> b, unsigned threads) {
+    source_ = std::move(b);
+    verify_threads_ = threads;
+  }
   void set_prelaid(std::vector<std::int64_t> key, std::vector<laid_weight> w, std::vector<deferred_constant> deferred) {
     prelaid_key_ = std::move(key);
     prelaid_ = std::move(w);
@@ -1453,7 +1481,7 @@ class compiled_partition {
     for (const auto& p : plans_)
       if (p->key == key) return p;
     plan_builder b(r_, in, !prelaid_.empty() && key == prelaid_key_ && !ignore_stored_layouts.load(std::memory_order_relaxed) ? &prelaid_ : nullptr,
-                   &prelaid_, deferred_.empty() ? nullptr : &deferred_);
+                   &prelaid_, deferred_.empty() ? nullptr : &deferred_, source_.get());
     auto built = b.build();
     if (!built) return built.status();
     (*built)->key = key;
@@ -1483,7 +1511,25 @@ class compiled_partition {
     return st;
   }
 
+  /// Before a plan's first run: the constants it reads in place from a context binary match their hashes. Once per
+  /// plan (and per tensor of the binary, whichever plan or session asks first); a damaged binary fails every run.
+  Status verify_constants(const plan& pl) const {
+    std::lock_guard lock(pl.verify_mu);
+    if (pl.verified.load(std::memory_order_relaxed)) return {};
+    std::vector<std::uint32_t> idx;
+    for (const auto& s : pl.slots)
+      if (s.w == where::constant)
+        for (auto i : source_->tensors_in(pl.constants[static_cast<std::size_t>(s.index)], 1)) idx.push_back(i);
+    std::sort(idx.begin(), idx.end());
+    idx.erase(std::unique(idx.begin(), idx.end()), idx.end());
+    if (auto st = source_->verify_tensors(idx, verify_threads_); !st)
+      return Status(st.code(), cat("oneDNN provider: partition '", r_.name, "': ", st.message()));
+    pl.verified.store(true, std::memory_order_release);
+    return {};
+  }
+
   Status execute(const plan& pl, compute_context& ctx) const {
+    if (source_ && !pl.verified.load(std::memory_order_acquire)) EPSTACK_RETURN_IF_ERROR(verify_constants(pl));
     std::unique_ptr<exec_state> st;
     {
       std::lock_guard lock(pl.idle_mu);
@@ -1544,6 +1590,8 @@ class compiled_partition {
   std::vector<std::int64_t> prelaid_key_;
   std::vector<laid_weight> prelaid_;
   std::vector<deferred_constant> deferred_;
+  std::shared_ptr<const ep_context_binary> source_;
+  unsigned verify_threads_ = 1;
   std::shared_ptr<const plan> static_plan_;
   mutable std::shared_mutex mu_;
   mutable std::vector<std::shared_ptr<const plan>> plans_;
@@ -1593,8 +1641,21 @@ Result<compute_function> restore(const ep_context_restore& rr, const dnnl_option
     d->r.winograd = std::any_of(d->laid.begin(), d->laid.end(), [](const laid_weight& w) {
       return w.md.data.format_kind == dnnl_format_kind_wino;
     });
+  // Verified now: what planning reads (shape values and other non-float constants). Float constants and laid-out
+  // weights are verified before a reorder reads them or before the first run of a plan that reads them in place.
+  {
+    std::vector<std::uint32_t> laid;
+    for (const auto& w : d->laid)
+      for (auto i : rr.binary->tensors_in(w.data.get(), 1)) laid.push_back(i);
+    std::vector<std::uint32_t> now;
+    for (auto i : rr.graph->tensors)
+      if (rr.binary->tensors()[i].type != element_type::float32 && std::find(laid.begin(), laid.end(), i) == laid.end())
+        now.push_back(i);
+    EPSTACK_RETURN_IF_ERROR(rr.binary->verify_tensors(now, rr.verify_threads));
+  }
   try {
     auto c = std::make_shared<compiled_partition>(std::move(d->r));
+    c->set_source(rr.binary, rr.verify_threads);
     if (!d->laid.empty()) c->set_prelaid(std::move(d->key), std::move(d->laid), std::move(d->deferred));
     if (auto st = c->prepare(*rr.part->g); !st)
       return Status(errc::invalid_graph, cat("the restored operations do not plan: ", st.message()));

@@ -86,6 +86,9 @@ struct dnnl_provider {
   // EP context (ep_context_provider): the oneDNN version and the CPU ISA oneDNN selected are recorded and checked.
   static constexpr std::array<std::string_view, 1> source_keys{type_key};
   static constexpr bool multi_graph_context = true;
+  /// Restoring reads only shape values and the tensors a weight reorder needs (each verified first); a plan's
+  /// weights are verified before its first run, so loading a context reads no weight bytes.
+  static constexpr bool verifies_context_tensors = true;
   [[nodiscard]] std::string ep_sdk_version() const { return dnnl_ep::library_version(); }
   [[nodiscard]] std::string hardware_architecture() const { return dnnl_ep::cpu_isa(); }
   [[nodiscard]] bool hardware_supported(std::string_view recorded) const { return dnnl_ep::isa_supported(recorded); }
