@@ -110,26 +110,47 @@ TEST_CASE("a session destroyed while another is created and run on other threads
   CHECK(ok.load() == 20);
 }
 
-TEST_CASE("context binaries verified on several threads each, by several threads at once, all verify") {
+TEST_CASE("one context binary's tensors verified by several threads at once, each on several threads, once") {
   const auto dir = std::filesystem::temp_directory_path() / ("epstack-conc-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   ep_context_builder b("TestExecutionProvider", "1", "cpu");
-  std::vector<float> big(3 * 1024 * 1024);  // 12 MiB: two hash chunks
-  std::iota(big.begin(), big.end(), 0.0f);
-  const std::vector<std::int64_t> shape{static_cast<std::int64_t>(big.size())};
-  const auto t = b.add_tensor("w", element_type::float32, shape,
-                              std::span<const std::byte>(reinterpret_cast<const std::byte*>(big.data()), big.size() * 4));
+  std::vector<std::uint32_t> all;
+  for (int k = 0; k < 8; ++k) {  // 8 tensors of 1.5 MiB and a bit, each different
+    std::vector<float> v(393216 + static_cast<std::size_t>(k));
+    std::iota(v.begin(), v.end(), static_cast<float>(k));
+    const std::vector<std::int64_t> shape{static_cast<std::int64_t>(v.size())};
+    all.push_back(b.add_tensor("w" + std::to_string(k), element_type::float32, shape,
+                               std::span<const std::byte>(reinterpret_cast<const std::byte*>(v.data()), v.size() * 4)));
+  }
   const std::vector<std::byte> plan{std::byte{'p'}, std::byte{'l'}, std::byte{'a'}, std::byte{'n'}};
-  REQUIRE(b.add_graph("g", {"x"}, {"y"}, plan, {t}));
+  REQUIRE(b.add_graph("g", {"x"}, {"y"}, plan, all));
   REQUIRE(b.write(dir / "m_test.bin"));
+  std::atomic<int> opened{0};
+  {
+    std::vector<std::thread> threads;
+    for (int k = 0; k < 3; ++k)
+      threads.emplace_back([&] {
+        for (int i = 0; i < 2; ++i)
+          if (auto r = ep_context_binary::open(dir / "m_test.bin"); r && r->tensors().size() == 8) ++opened;
+      });
+    for (auto& th : threads) th.join();
+  }
+  CHECK(opened == 6);
+  // One binary shared by threads that verify overlapping sets of its tensors, each on two threads of its own.
+  auto r = ep_context_binary::open(dir / "m_test.bin");
+  REQUIRE(r.has_value());
+  const auto bin = std::make_shared<const ep_context_binary>(std::move(*r));
   std::atomic<int> ok{0};
-  std::vector<std::thread> threads;
-  for (int k = 0; k < 4; ++k)
-    threads.emplace_back([&] {
-      for (int i = 0; i < 3; ++i)
-        if (auto r = ep_context_binary::open(dir / "m_test.bin"); r && r->tensors().size() == 1) ++ok;
-    });
-  for (auto& th : threads) th.join();
-  CHECK(ok == 12);
+  {
+    std::vector<std::thread> threads;
+    for (int k = 0; k < 4; ++k)
+      threads.emplace_back([&, k] {
+        std::vector<std::uint32_t> some(all.begin() + k, all.begin() + k + 5);
+        if (bin->verify_tensors(some, 2) && bin->verify_bytes(bin->tensors()[all[7 - k]].data.data(), 1)) ++ok;
+      });
+    for (auto& th : threads) th.join();
+  }
+  CHECK(ok == 4);
+  for (auto i : all) CHECK(bin->verified(i));
   std::filesystem::remove_all(dir);
 }
