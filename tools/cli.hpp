@@ -180,13 +180,13 @@ Status with_stack(const std::string& providers_in, F&& f) {
   return Status(errc::invalid_argument, "unknown provider stack '" + providers + "'; this build has: " + list);
 }
 
-/// A provider's options from the session's config entries (`--config`): `dnnl.winograd` = 0 turns oneDNN's
-/// Winograd convolutions off. Other providers have none.
+/// A provider's options from the session's config entries (`--config`): `dnnl.winograd` = 1 turns oneDNN's
+/// Winograd convolutions on (0, the default: off). Other providers have none.
 template <class P>
 void configure_provider(P&, const session_options&) {}
 #if defined(EPSTACK_WITH_DNNL)
 inline void configure_provider(dnnl_provider& p, const session_options& so) {
-  if (const auto w = so.config("dnnl.winograd")) p.options.winograd = *w != "0";
+  if (const auto w = so.config("dnnl.winograd")) p.options.winograd = *w == "1";
 }
 #endif
 /// The providers of session type S, configured from `so`.

@@ -231,17 +231,18 @@ TEST_CASE("oneDNN EP context: each weight is stored once, laid out, other layout
   }
 }
 
-TEST_CASE("oneDNN option winograd = false: direct convolutions, a smaller context that restores as it was compiled") {
-  // The convnet's 3x3 convolutions on 32x32 maps take oneDNN's Winograd kernels by default (4x their weights).
+TEST_CASE("oneDNN option winograd = true: Winograd convolutions, a larger context that restores as it was compiled") {
+  // The convnet's 3x3 convolutions on 32x32 maps take oneDNN's Winograd kernels when asked (about 2x their weights).
   auto c = cases().front();
   REQUIRE(std::string(c.name) == "convnet");
+  CHECK_FALSE(dnnl_options{}.winograd);  // off by default
   test::temp_dir on_dir, off_dir;
   REQUIRE(save_model(c.m, on_dir / "convnet.onnx").is_ok());
   REQUIRE(save_model(c.m, off_dir / "convnet.onnx").is_ok());
-  auto on = dnnl_session::create(on_dir / "convnet.onnx", options(0));
+  auto on = dnnl_session::create(on_dir / "convnet.onnx", options(0),
+                                 {dnnl_provider(dnnl_options{.winograd = true}), cpu_provider{}});
   REQUIRE_MESSAGE(on.is_ok(), on.status().message());
-  auto off = dnnl_session::create(off_dir / "convnet.onnx", options(0),
-                                  {dnnl_provider(dnnl_options{.winograd = false}), cpu_provider{}});
+  auto off = dnnl_session::create(off_dir / "convnet.onnx", options(0));
   REQUIRE_MESSAGE(off.is_ok(), off.status().message());
   const auto on_bytes = fs::file_size(on_dir / "convnet_dnnl.bin"), off_bytes = fs::file_size(off_dir / "convnet_dnnl.bin");
   INFO("context binary with Winograd ", on_bytes, " B, without ", off_bytes, " B");
@@ -254,17 +255,17 @@ TEST_CASE("oneDNN option winograd = false: direct convolutions, a smaller contex
   for (std::size_t i = 0; i < (*want_on)[0].element_count(); ++i)
     CHECK((*want_off)[0].typed<float>()[i] == doctest::Approx((*want_on)[0].typed<float>()[i]).epsilon(1e-4).scale(1.0));
 
-  // Restored by a provider with the default options, the context keeps the direct convolutions its weights were laid
-  // out for: nothing is reordered, the outputs are the ones it was compiled with.
+  // Restored by a provider with the default options, the context keeps the Winograd convolutions its weights were
+  // laid out for: nothing is reordered, the outputs are the ones it was compiled with.
   const auto reorders = dnnl_ep::weight_reorder_count();
   session_options no_compile = options();
   no_compile.set_config(config_keys::disable_model_compile, "1");
-  auto loaded = dnnl_session::create(off_dir / "convnet_ctx.onnx", no_compile);
+  auto loaded = dnnl_session::create(on_dir / "convnet_ctx.onnx", no_compile);
   REQUIRE_MESSAGE(loaded.is_ok(), loaded.status().message());
   auto got = loaded->run(c.feeds);
   REQUIRE_MESSAGE(got.is_ok(), got.status().message());
   CHECK(dnnl_ep::weight_reorder_count() == reorders);
-  same_outputs(*got, *want_off);
+  same_outputs(*got, *want_on);
 }
 
 namespace {

@@ -78,7 +78,7 @@ struct ir_op {
 
 struct ir {
   std::string name;
-  bool winograd = true;  ///< Winograd convolutions allowed (dnnl_options::winograd, or what a context's weights say)
+  bool winograd = false;  ///< Winograd convolutions allowed (dnnl_options::winograd, or what a context's weights say)
   std::vector<ir_value> values;
   std::vector<ir_op> ops;
   std::vector<int> inputs, outputs;  ///< value of each partition input and output

@@ -29,9 +29,10 @@ namespace epstack {
 /// @brief Options of the oneDNN provider.
 struct dnnl_options {
   /// oneDNN's Winograd kernels for 3x3, stride-1 convolutions with maps of 14x14 or more: fewer multiplications
-  /// (resnet50 runs about 9% faster) for 4x those layers' weight memory. Off: direct convolutions only, for targets
-  /// where memory counts more (resnet50's context binary 132 -> 103 MB, peak RSS 158 -> 128 MB).
-  bool winograd = true;
+  /// (resnet50 runs 4-9% faster) for about twice those layers' weight memory plus larger scratch buffers (resnet50:
+  /// context binary 103 -> 132 MB, activation plan 6.7 -> 16.7 MB, peak RSS 128 -> 158 MB). Off by default, as in
+  /// ONNX Runtime (direct convolutions; a process holds its weights once); on for throughput where memory is spare.
+  bool winograd = false;
 };
 
 namespace dnnl_ep {
@@ -65,7 +66,7 @@ void set_ignore_stored_layouts(bool ignore);
 }  // namespace dnnl_ep
 
 /// @brief The oneDNN execution provider. Copyable; it holds only its options (compiled partitions own what they
-/// need): `session<dnnl_provider>::create(path, so, {dnnl_provider(dnnl_options{.winograd = false})})`.
+/// need): `session<dnnl_provider>::create(path, so, {dnnl_provider(dnnl_options{.winograd = true})})`.
 struct dnnl_provider {
   using provider_concept = execution_provider_tag;
   dnnl_options options;
