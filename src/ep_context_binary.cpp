@@ -255,20 +255,6 @@ bool ep_context_binary::verified(std::uint32_t i) const noexcept {
 }
 
 Status ep_context_binary::verify_tensors(std::span<const std::uint32_t> indices, unsigned threads) const {
-  return verify_tensors(indices, threads, [](unsigned tasks, const std::function<void(unsigned)>& task) {
-    std::vector<std::jthread> helpers;
-    for (unsigned t = 1; t < tasks; ++t) {
-      try {
-        helpers.emplace_back(task, t);
-      } catch (const std::system_error&) {
-        break;  // no more threads: the others (and this one) take the rest, tasks pull from one list
-      }
-    }
-    task(0);
-  });
-}
-
-Status ep_context_binary::verify_tensors(std::span<const std::uint32_t> indices, unsigned tasks, const task_runner& run) const {
   std::vector<std::uint32_t> todo;
   for (auto i : indices) {
     if (i >= tensors_.size())
@@ -276,14 +262,14 @@ Status ep_context_binary::verify_tensors(std::span<const std::uint32_t> indices,
     if (!verified(i)) todo.push_back(i);
   }
   if (todo.empty()) return {};
-  // Largest first, each task pulling the next from one list: the tasks finish close together.
+  // Largest first, taken one at a time by each thread: the threads finish close together.
   std::sort(todo.begin(), todo.end(), [&](std::uint32_t a, std::uint32_t b) {
     return tensors_[a].data.size() != tensors_[b].data.size() ? tensors_[a].data.size() > tensors_[b].data.size() : a < b;
   });
   todo.erase(std::unique(todo.begin(), todo.end()), todo.end());
   std::atomic<std::size_t> next{0};
   std::atomic<std::size_t> first_bad{todo.size()};
-  const std::function<void(unsigned)> work = [&](unsigned) {
+  const auto work = [&] {
     for (std::size_t k; (k = next.fetch_add(1, std::memory_order_relaxed)) < todo.size();) {
       const auto i = todo[k];
       if (hash_of(tensors_[i].data) == tensors_[i].hash) {
@@ -294,13 +280,22 @@ Status ep_context_binary::verify_tensors(std::span<const std::uint32_t> indices,
       }
     }
   };
-  std::uint64_t bytes = 0;
-  for (auto i : todo) bytes += tensors_[i].data.size();
-  // A task on another thread costs tens of microseconds: only worth it for a few MB of hashing each.
-  const std::uint64_t useful = std::max<std::uint64_t>(1, bytes / (std::uint64_t{4} << 20));
-  const auto n = static_cast<unsigned>(std::min<std::uint64_t>({std::max(tasks, 1u), todo.size(), useful}));
-  if (n <= 1) work(0);
-  else run(n, work);
+  {
+    std::vector<std::jthread> helpers;
+    std::uint64_t bytes = 0;
+    for (auto i : todo) bytes += tensors_[i].data.size();
+    // A thread costs tens of microseconds: only worth it for a few MB of hashing each.
+    const std::size_t useful = std::max<std::uint64_t>(1, bytes / (std::uint64_t{4} << 20));
+    const std::size_t n = std::min<std::size_t>({threads, todo.size(), useful});
+    for (std::size_t t = 1; t < n; ++t) {
+      try {
+        helpers.emplace_back(work);
+      } catch (const std::system_error&) {
+        break;  // no more threads: the others (and this one) do the rest
+      }
+    }
+    work();
+  }
   if (const std::size_t k = first_bad.load(); k < todo.size()) {
     const auto& t = tensors_[todo[k]];
     return Status(errc::invalid_graph,

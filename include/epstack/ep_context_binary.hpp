@@ -36,7 +36,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
-#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -136,11 +135,6 @@ class ep_context_binary {
   /// verified once is not hashed again (by any caller); invalid_graph naming the binary and the first damaged
   /// tensor, or an index out of range.
   [[nodiscard]] Status verify_tensors(std::span<const std::uint32_t> indices, unsigned threads = 1) const;
-  /// Runs `tasks` tasks, `task(0)` to `task(tasks - 1)`, possibly at once, and returns when all are done.
-  using task_runner = std::function<void(unsigned tasks, const std::function<void(unsigned)>& task)>;
-  /// As above, hashing in `tasks` tasks that `run` runs (a session's thread pool, whose threads would otherwise wait
-  /// beside threads started for this).
-  [[nodiscard]] Status verify_tensors(std::span<const std::uint32_t> indices, unsigned tasks, const task_runner& run) const;
   /// Verifies every tensor whose bytes overlap [p, p + n); memory outside this binary's data section is not its
   /// concern (ok).
   [[nodiscard]] Status verify_bytes(const void* p, std::size_t n) const;
