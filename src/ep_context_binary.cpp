@@ -20,11 +20,43 @@ namespace epstack {
 
 namespace {
 
-constexpr std::size_t header_size = 64, alignment = 64;
+// Header: magic (8), format version (u32), reserved (u32), flatbuffer offset and size, data-section offset and size
+// (u64 each), at 48 the table's hash, at 56 the whole-file hash, zeros to 120, at 120 the hash of bytes 0-119.
+constexpr std::size_t header_size = 128, alignment = 64, header_hash_at = 120;
 constexpr std::array<char, 8> magic = {'E', 'P', 'S', 'T', 'K', 'C', 'T', 'X'};
 
 std::uint64_t header_hash_of(std::span<const std::byte> b) { return XXH64(b.data(), b.size(), 0); }
 std::uint64_t hash_of(std::span<const std::byte> b) { return XXH3_64bits(b.data(), b.size()); }
+void put64(std::byte* p, std::uint64_t v);
+
+// The whole-file hash: XXH3-64 over the little-endian XXH3-64 of each 8 MiB chunk of everything after the header (so
+// that it can be computed on several threads). Written always; checked by verify_all, not by a load.
+constexpr std::size_t hash_chunk = std::size_t{8} << 20;
+std::uint64_t file_hash_of(std::span<const std::byte> b, unsigned threads = 1) {
+  const std::size_t n = (b.size() + hash_chunk - 1) / hash_chunk;
+  std::vector<std::uint64_t> h(n);
+  std::atomic<std::size_t> next{0};
+  const auto work = [&] {
+    for (std::size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < n;) {
+      const auto c = b.subspan(i * hash_chunk, std::min(hash_chunk, b.size() - i * hash_chunk));
+      h[i] = XXH3_64bits(c.data(), c.size());
+    }
+  };
+  {
+    std::vector<std::jthread> helpers;
+    for (std::size_t t = 1; t < std::min<std::size_t>(threads, n); ++t) {
+      try {
+        helpers.emplace_back(work);
+      } catch (const std::system_error&) {
+        break;  // no more threads: the others (and this one) do the rest
+      }
+    }
+    work();
+  }
+  std::vector<std::byte> list(n * 8);
+  for (std::size_t i = 0; i < n; ++i) put64(list.data() + 8 * i, h[i]);
+  return XXH3_64bits(list.data(), list.size());
+}
 std::uint64_t align_up(std::uint64_t x) { return (x + alignment - 1) / alignment * alignment; }
 
 void put64(std::byte* p, std::uint64_t v) {
@@ -128,7 +160,8 @@ Result<std::vector<std::byte>> ep_context_builder::serialize() const {
   put64(out.data() + 32, data_offset);
   put64(out.data() + 40, data_size);
   put64(out.data() + 48, hash_of(std::span<const std::byte>(out).subspan(header_size, data_offset - header_size)));
-  put64(out.data() + 56, header_hash_of(std::span<const std::byte>(out.data(), 56)));
+  put64(out.data() + 56, file_hash_of(std::span<const std::byte>(out).subspan(header_size), 2));
+  put64(out.data() + header_hash_at, header_hash_of(std::span<const std::byte>(out.data(), header_hash_at)));
   return out;
 }
 
@@ -159,7 +192,8 @@ Result<ep_context_binary> ep_context_binary::from_bytes(std::span<const std::byt
                "-byte header");
   const std::byte* p = bytes.data();
   if (std::memcmp(p, magic.data(), magic.size()) != 0) return bad("not an epstack EP context binary (expected magic EPSTKCTX)");
-  if (get64(p + 56) != header_hash_of(bytes.first(56))) return bad("corrupted header (its hash does not match)");
+  if (get64(p + header_hash_at) != header_hash_of(bytes.first(header_hash_at)))
+    return bad("corrupted header (its hash does not match)");
   const std::uint32_t version = get32(p + 8);
   if (version != ep_context_format_version)
     return bad("format version " + std::to_string(version) + ", expected " + std::to_string(ep_context_format_version) +
@@ -191,6 +225,8 @@ Result<ep_context_binary> ep_context_binary::from_bytes(std::span<const std::byt
   b.hardware_ = str(c->hardware_architecture());
   const std::span<const std::byte> data = bytes.subspan(data_off);
   b.data_ = data;
+  b.whole_ = bytes;
+  b.file_hash_ = get64(p + 56);
   if (c->tensors() != nullptr)
     for (const fb::Tensor* t : *c->tensors()) {
       ep_context_tensor et;
@@ -345,7 +381,12 @@ Status ep_context_binary::verify_all(unsigned threads) const {
     if (off > at) EPSTACK_RETURN_IF_ERROR(zeros(at, off));
     at = std::max(at, off + len);
   }
-  return zeros(at, data_.size());
+  EPSTACK_RETURN_IF_ERROR(zeros(at, data_.size()));
+  // And the whole-file hash, which the pieces above cover between them: the file is the one that was written.
+  const std::uint64_t got = file_hash_of(whole_.subspan(header_size), threads);
+  if (got != file_hash_)
+    return Status(errc::invalid_graph, origin_ + ": corrupted: the whole-file hash is " + hex(got) + ", expected " + hex(file_hash_));
+  return {};
 }
 
 }  // namespace epstack

@@ -17,9 +17,11 @@
 /// comes from the structural checks, which do not depend on them.
 ///
 /// Layout (little-endian):
-///   bytes 0-63   header: magic "EPSTKCTX", format version (u32), reserved (u32), flatbuffer offset and size,
+///   bytes 0-127  header: magic "EPSTKCTX", format version (u32), reserved (u32), flatbuffer offset and size,
 ///                data-section offset and size (u64 each), XXH3-64 of the bytes from the end of the header to the
-///                data section (the flatbuffer and its padding), xxhash64 of the header's first 56 bytes;
+///                data section (the table: the flatbuffer and its padding, checked at open), the whole-file hash
+///                (XXH3-64 over the XXH3-64 of each 8 MiB chunk after the header; checked by verify_all), zeros,
+///                and at 120 the xxhash64 of the header's first 120 bytes;
 ///   then         the flatbuffer (schema/ep_context.fbs, file identifier "EPCX"): provider, SDK version, hardware
 ///                architecture, graphs (name, inputs, outputs, payload, tensor indices), tensors (name, element type,
 ///                shape, offset, length, XXH3-64 of the bytes: what verification and de-duplication compare);
@@ -138,7 +140,8 @@ class ep_context_binary {
   /// Verifies every tensor whose bytes overlap [p, p + n); memory outside this binary's data section is not its
   /// concern (ok).
   [[nodiscard]] Status verify_bytes(const void* p, std::size_t n) const;
-  /// Verifies every tensor, and that the data section holds nothing but tensors and zeros between them.
+  /// Verifies every tensor, that the data section holds nothing but tensors and zeros between them, and the
+  /// whole-file hash: every byte, every hash.
   [[nodiscard]] Status verify_all(unsigned threads = 1) const;
   /// Whether tensor `i`'s bytes have been verified.
   [[nodiscard]] bool verified(std::uint32_t i) const noexcept;
@@ -152,7 +155,9 @@ class ep_context_binary {
   std::string provider_, sdk_version_, hardware_;
   std::vector<ep_context_graph> graphs_;
   std::vector<ep_context_tensor> tensors_;
-  std::span<const std::byte> data_;  ///< the data section
+  std::span<const std::byte> data_;   ///< the data section
+  std::span<const std::byte> whole_;  ///< every byte, header included
+  std::uint64_t file_hash_ = 0;
   /// Per tensor: 1 once its bytes verified. Shared by copies (they read the same bytes).
   std::shared_ptr<std::atomic<std::uint8_t>[]> verified_;
 };

@@ -42,7 +42,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
       const auto fb32 = static_cast<std::uint32_t>(fb);
       std::ofstream f(seed, std::ios::binary);
       f.write(reinterpret_cast<const char*>(&fb32), 4);
-      f.write(reinterpret_cast<const char*>(bytes->data() + 64), static_cast<std::streamsize>(bytes->size() - 64));
+      f.write(reinterpret_cast<const char*>(bytes->data() + 128), static_cast<std::streamsize>(bytes->size() - 128));
     }
   }
   return 0;
@@ -54,20 +54,29 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::memcpy(&fb_size, data, 4);
   const std::size_t rest = size - 4;
   fb_size = static_cast<std::uint32_t>(std::min<std::size_t>(fb_size, rest));
-  const std::size_t data_off = (64 + fb_size + 63) / 64 * 64;
-  std::vector<std::byte> b(std::max(64 + rest, data_off));
-  std::memcpy(b.data() + 64, data + 4, rest);
+  constexpr std::size_t header = 128;
+  const std::size_t data_off = (header + fb_size + 63) / 64 * 64;
+  std::vector<std::byte> b(std::max(header + rest, data_off));
+  std::memcpy(b.data() + header, data + 4, rest);
   const char magic[8] = {'E', 'P', 'S', 'T', 'K', 'C', 'T', 'X'};
   std::memcpy(b.data(), magic, 8);
   // The version this build reads (a fixed number here once made every input stop at the version check).
   for (int i = 0; i < 4; ++i)
     b[8 + static_cast<std::size_t>(i)] = static_cast<std::byte>((epstack::ep_context_format_version >> (8 * i)) & 0xff);
-  put64(b.data() + 16, 64);
+  put64(b.data() + 16, header);
   put64(b.data() + 24, fb_size);
   put64(b.data() + 32, data_off);
   put64(b.data() + 40, b.size() - data_off);
-  put64(b.data() + 48, XXH3_64bits(b.data() + 64, data_off - 64));
-  put64(b.data() + 56, XXH64(b.data(), 56, 0));
+  put64(b.data() + 48, XXH3_64bits(b.data() + header, data_off - header));
+  // The whole-file hash: XXH3-64 over the XXH3-64 (little-endian) of each 8 MiB chunk after the header.
+  std::vector<std::byte> list;
+  for (std::size_t at = header; at < b.size(); at += std::size_t{8} << 20) {
+    std::byte h[8];
+    put64(h, XXH3_64bits(b.data() + at, std::min(std::size_t{8} << 20, b.size() - at)));
+    list.insert(list.end(), h, h + 8);
+  }
+  put64(b.data() + 56, XXH3_64bits(list.data(), list.size()));
+  put64(b.data() + 120, XXH64(b.data(), 120, 0));
   auto r = epstack::ep_context_binary::from_bytes(b, nullptr, "fuzz input");
   static const bool expect_valid = std::getenv("EPSTACK_FUZZ_EXPECT_VALID") != nullptr;
   if (expect_valid && (!r || !r->verify_all())) std::abort();

@@ -9,6 +9,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <numeric>
@@ -70,10 +71,18 @@ void rehash(std::vector<std::byte>& b) {
   const auto put = [&](std::size_t at, std::uint64_t v) {
     for (int i = 0; i < 8; ++i) b[at + static_cast<std::size_t>(i)] = static_cast<std::byte>((v >> (8 * i)) & 0xff);
   };
-  // The table's hash: XXH3-64 of the bytes from the end of the header to the data section.
+  // The table's hash: XXH3-64 of the bytes from the end of the header to the data section; the whole-file hash:
+  // XXH3-64 over the little-endian XXH3-64 of each 8 MiB chunk after the header; the header's own.
   const auto data_off = static_cast<std::size_t>(get64(b, 32));
-  put(48, XXH3_64bits(b.data() + 64, std::min(data_off, b.size()) - 64));
-  put(56, XXH64(b.data(), 56, 0));
+  put(48, XXH3_64bits(b.data() + 128, std::min(data_off, b.size()) - 128));
+  constexpr std::size_t chunk = std::size_t{8} << 20;
+  std::vector<std::byte> list;
+  for (std::size_t at = 128; at < b.size(); at += chunk) {
+    const std::uint64_t h = XXH3_64bits(b.data() + at, std::min(chunk, b.size() - at));
+    for (int i = 0; i < 8; ++i) list.push_back(static_cast<std::byte>((h >> (8 * i)) & 0xff));
+  }
+  put(56, XXH3_64bits(list.data(), list.size()));
+  put(120, XXH64(b.data(), 120, 0));
 }
 
 /// The binary `b` written to a file and opened (structure verified only).
@@ -187,7 +196,7 @@ TEST_CASE("damaged EP context binaries are refused with invalid_graph, saying wh
   CHECK(open_error(dir, h).find("corrupted header") != std::string::npos);
   // One flipped byte in the flatbuffer: the table's hash.
   auto fbflip = good;
-  fbflip[80] ^= std::byte{0x40};
+  fbflip[140] ^= std::byte{0x40};
   CHECK(open_error(dir, fbflip).find("the hash of its table") != std::string::npos);
   // Behind valid hashes: a format version this build does not read; a flatbuffer that fails the verifier; a data
   // section shorter than the header says.
@@ -196,7 +205,7 @@ TEST_CASE("damaged EP context binaries are refused with invalid_graph, saying wh
   rehash(v2);
   CHECK(open_error(dir, v2).find("format version 3, expected 4") != std::string::npos);
   auto fbroot = good;
-  for (std::size_t i = 64; i < 68; ++i) fbroot[i] = std::byte{0xff};  // the root table's offset
+  for (std::size_t i = 128; i < 132; ++i) fbroot[i] = std::byte{0xff};  // the root table's offset
   rehash(fbroot);
   CHECK(open_error(dir, fbroot).find("fails the flatbuffers verifier") != std::string::npos);
   auto shortdata = good;
@@ -205,7 +214,7 @@ TEST_CASE("damaged EP context binaries are refused with invalid_graph, saying wh
   CHECK(open_error(dir, shortdata).find("truncated or corrupted") != std::string::npos);
   // Garbage after a valid header: the header hash still matches, the table's does not.
   auto junk = good;
-  for (std::size_t i = 64; i < junk.size(); ++i) junk[i] = std::byte{0xA5};
+  for (std::size_t i = 128; i < junk.size(); ++i) junk[i] = std::byte{0xA5};
   CHECK(open_error(dir, junk).find("corrupted") != std::string::npos);
 }
 
@@ -254,6 +263,24 @@ TEST_CASE("a damaged tensor opens (its bytes are not read) and fails verificatio
   REQUIRE(p.has_value());
   CHECK(p->verify_tensors(p->find_graph("decode")->tensors));
   CHECK(p->verify_all().message().find("outside every tensor and is not zero") != std::string::npos);
+  // A changed table with its own hash made to match (a writer's bug, or a file put together from two): it opens,
+  // and only the whole-file hash tells.
+  auto table = good;
+  const std::string_view name = "TestExecutionProvider";
+  const auto at = std::search(table.begin(), table.end(), name.begin(), name.end(),
+                              [](std::byte x, char c) { return x == static_cast<std::byte>(c); });
+  REQUIRE(at != table.end());
+  *at = std::byte{'U'};  // the provider's name, a valid table still
+  const auto keep56 = get64(good, 56);
+  rehash(table);
+  for (int i = 0; i < 8; ++i) table[56 + static_cast<std::size_t>(i)] = static_cast<std::byte>((keep56 >> (8 * i)) & 0xff);
+  for (int i = 0; i < 8; ++i)  // the header's own hash again, over the restored whole-file hash
+    table[120 + static_cast<std::size_t>(i)] = static_cast<std::byte>((XXH64(table.data(), 120, 0) >> (8 * i)) & 0xff);
+  auto t = open_bytes(dir, table);
+  REQUIRE_MESSAGE(t.has_value(), t.status().to_string());
+  CHECK(t->provider() == "UestExecutionProvider");
+  CHECK(t->verify_tensors(t->find_graph("decode")->tensors));
+  CHECK(t->verify_all().message().find("corrupted: the whole-file hash is") != std::string::npos);
 }
 
 TEST_CASE("many tensors verify the same on one thread or many, once, and any damaged one is found") {

@@ -372,7 +372,7 @@ TEST_CASE("Bad context paths, missing and corrupted binaries are invalid_graph s
   const std::string good = test::read_file(dir / "model_toy.bin");
   const auto at = tensor_file_offset(dir / "model_toy.bin", 0) + 2;
   std::string flipped = good;
-  flipped[100] = static_cast<char>(flipped[100] ^ 0x5a);
+  flipped[150] = static_cast<char>(flipped[150] ^ 0x5a);
   test::write_file(dir / "model_toy.bin", flipped);
   auto c = toy_session::create(dir / "model_ctx.onnx");
   REQUIRE_FALSE(c.is_ok());
