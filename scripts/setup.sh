@@ -7,9 +7,11 @@ PACKAGES="g++-12 cmake ninja-build ccache pkg-config
 clang-19 libclang-rt-19-dev
 libonnx-dev libprotobuf-dev protobuf-compiler
 libflatbuffers-dev flatbuffers-compiler
-libboost-graph-dev libboost-container-dev libxxhash-dev libeigen3-dev libdnnl-dev
+libboost-graph-dev libboost-container-dev libxxhash-dev libeigen3-dev libdnnl-dev ocl-icd-opencl-dev
 doctest-dev libbenchmark-dev
 libonnx-testdata python3-onnx python3-numpy"
+# ocl-icd-opencl-dev: Debian's oneDNN is built with its OpenCL GPU runtime, so its CMake package config requires the
+# OpenCL headers and library (libdnnl-dev only recommends them, and recommends are not installed here).
 # The peer tests install ONNX Runtime (onnxruntime-node) with npm: Debian's node and npm when the machine has none
 # (a node installed otherwise, which brings its own npm, is left alone).
 command -v node >/dev/null 2>&1 || PACKAGES="$PACKAGES nodejs"
