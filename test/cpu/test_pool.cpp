@@ -333,7 +333,7 @@ TEST_CASE("MaxPool of double, int8 and uint8 (opset 12), AveragePool of double")
   p.pads = {1, 1, 1, 1};
   check_max_pool<double>({1, 2, 7, 7}, p, true, 41);
   check_max_pool<std::int8_t>({1, 2, 7, 7}, p, true, 42);
-  // uint8 values: shift the integers into [0, 20].
+  // uint8 values: whole numbers in [0, 255].
   const dims_t d{1, 2, 6, 6};
   const auto x = random_values(72, 0, 255, 43, true);
   const tensor y = run1<ops::max_pool>(pool_node("MaxPool", 12, p), {in<std::uint8_t>(d, x)});
@@ -341,8 +341,9 @@ TEST_CASE("MaxPool of double, int8 and uint8 (opset 12), AveragePool of double")
   check_tensor<std::uint8_t>(y, want.dims, std::vector<std::uint8_t>(want.values.begin(), want.values.end()));
   check_average_pool<double>({1, 2, 7, 7}, p, 44);
   // int8 before opset 12 is not a MaxPool type.
-  CHECK(run_kernel<ops::max_pool>(pool_node("MaxPool", 11, p), {in<std::int8_t>(d, x)}).code() == errc::not_implemented);
-  CHECK(run_kernel<ops::average_pool>(pool_node("AveragePool", 11, p), {in<std::int8_t>(d, x)}).code() == errc::not_implemented);
+  const auto x8 = random_values(72, -128, 127, 45, true);
+  CHECK(run_kernel<ops::max_pool>(pool_node("MaxPool", 11, p), {in<std::int8_t>(d, x8)}).code() == errc::not_implemented);
+  CHECK(run_kernel<ops::average_pool>(pool_node("AveragePool", 11, p), {in<std::int8_t>(d, x8)}).code() == errc::not_implemented);
 }
 
 TEST_CASE("MaxPool output of an all-padding window is the lowest value with index -1") {
