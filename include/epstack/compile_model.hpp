@@ -9,6 +9,7 @@
 
 #include <epstack/session.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <filesystem>
 #include <fstream>
@@ -73,6 +74,10 @@ template <class S>
   if (o.output_buffer != nullptr && o.embed_mode != 1)
     return Status(errc::invalid_argument,
                   "compile_model: an output buffer needs embed_mode 1 (context binaries need a folder beside the model)");
+  if (o.output_buffer != nullptr && !o.external_initializers_file.empty())
+    return Status(errc::invalid_argument, "compile_model: an output buffer holds the whole model: an external "
+                                          "initializers file ('" + o.external_initializers_file +
+                                              "') needs an output path");
   std::error_code ec;
   const fs::path final_path = o.output_buffer != nullptr ? fs::path() : fs::absolute(o.output_path, ec);
   if (!final_path.empty() && (!final_path.has_extension() || fs::is_directory(final_path, ec)))
@@ -91,6 +96,10 @@ template <class S>
   so.set_config(config_keys::ep_context_file_path, out.string());
   if (!o.external_initializers_file.empty())
     so.set_config(config_keys::ep_context_external_initializers_file, o.external_initializers_file);
+  // The session writes into the working folder; the files it would write must not exist in the output's folder
+  // either, and that is checked before anything is compiled.
+  if (!final_path.empty() && o.error_if_output_file_exists)
+    so.set_config(config_keys::ep_context_refuse_existing_in, final_path.parent_path().string());
   if (o.progress) so.set_progress_callback(o.progress);
   auto s = o.input_path.empty() ? S::create(o.input_bytes, so, std::move(providers))
                                 : S::create(o.input_path, so, std::move(providers));
@@ -123,17 +132,30 @@ template <class S>
     report.model_written.clear();
     return report;
   }
-  // Every file into place: refused first if any exists (with the flag), so nothing is half replaced.
+  // Every file into place: refused first if any exists (with the flag), so nothing is half replaced. The files the
+  // model names go first and the model last, so the model never names a file that is not there yet; if a move fails,
+  // the files moved before it that did not replace anything are removed again.
   std::vector<fs::path> files;
-  for (const auto& e : fs::directory_iterator(work)) files.push_back(e.path());
+  for (const auto& e : fs::directory_iterator(work))
+    if (e.path().filename() != out.filename()) files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  files.push_back(out);
   if (o.error_if_output_file_exists)
     for (const auto& f : files)
       if (fs::exists(final_path.parent_path() / f.filename(), ec))
         return Status(errc::invalid_argument, "compile_model: '" + (final_path.parent_path() / f.filename()).string() +
                                                   "' exists already");
+  std::vector<fs::path> placed;  // moved into place where nothing was
   for (const auto& f : files) {
-    fs::rename(f, final_path.parent_path() / f.filename(), ec);
-    if (ec) return Status(errc::fail, "compile_model: cannot move '" + f.string() + "' into place: " + ec.message());
+    const fs::path to = final_path.parent_path() / f.filename();
+    const bool existed = fs::exists(to, ec);
+    fs::rename(f, to, ec);
+    if (ec) {
+      const Status st(errc::fail, "compile_model: cannot move '" + f.string() + "' into place: " + ec.message());
+      for (const auto& p : placed) fs::remove(p, ec);
+      return st;
+    }
+    if (!existed) placed.push_back(to);
   }
   report.model_written = final_path;
   for (auto& b : report.binaries_written) b = final_path.parent_path() / b.filename();

@@ -85,6 +85,17 @@ class ep_context_builder {
   /// Bytes of tensor data stored (after de-duplication).
   [[nodiscard]] std::uint64_t tensor_bytes() const noexcept;
 
+  /// What the builder holds at one moment: `rollback` returns to it, dropping every tensor and graph added since
+  /// (a shared builder keeps nothing of a session that failed half-way).
+  struct checkpoint {
+    std::size_t tensors = 0, graphs = 0;
+  };
+  [[nodiscard]] checkpoint mark() const noexcept { return {tensors_.size(), graphs_.size()}; }
+  void rollback(checkpoint c) {
+    if (c.tensors < tensors_.size()) tensors_.resize(c.tensors);
+    if (c.graphs < graphs_.size()) graphs_.resize(c.graphs);
+  }
+
   /// The whole binary in memory (for embed_mode 1).
   [[nodiscard]] Result<std::vector<std::byte>> serialize() const;
   /// Writes the binary to `path` through a temporary file in the same folder, renamed when complete. An existing

@@ -30,6 +30,10 @@ inline constexpr std::string_view ep_context_external_initializers_file = "ep.co
 /// before its first use, so loading reads no weight bytes; "on_load": all of them while the session is created.
 /// Either way the binary's structure is verified at load, and damage is invalid_graph naming binary and tensor.
 inline constexpr std::string_view ep_context_verify = "epstack.ep_context_verify";
+/// epstack's own: a folder in which none of the files generation would write may exist already; checked with the
+/// others, before anything is compiled. `compile_model` sets it to its output's folder, since its session writes into
+/// a working folder first.
+inline constexpr std::string_view ep_context_refuse_existing_in = "epstack.ep_context_refuse_existing_in";
 }  // namespace config_keys
 
 /// @brief Where a session's preparation (or `compile_model`) is: `stage` ("optimize", "partition", "compile",

@@ -28,12 +28,17 @@ namespace {
 // one session with the graphs no session has taken yet.
 struct workspace {
   std::mutex mu;
+  // Held by a sharing session for the whole of its generation: the sessions of a group add to one builder and the
+  // last writes it, one at a time (taken before `mu`, never while holding it).
+  std::mutex gen_mu;
   struct gen_entry {
     std::shared_ptr<ep_context_builder> builder;
     fs::path bin_path;
   };
+  // Held weakly: the binary stays mapped while a session uses it, and the workspace never keeps it alive by itself
+  // (no mapping outlives the last session that loaded from it; a later session then reads the file again).
   struct load_entry {
-    std::shared_ptr<const ep_context_binary> binary;
+    std::weak_ptr<const ep_context_binary> binary;
     std::set<std::string, std::less<>> remaining;
   };
   std::map<std::string, gen_entry, std::less<>> gen;
@@ -193,8 +198,8 @@ Result<load_result> load_contexts(const model& src, model* m, const std::vector<
         std::lock_guard lock(ws.mu);
         if (auto it = ws.load.find(providers[cn.provider].type_key); it != ws.load.end())
           if (auto jt = it->second.find(cn.path_key); jt != it->second.end()) {
-            cn.binary = jt->second.binary;
-            cn.from_workspace = true;
+            cn.binary = jt->second.binary.lock();
+            cn.from_workspace = cn.binary != nullptr;
           }
       }
       if (!cn.binary) {
@@ -224,6 +229,10 @@ Result<load_result> load_contexts(const model& src, model* m, const std::vector<
     if (!b.hardware_supported(bin.hardware_architecture()))
       return bad_graph(name, cat("its context ", bin.origin(), " was compiled for hardware architecture '",
                                  bin.hardware_architecture(), "'; this machine has '", b.hardware, "'"));
+    // A compatibility check answers for every byte of the binary: the whole-file hash, the zeros between tensors and
+    // every tensor.
+    if (check_only)
+      if (auto st = bin.verify_all(verify_threads(options)); !st) return bad_graph(name, st.message());
   }
 
   // Every node finds its graph: a main node in its own context, others in a main context of the same provider.
@@ -271,22 +280,24 @@ Result<load_result> load_contexts(const model& src, model* m, const std::vector<
   }
 
   // The shared workspace: graphs of binaries this session read that it does not use stay for later sessions; graphs
-  // taken from it leave it, and an entry with nothing left goes.
+  // taken from it leave it (also by a session that read the file itself at the same time), and an entry with nothing
+  // left, or whose binary no session holds any more, goes.
   if (share) {
     std::lock_guard lock(ws.mu);
     for (const auto& cn : nodes) {
       if (cn.a.main_context != 1 || cn.path_key.empty()) continue;
       auto& per = ws.load[std::string(providers[cn.provider].type_key)];
+      std::erase_if(per, [](const auto& kv) { return kv.second.binary.expired(); });
       std::set<std::string, std::less<>> used;
       for (const auto& [name, ln] : r.nodes)
         if (ln.binary == cn.binary) used.insert(ln.graph->name);
-      if (cn.from_workspace) {
-        auto it = per.find(cn.path_key);
-        if (it != per.end()) {
-          for (const auto& u : used) r.from_workspace += it->second.remaining.erase(u);
-          if (it->second.remaining.empty()) per.erase(it);
+      if (auto it = per.find(cn.path_key); it != per.end()) {
+        for (const auto& u : used) {
+          const auto taken = it->second.remaining.erase(u);
+          if (cn.from_workspace) r.from_workspace += taken;
         }
-      } else if (!per.count(cn.path_key)) {
+        if (it->second.remaining.empty()) per.erase(it);
+      } else {
         workspace::load_entry e{cn.binary, {}};
         for (const auto& x : cn.binary->graphs())
           if (!used.count(x.name)) e.remaining.insert(x.name);
@@ -351,15 +362,17 @@ Result<std::optional<generation>> plan_generation(const model& m, const session_
                   "ep.share_ep_contexts shares one context binary between models: it needs ep.context_embed_mode 0");
   // Graph names of one shared binary must differ across the models of the group.
   if (gen.share && gen.prefix.empty()) gen.prefix = gen.model_name + "_";
+  if (auto f = options.config(config_keys::ep_context_refuse_existing_in); f && !f->empty()) gen.refuse_existing_in = *f;
   if (auto x = options.config(config_keys::ep_context_external_initializers_file); x && !x->empty()) {
     const fs::path rel(*x);
     if (!is_plain_relative(rel) || !rel.has_filename())
       return Status(errc::invalid_argument, cat("ep.context_model_external_initializers_file_name must be a file name "
                                                 "relative to the EP context model's folder, found '", *x, "'"));
-    if (fs::exists(gen.model_path.parent_path() / rel, ec))
-      return Status(errc::invalid_argument, cat("'", (gen.model_path.parent_path() / rel).string(),
-                                                "' exists already. Please remove it if you want to re-generate the EP "
-                                                "context model."));
+    for (const auto& at : gen.places_of(rel))
+      if (fs::exists(at, ec))
+        return Status(errc::invalid_argument, cat("'", at.string(),
+                                                  "' exists already. Please remove it if you want to re-generate the "
+                                                  "EP context model."));
     gen.external_initializers = std::string(*x);
   }
   return std::optional<generation>(std::move(gen));
@@ -383,9 +396,10 @@ Status check_outputs(const generation& gen, const partition_plan& plan, const st
       paths.push_back(binary_path(gen, b, 0, false));
     }
     for (const auto& x : paths)
-      if (fs::exists(x, ec))
-        return Status(errc::invalid_argument, cat("'", x.string(), "' exists already. Please remove the EP context "
-                                                  "binary if you want to re-generate the EP context model."));
+      for (const auto& at : gen.places_of(x.filename()))
+        if (fs::exists(at, ec))
+          return Status(errc::invalid_argument, cat("'", at.string(), "' exists already. Please remove the EP context "
+                                                    "binary if you want to re-generate the EP context model."));
   }
   return {};
 }
@@ -415,6 +429,31 @@ Status generate(const model& m, const partition_plan& plan, const function_of& f
   std::size_t done = 0;
   std::uint64_t embedded_bytes = 0;
   auto& ws = shared_workspace();
+  // A sharing session that fails leaves the workspace as it found it: what it added to a shared builder is rolled
+  // back, and an entry it created is removed, so the group can go on (or the session be tried again).
+  std::unique_lock<std::mutex> share_lock;
+  if (gen.share) share_lock = std::unique_lock(ws.gen_mu);
+  struct touched_entry {
+    std::string key;
+    std::shared_ptr<ep_context_builder> builder;
+    ep_context_builder::checkpoint at;
+    bool created;
+  };
+  std::vector<touched_entry> touched;
+  struct rollback_guard {
+    workspace& ws;
+    std::vector<touched_entry>& touched;
+    bool armed = true;
+    ~rollback_guard() {
+      if (!armed) return;
+      std::lock_guard lock(ws.mu);
+      for (auto& t : touched) {
+        t.builder->rollback(t.at);
+        if (auto it = ws.gen.find(t.key); t.created && it != ws.gen.end() && it->second.builder == t.builder)
+          ws.gen.erase(it);
+      }
+    }
+  } guard{ws, touched};
   for (std::size_t p = 0; p < providers.size(); ++p) {
     if (per[p].empty()) continue;
     const auto& b = *providers[p].context;
@@ -425,10 +464,12 @@ Status generate(const model& m, const partition_plan& plan, const function_of& f
       if (gen.share) {
         std::lock_guard lock(ws.mu);
         auto& e = ws.gen[key];
-        if (!e.builder) {
+        const bool created = !e.builder;
+        if (created) {
           e.builder = std::make_shared<ep_context_builder>(key, b.sdk_version, b.hardware);
           e.bin_path = binary_path(gen, b, 0, false);
         }
+        touched.push_back({key, e.builder, e.builder->mark(), created});
         common = e.builder;
         common_path = e.bin_path;
         if (common_path.parent_path() != folder)
@@ -507,8 +548,20 @@ Status generate(const model& m, const partition_plan& plan, const function_of& f
   out.functions = m.functions;
   graph cg(g.name());
   cg.set_doc_string(g.doc_string());
+  // The inputs in their order. An initializer that is also a graph input (a default the caller may override) stays an
+  // input when a node copied to the CPU reads it; one that only compiled partitions read is part of their context.
+  std::vector<bool> cpu_reads(g.value_count());
+  for (std::size_t k : gp.execution_order) {
+    if (node_attrs.count(k)) continue;
+    for (node_id n : gp.partitions[k].nodes) {
+      for (value_id v : g.node(n).inputs)
+        if (v != no_id) cpu_reads[v] = true;
+      for (value_id v : g.node(n).implicit_inputs)
+        if (v != no_id) cpu_reads[v] = true;
+    }
+  }
   for (value_id v : g.inputs())
-    if (!g.value(v).initializer) cg.add_input(g.value(v).name, g.value(v).type);
+    if (!g.value(v).initializer || cpu_reads[v]) cg.add_input(g.value(v).name, g.value(v).type);
   std::vector<bool> init_added(g.value_count());
   const auto use_initializer = [&](value_id v) {
     if (v == no_id || !g.value(v).initializer || init_added[v]) return;
@@ -577,6 +630,7 @@ Status generate(const model& m, const partition_plan& plan, const function_of& f
     undo();
     return st.with_context("writing the EP context model");
   }
+  guard.armed = false;
   if (!clear_shared.empty()) {
     std::lock_guard lock(ws.mu);
     for (const auto& k : clear_shared) ws.gen.erase(k);

@@ -55,6 +55,13 @@ struct generation {
   int embed_mode = 0;
   std::string external_initializers;  ///< ep.context_model_external_initializers_file_name
   bool share = false, stop_share = false;
+  std::filesystem::path refuse_existing_in;  ///< epstack.ep_context_refuse_existing_in: checked beside the model's folder
+  /// The places a file generation writes as `name` may not exist: the model's folder, and refuse_existing_in.
+  [[nodiscard]] std::vector<std::filesystem::path> places_of(const std::filesystem::path& name) const {
+    std::vector<std::filesystem::path> r{model_path.parent_path() / name};
+    if (!refuse_existing_in.empty()) r.push_back(refuse_existing_in / name);
+    return r;
+  }
 };
 
 /// nullopt when ep.context_enable is not 1; errors for a bad or existing output and for a model already compiled.

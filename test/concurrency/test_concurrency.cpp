@@ -7,9 +7,14 @@
 #include <epstack/session.hpp>
 #include <epstack/thread_pool.hpp>
 
+#include "../support/graphs.hpp"
+#include "../support/temp_dir.hpp"
+#include "../support/test_providers.hpp"
+
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <cmath>
 #include <filesystem>
 #include <numeric>
 #include <thread>
@@ -153,4 +158,77 @@ TEST_CASE("one context binary's tensors verified by several threads at once, eac
   CHECK(ok == 4);
   for (auto i : all) CHECK(bin->verified(i));
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("weight sharing: the sessions of one group generated on several threads at once, then loaded at once") {
+  using toy = test::toy_context_provider;
+  test::temp_dir dir;
+  const auto t23 = type_info::tensor_of(element_type::float32, shape{2, 3});
+  // X -> Add(W1) -> Relu -> Sigmoid (CPU) -> Mul(W2) -> Y: two toy partitions per model; W1 the same in every model,
+  // W2 each model's own.
+  std::vector<std::filesystem::path> srcs;
+  for (int i = 0; i < 5; ++i) {
+    model m;
+    m.opsets = {{"", 13}};
+    m.graph.set_name("m" + std::to_string(i));
+    m.graph.add_input("X", t23);
+    m.graph.add_initializer("W1", zoo::random_tensor({2, 3}, 7, 1.0f));
+    m.graph.add_initializer("W2", zoo::random_tensor({2, 3}, 8, 1.0f + static_cast<float>(i)));
+    m.graph.add_node(test::op("add1", "Add"), {"X", "W1"}, {"A"});
+    m.graph.add_node(test::op("relu1", "Relu"), {"A"}, {"R"});
+    m.graph.add_node(test::op("sig1", "Sigmoid"), {"R"}, {"S"});
+    m.graph.add_node(test::op("mul1", "Mul"), {"S", "W2"}, {"Y"});
+    m.graph.add_output("Y", t23);
+    srcs.push_back(dir / ("m" + std::to_string(i) + ".onnx"));
+    REQUIRE(save_model(m, srcs.back()).is_ok());
+  }
+  const auto options = [](int i, bool last) {
+    session_options o;
+    o.set_config(config_keys::ep_context_enable, "1");
+    o.set_config(config_keys::ep_share_contexts, "1");
+    o.set_config(config_keys::ep_context_node_name_prefix, "m" + std::to_string(i) + "_");
+    if (last) o.set_config(config_keys::ep_stop_share_contexts, "1");
+    return o;
+  };
+  // The first names the binary; the next three join at once; the last writes it.
+  REQUIRE(session<toy>::create(srcs[0], options(0, false)).is_ok());
+  std::atomic<int> generated{0};
+  {
+    std::vector<std::thread> threads;
+    for (int i = 1; i < 4; ++i)
+      threads.emplace_back([&, i] {
+        if (session<toy>::create(srcs[static_cast<std::size_t>(i)], options(i, false)).is_ok()) ++generated;
+      });
+    for (auto& th : threads) th.join();
+  }
+  CHECK(generated == 3);
+  REQUIRE(session<toy>::create(srcs[4], options(4, true)).is_ok());
+  auto bin = ep_context_binary::open(dir / "m0_toy.bin");
+  REQUIRE(bin.has_value());
+  CHECK(bin->graphs().size() == 10);
+  CHECK(bin->tensors().size() == 6);  // W1 once, five W2
+
+  // Loaded with sharing on five threads at once: each session's outputs are its source model's.
+  const tensor x = zoo::random_tensor({2, 3}, 99, 2.0f);
+  std::atomic<int> agree{0};
+  {
+    session_options lo;
+    lo.set_config(config_keys::ep_share_contexts, "1");
+    std::vector<std::thread> threads;
+    for (int i = 0; i < 5; ++i)
+      threads.emplace_back([&, i] {
+        auto ref = session<>::create(srcs[static_cast<std::size_t>(i)]);
+        auto s = session<toy>::create(dir / ("m" + std::to_string(i) + "_ctx.onnx"), lo);
+        if (!ref || !s) return;
+        auto a = ref->run({{"X", x}});
+        auto b = s->run({{"X", x}});
+        if (!a || !b) return;
+        bool same = true;
+        for (std::size_t k = 0; k < 6; ++k)
+          same = same && std::abs((*a)[0].typed<float>()[k] - (*b)[0].typed<float>()[k]) <= 1e-6f * (1 + std::abs((*a)[0].typed<float>()[k]));
+        if (same) ++agree;
+      });
+    for (auto& th : threads) th.join();
+  }
+  CHECK(agree == 5);
 }

@@ -14,9 +14,12 @@
 
 #include <doctest/doctest.h>
 
+#include <array>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +46,27 @@ using toy_session = session<toy>;
 using toy_a = test::context_provider<"ToyAExecutionProvider", "toya">;
 using toy_b = test::context_provider<"ToyBExecutionProvider", "toyb">;
 using toy_single = test::context_provider<"ToySingleExecutionProvider", "toys", false>;
+
+// The concept: the toy providers have an EP-context side; the CPU provider and a provider that can serialize but not
+// restore do not (a session never asks them for contexts).
+struct no_restore {
+  using provider_concept = execution_provider_tag;
+  static constexpr std::string_view type_key = "NoRestoreExecutionProvider";
+  static constexpr std::array<std::string_view, 1> source_keys{"NoRestoreExecutionProvider"};
+  static constexpr bool multi_graph_context = true;
+  [[nodiscard]] std::vector<capability> get_capability(const graph_view<graph>&) const { return {}; }
+  [[nodiscard]] Result<std::vector<compute_function>> compile(std::span<const partition>) const {
+    return std::vector<compute_function>{};
+  }
+  [[nodiscard]] std::string ep_sdk_version() const { return "1"; }
+  [[nodiscard]] std::string hardware_architecture() const { return "none"; }
+  [[nodiscard]] Result<ep_context_record> serialize(const partition&, const compute_function&, ep_context_builder&) const {
+    return Status(errc::not_implemented, "no");
+  }
+};
+static_assert(ep_context_provider<toy> && ep_context_provider<toy_single>);
+static_assert(execution_provider<no_restore> && !ep_context_provider<no_restore>);
+static_assert(execution_provider<cpu_provider> && !ep_context_provider<cpu_provider>);
 
 // X -> Add(W1) -> Relu -> R -> Sigmoid (CPU) -> Neg -> Mul(W2) -> Y; outputs Y then R. Two toy partitions.
 model chain_model(float w_scale = 1.0f) {
@@ -102,6 +126,13 @@ session_options gen_options(int embed = 0) {
   session_options o;
   o.set_config(config_keys::ep_context_enable, "1");
   o.set_config(config_keys::ep_context_embed_mode, std::to_string(embed));
+  return o;
+}
+
+// Generation in a weight-sharing group (embed_mode 0).
+session_options share_options() {
+  auto o = gen_options(0);
+  o.set_config(config_keys::ep_share_contexts, "1");
   return o;
 }
 
@@ -489,7 +520,7 @@ TEST_CASE("Several providers in one stack each contribute EPContext nodes and bi
   CHECK(sources == std::vector<std::string>{"ToyAExecutionProvider", "ToyBExecutionProvider"});
   toy_a la;
   toy_b lb;
-  la.ops = b.ops = {"NoSuchOp"};
+  la.ops = lb.ops = {"NoSuchOp"};
   auto l = session<toy_a, toy_b>::create(dir / "model_ctx.onnx", {}, {la, lb, cpu_provider{}});
   REQUIRE_MESSAGE(l.is_ok(), l.status().message());
   CHECK(*la.restored == 1);
@@ -627,18 +658,19 @@ TEST_CASE("Weight sharing: N models give N _ctx.onnx and one binary with identic
   for (int n_models : {2, 3}) {
     CAPTURE(n_models);
     test::temp_dir dir;
-    // The same weights in every model; the models differ in one CPU node.
+    // The same weights in every model; the models differ in one CPU node (Sigmoid, Tanh, Softsign).
     std::vector<fs::path> srcs;
     for (int i = 0; i < n_models; ++i) {
       model m = chain_model();
+      for (node_id n = 0; n < m.graph.node_count(); ++n)
+        if (m.graph.node(n).name == "sig1") m.graph.node(n).op_type = std::array{"Sigmoid", "Tanh", "Softsign"}[static_cast<std::size_t>(i)];
       srcs.push_back(write_model(m, dir / ("model" + std::to_string(i + 1) + ".onnx")));
     }
     test::temp_dir single_dir;
     REQUIRE(toy_session::create(write_model(chain_model(), single_dir / "model1.onnx"), gen_options(0)).is_ok());
     const auto single_size = fs::file_size(single_dir / "model1_toy.bin");
 
-    auto o = gen_options(0);
-    o.set_config(config_keys::ep_share_contexts, "1");
+    auto o = share_options();
     for (int i = 0; i < n_models; ++i) {
       if (i == n_models - 1) o.set_config(config_keys::ep_stop_share_contexts, "1");
       auto s = toy_session::create(srcs[static_cast<std::size_t>(i)], o);
@@ -682,7 +714,9 @@ TEST_CASE("Weight sharing: N models give N _ctx.onnx and one binary with identic
     }
     // Destroyed in any order, the others stay correct.
     sessions[0].reset();
-    for (int i = 1; i < n_models; ++i) check_close(run_x(*sessions[static_cast<std::size_t>(i)]), ref);
+    for (int i = 1; i < n_models; ++i)
+      check_close(run_x(*sessions[static_cast<std::size_t>(i)]), reference(srcs[static_cast<std::size_t>(i)]));
+    CHECK(reference(srcs[1])[0].typed<float>()[0] != doctest::Approx(ref[0].typed<float>()[0]));
   }
 }
 
@@ -747,4 +781,335 @@ TEST_CASE("compile_model: path or buffer in and out, the flags, and a model writ
   REQUIRE_FALSE(e.is_ok());
   CHECK(e.status().code() == errc::ep_fail);
   CHECK_FALSE(fs::exists(dir / "plain2.onnx"));
+}
+
+TEST_CASE("The context model keeps the inputs in their order, with an overridable initializer the CPU still reads") {
+  // Inputs Z, X, B (B also an initializer: a default the caller may override); toy partitions {Add, Relu} and {Neg},
+  // the two Subs on the CPU.
+  model m;
+  m.opsets = {{"", 13}};
+  graph& g = m.graph;
+  g.set_name("inputs");
+  const auto t23 = type_info::tensor_of(element_type::float32, shape{2, 3});
+  g.add_input("Z", t23);
+  g.add_input("X", t23);
+  g.add_input("B", t23);
+  g.add_initializer("B", zoo::random_tensor({2, 3}, 5, 1.0f));
+  g.add_initializer("W1", zoo::random_tensor({2, 3}, 7, 1.0f));
+  g.add_node(op("add1", "Add"), {"X", "W1"}, {"A"});
+  g.add_node(op("relu1", "Relu"), {"A"}, {"R"});
+  g.add_node(op("sub1", "Sub"), {"R", "Z"}, {"S"});
+  g.add_node(op("sub2", "Sub"), {"S", "B"}, {"T"});
+  g.add_node(op("neg1", "Neg"), {"T"}, {"Y"});
+  g.add_output("Y", t23);
+  g.add_output("R", t23);
+  test::temp_dir dir;
+  const auto src = write_model(m, dir / "inputs.onnx");
+  REQUIRE(toy_session::create(src, gen_options(0)).is_ok());
+
+  auto cm = load_model(dir / "inputs_ctx.onnx");
+  REQUIRE(cm.is_ok());
+  std::vector<std::string> ins, outs;
+  for (value_id v : cm->graph.inputs()) ins.push_back(cm->graph.value(v).name);
+  for (value_id v : cm->graph.outputs()) outs.push_back(cm->graph.value(v).name);
+  CHECK(ins == std::vector<std::string>{"Z", "X", "B"});
+  CHECK(outs == std::vector<std::string>{"Y", "R"});
+  CHECK(cm->graph.value(cm->graph.find_value("B")).initializer.has_value());
+  CHECK(context_nodes(*cm).size() == 2);
+
+  auto cpu = session<>::create(src);
+  auto ctx = toy_session::create(dir / "inputs_ctx.onnx");
+  REQUIRE(cpu.is_ok());
+  REQUIRE_MESSAGE(ctx.is_ok(), ctx.status().message());
+  const tensor z = zoo::random_tensor({2, 3}, 11, 1.0f), x = zoo::random_tensor({2, 3}, 12, 1.0f);
+  const tensor b = zoo::random_tensor({2, 3}, 13, 3.0f);
+  auto want = cpu->run({{"Z", z}, {"X", x}});
+  auto got = ctx->run({{"Z", z}, {"X", x}});
+  REQUIRE(want.is_ok());
+  REQUIRE_MESSAGE(got.is_ok(), got.status().message());
+  check_close(*got, *want);
+  // The default overridden: both models see the caller's B.
+  auto want_b = cpu->run({{"Z", z}, {"X", x}, {"B", b}});
+  auto got_b = ctx->run({{"Z", z}, {"X", x}, {"B", b}});
+  REQUIRE(want_b.is_ok());
+  REQUIRE_MESSAGE(got_b.is_ok(), got_b.status().message());
+  check_close(*got_b, *want_b);
+  CHECK((*got_b)[0].typed<float>()[0] != doctest::Approx((*got)[0].typed<float>()[0]));
+}
+
+TEST_CASE("compile_model refuses an existing binary or initializers file in the output folder before compiling") {
+  test::temp_dir dir;
+  const auto src = write_model(chain_model(), dir / "model.onnx");
+  fs::create_directory(dir / "out");
+  test::write_file(dir / "out" / "model_toy.bin", "old binary");
+  toy p;
+  compile_options co;
+  co.input_path = src;
+  co.output_path = dir / "out" / "compiled.onnx";
+  auto r = compile_model<toy>(co, {p, cpu_provider{}});
+  REQUIRE_FALSE(r.is_ok());
+  CHECK(r.status().code() == errc::invalid_argument);
+  CHECK(r.status().message().find("model_toy.bin' exists already") != std::string::npos);
+  CHECK(*p.compiled == 0);
+  CHECK(test::read_file(dir / "out" / "model_toy.bin") == "old binary");
+  CHECK(file_count(dir / "out") == 1);  // no working folder, no model
+
+  fs::remove(dir / "out" / "model_toy.bin");
+  test::write_file(dir / "out" / "weights.data", "old weights");
+  co.external_initializers_file = "weights.data";
+  auto w = compile_model<toy>(co, {p, cpu_provider{}});
+  REQUIRE_FALSE(w.is_ok());
+  CHECK(w.status().message().find("weights.data' exists already") != std::string::npos);
+  CHECK(*p.compiled == 0);
+  CHECK(test::read_file(dir / "out" / "weights.data") == "old weights");
+
+  // Without error_if_output_file_exists they are replaced, the model last.
+  co.error_if_output_file_exists = false;
+  auto ok = compile_model<toy>(co, {p, cpu_provider{}});
+  REQUIRE_MESSAGE(ok.is_ok(), ok.status().message());
+  CHECK(file_count(dir / "out") == 3);
+  CHECK(test::read_file(dir / "out" / "weights.data") != "old weights");
+  auto l = toy_session::create(dir / "out" / "compiled.onnx");
+  REQUIRE_MESSAGE(l.is_ok(), l.status().message());
+  check_close(run_x(*l), reference(src));
+
+  // An output buffer with an external initializers file has nowhere to put that file.
+  std::vector<std::byte> out;
+  compile_options cb;
+  cb.input_path = src;
+  cb.output_buffer = &out;
+  cb.embed_mode = 1;
+  cb.external_initializers_file = "weights.data";
+  auto b = compile_model<toy>(cb);
+  REQUIRE_FALSE(b.is_ok());
+  CHECK(b.status().code() == errc::invalid_argument);
+  CHECK(b.status().message().find("needs an output path") != std::string::npos);
+  CHECK(out.empty());
+}
+
+TEST_CASE("Weight sharing: a session that fails leaves the workspace as it found it") {
+  test::temp_dir dir;
+  std::vector<fs::path> srcs;
+  for (int i = 0; i < 3; ++i)
+    srcs.push_back(write_model(chain_model(1.0f + static_cast<float>(i)), dir / ("m" + std::to_string(i + 1) + ".onnx")));
+  auto o = share_options();
+  o.set_config(config_keys::ep_context_node_name_prefix, "m1_");
+  REQUIRE(toy_session::create(srcs[0], o).is_ok());
+  // m2 with m1's prefix: its graph names clash with m1's in the shared binary; it fails and adds nothing.
+  auto clash = toy_session::create(srcs[1], o);
+  REQUIRE_FALSE(clash.is_ok());
+  CHECK(clash.status().code() == errc::invalid_argument);
+  CHECK(clash.status().message().find("distinct ep.context_node_name_prefix") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "m2_ctx.onnx"));
+  // With its own prefix but cancelled after its graphs went into the shared builder (at the write stage): they are
+  // rolled back, so trying again with the same prefix works (it would clash with what a failed try left otherwise).
+  o.set_config(config_keys::ep_context_node_name_prefix, "m2_");
+  auto cancelled = o;
+  cancelled.set_progress_callback([](const compile_progress& p) { return p.stage != "write"; });
+  auto c2 = toy_session::create(srcs[1], cancelled);
+  REQUIRE_FALSE(c2.is_ok());
+  CHECK(c2.status().message().find("cancelled") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "m2_ctx.onnx"));
+  REQUIRE(toy_session::create(srcs[1], o).is_ok());
+  o.set_config(config_keys::ep_context_node_name_prefix, "m3_");
+  o.set_config(config_keys::ep_stop_share_contexts, "1");
+  REQUIRE(toy_session::create(srcs[2], o).is_ok());
+  auto bin = ep_context_binary::open(dir / "m1_toy.bin");
+  REQUIRE(bin.is_ok());
+  CHECK(bin->graphs().size() == 6);
+  CHECK(bin->tensors().size() == 6);  // each model its own W1 and W2 (different scales)
+  for (int i = 0; i < 3; ++i) {
+    auto s = toy_session::create(dir / ("m" + std::to_string(i + 1) + "_ctx.onnx"));
+    REQUIRE_MESSAGE(s.is_ok(), s.status().message());
+    check_close(run_x(*s), reference(srcs[static_cast<std::size_t>(i)]));
+  }
+
+  // A last session that fails: the group stays open for it, and a successful retry ends it.
+  test::temp_dir dir2;
+  const auto a = write_model(chain_model(), dir2 / "a.onnx");
+  const auto b = write_model(chain_model(2.0f), dir2 / "b.onnx");
+  auto o2 = share_options();
+  o2.set_config(config_keys::ep_context_node_name_prefix, "x_");
+  REQUIRE(toy_session::create(a, o2).is_ok());
+  o2.set_config(config_keys::ep_stop_share_contexts, "1");
+  o2.set_config(config_keys::ep_context_node_name_prefix, "y_");
+  auto cancel_last = o2;
+  cancel_last.set_progress_callback([](const compile_progress& p) { return p.stage != "write"; });
+  REQUIRE_FALSE(toy_session::create(b, cancel_last).is_ok());
+  CHECK_FALSE(fs::exists(dir2 / "a_toy.bin"));
+  CHECK_FALSE(fs::exists(dir2 / "b_ctx.onnx"));
+  REQUIRE(toy_session::create(b, o2).is_ok());
+  auto bin2 = ep_context_binary::open(dir2 / "a_toy.bin");
+  REQUIRE(bin2.is_ok());
+  CHECK(bin2->graphs().size() == 4);
+  // The workspace is empty again: a new group names its binary after its own first model. A model of the group in
+  // another folder is refused (its _ctx.onnx could not name the binary by a plain relative name), and the group goes on.
+  test::temp_dir dir3, elsewhere;
+  const auto c = write_model(chain_model(), dir3 / "c.onnx");
+  const auto d = write_model(chain_model(2.0f), elsewhere / "d.onnx");
+  auto o3 = share_options();
+  REQUIRE(toy_session::create(c, o3).is_ok());
+  o3.set_config(config_keys::ep_stop_share_contexts, "1");
+  auto away = toy_session::create(d, o3);
+  REQUIRE_FALSE(away.is_ok());
+  CHECK(away.status().code() == errc::invalid_argument);
+  CHECK(away.status().message().find("is not in the folder of the EP context model") != std::string::npos);
+  CHECK(file_count(elsewhere.path()) == 1);
+  const auto e = write_model(chain_model(3.0f), dir3 / "e.onnx");
+  REQUIRE(toy_session::create(e, o3).is_ok());
+  auto bin3 = ep_context_binary::open(dir3 / "c_toy.bin");
+  REQUIRE(bin3.is_ok());
+  CHECK(bin3->graphs().size() == 4);
+}
+
+TEST_CASE("Refused options and context nodes: each error says what it expected and what it found") {
+  test::temp_dir dir;
+  const auto src = write_model(chain_model(), dir / "model.onnx");
+
+  SUBCASE("ep.context_enable and ep.context_embed_mode take 0 or 1") {
+    session_options o;
+    o.set_config(config_keys::ep_context_enable, "yes");
+    auto s = toy_session::create(src, o);
+    REQUIRE_FALSE(s.is_ok());
+    CHECK(s.status().code() == errc::invalid_argument);
+    CHECK(s.status().message().find("ep.context_enable must be 0 or 1, found 'yes'") != std::string::npos);
+    auto e = gen_options(0);
+    e.set_config(config_keys::ep_context_embed_mode, "2");
+    auto t = toy_session::create(src, e);
+    REQUIRE_FALSE(t.is_ok());
+    CHECK(t.status().message().find("ep.context_embed_mode must be 0 or 1, found '2'") != std::string::npos);
+    CHECK(file_count(dir.path()) == 1);
+  }
+  SUBCASE("weight sharing needs embed_mode 0") {
+    auto o = gen_options(1);
+    o.set_config(config_keys::ep_share_contexts, "1");
+    toy p;
+    auto s = toy_session::create(src, o, {p, cpu_provider{}});
+    REQUIRE_FALSE(s.is_ok());
+    CHECK(s.status().code() == errc::invalid_argument);
+    CHECK(s.status().message().find("needs ep.context_embed_mode 0") != std::string::npos);
+    CHECK(*p.compiled == 0);
+  }
+  SUBCASE("the external initializers file is a plain name in the model's folder") {
+    for (const std::string bad : {"../w.data", "/tmp/w.data", "sub/../../w.data"}) {
+      CAPTURE(bad);
+      auto o = gen_options(0);
+      o.set_config(config_keys::ep_context_external_initializers_file, bad);
+      auto s = toy_session::create(src, o);
+      REQUIRE_FALSE(s.is_ok());
+      CHECK(s.status().code() == errc::invalid_argument);
+      CHECK(s.status().message().find("must be a file name relative to the EP context model's folder, found '" + bad +
+                                      "'") != std::string::npos);
+    }
+    CHECK(file_count(dir.path()) == 1);
+  }
+
+  // A context model to damage.
+  REQUIRE(toy_session::create(src, gen_options(0)).is_ok());
+  const fs::path ctx = dir / "model_ctx.onnx";
+  auto edit_first_node = [&](const std::function<void(node&)>& f, const fs::path& to) {
+    auto m = load_model(ctx);
+    REQUIRE(m.is_ok());
+    for (node_id n = 0; n < m->graph.node_count(); ++n)
+      if (m->graph.node(n).op_type == "EPContext") {
+        f(m->graph.node(n));
+        break;
+      }
+    return write_model(*m, to);
+  };
+  const auto refused = [](const auto& s, const std::string& says) {
+    REQUIRE_FALSE(s.is_ok());
+    CHECK(s.status().code() == errc::invalid_graph);
+    CHECK_MESSAGE(s.status().message().find(says) != std::string::npos, s.status().message());
+  };
+
+  SUBCASE("an EPContext node without a name") {
+    const auto p = edit_first_node([](node& n) { n.name.clear(); }, dir / "noname_ctx.onnx");
+    refused(toy_session::create(p), "an EPContext node has no name");
+  }
+  SUBCASE("a binary made by another provider") {
+    // The node says ToyB; the binary (read by the ToyB provider of this stack) was made by toy.
+    const auto p = with_attribute(ctx, dir / "other_ctx.onnx", "source", "ToyBExecutionProvider");
+    refused(session<toy_b>::create(p), "was made by provider 'ToyExecutionProvider', expected 'ToyBExecutionProvider'");
+  }
+  SUBCASE("the node's ep_sdk_version differs from the provider's") {
+    const auto p = with_attribute(ctx, dir / "sdk_ctx.onnx", "ep_sdk_version", "0.9");
+    refused(toy_session::create(p), "attribute ep_sdk_version is '0.9'; this build of ToyExecutionProvider has version '1.0'");
+  }
+  SUBCASE("the node's inputs and outputs differ from its stored graph's") {
+    auto m = load_model(ctx);
+    REQUIRE(m.is_ok());
+    // The first node points at the second node's graph.
+    const auto nodes = context_nodes(*m);
+    REQUIRE(nodes.size() == 2);
+    const std::string second = attrs_of(*nodes[1]).partition_name;
+    for (node_id n = 0; n < m->graph.node_count(); ++n)
+      if (m->graph.node(n).op_type == "EPContext") {
+        m->graph.node(n).attributes.set("partition_name", second);
+        break;
+      }
+    refused(toy_session::create(write_model(*m, dir / "io_ctx.onnx")), "differ from those of graph '" + second + "'");
+  }
+}
+
+TEST_CASE("Weight sharing on load: the workspace keeps no binary mapped that no session uses") {
+  test::temp_dir dir;
+  const auto a = write_model(chain_model(), dir / "a.onnx");
+  const auto b = write_model(chain_model(3.0f), dir / "b.onnx");
+  auto o = share_options();
+  REQUIRE(toy_session::create(a, o).is_ok());
+  o.set_config(config_keys::ep_stop_share_contexts, "1");
+  REQUIRE(toy_session::create(b, o).is_ok());
+
+  session_options lo;
+  lo.set_config(config_keys::ep_share_contexts, "1");
+  {
+    auto sa = toy_session::create(dir / "a_ctx.onnx", lo);
+    REQUIRE_MESSAGE(sa.is_ok(), sa.status().message());
+    CHECK(sa->ep_context().binaries_read.size() == 1);
+  }
+  // a's session is gone, and with it the mapping: b reads the file again and leaves a's graphs for a later session.
+  auto sb = toy_session::create(dir / "b_ctx.onnx", lo);
+  REQUIRE_MESSAGE(sb.is_ok(), sb.status().message());
+  CHECK(sb->ep_context().binaries_read.size() == 1);
+  CHECK(sb->ep_context().graphs_from_workspace == 0);
+  auto sa2 = toy_session::create(dir / "a_ctx.onnx", lo);
+  REQUIRE_MESSAGE(sa2.is_ok(), sa2.status().message());
+  CHECK(sa2->ep_context().binaries_read.empty());
+  CHECK(sa2->ep_context().graphs_from_workspace == 2);
+  check_close(run_x(*sa2), reference(a));
+  check_close(run_x(*sb), reference(b));
+}
+
+TEST_CASE("check_compatibility verifies every byte of a binary, from a path and from a buffer") {
+  test::temp_dir dir;
+  const auto src = write_model(chain_model(), dir / "model.onnx");
+  REQUIRE(toy_session::create(src, gen_options(0)).is_ok());
+  const auto ctx = dir / "model_ctx.onnx";
+  const std::string cbytes = test::read_file(ctx);
+  const auto cbuf = std::as_bytes(std::span(cbytes.data(), cbytes.size()));
+  session_options with_path;
+  with_path.set_config(config_keys::ep_context_file_path, ctx.string());
+  CHECK(toy_session::check_compatibility(ctx).is_ok());
+  CHECK(toy_session::check_compatibility(cbuf, with_path).is_ok());
+  // From a buffer without ep.context_file_path the binary's folder is unknown.
+  const auto nofolder = toy_session::check_compatibility(cbuf);
+  CHECK(nofolder.code() == errc::invalid_graph);
+  CHECK(nofolder.message().find("ep.context_file_path") != std::string::npos);
+
+  // A byte in the zeros after the first tensor (24 bytes, the next starts 64 bytes on): no tensor reads it, so a
+  // load (which verifies tensors before their first use) accepts the file, but the compatibility check does not.
+  const auto bin = dir / "model_toy.bin";
+  std::string b = test::read_file(bin);
+  const std::size_t at = tensor_file_offset(bin, 0) + 30;
+  REQUIRE(b[at] == '\0');
+  b[at] = '\x5a';
+  test::write_file(bin, b);
+  auto s = toy_session::create(ctx);
+  REQUIRE_MESSAGE(s.is_ok(), s.status().message());
+  check_close(run_x(*s), reference(src));
+  for (const Status& st : {toy_session::check_compatibility(ctx), toy_session::check_compatibility(cbuf, with_path)}) {
+    CHECK(st.code() == errc::invalid_graph);
+    CHECK(st.message().find("lies outside every tensor and is not zero") != std::string::npos);
+  }
 }
