@@ -189,6 +189,14 @@ inline void configure_provider(dnnl_provider& p, const session_options& so) {
   if (const auto w = so.config("dnnl.winograd")) p.options.winograd = *w == "1";
 }
 #endif
+/// The options a provider takes by its --providers name (ctxgen's `-i "key|value"`); each is the config entry
+/// `NAME.key` with a value of 0 or 1.
+inline std::vector<std::string> provider_option_names([[maybe_unused]] std::string_view provider) {
+#if defined(EPSTACK_WITH_DNNL)
+  if (provider == "dnnl") return {"winograd"};
+#endif
+  return {};
+}
 /// The providers of session type S, configured from `so`.
 template <class S>
 typename S::providers_type providers_for(const session_options& so) {

@@ -3,12 +3,15 @@
 
 #include <epstack/compile_model.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <map>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include <unistd.h>
 
@@ -105,7 +108,15 @@ int ctxgen_usage(std::ostream& os, int code) {
         "  -e PROVIDER    the provider to compile for, by --providers name:";
   for (const auto& n : stack_names()) os << " " << n;
   os << "\n"
-        "  -i \"k|v ...\"   provider options (the providers of this build take none)\n"
+        "  -i \"k|v ...\"   provider options of the -e provider:";
+  for (const auto& n : stack_names()) {
+    const std::string ep = n.substr(0, n.find(','));
+    const auto keys = provider_option_names(ep);
+    os << " " << ep << " (";
+    for (std::size_t i = 0; i < keys.size(); ++i) os << (i ? ", " : "") << keys[i] << "|0 or 1";
+    os << (keys.empty() ? "none)" : ")");
+  }
+  os << "\n"
         "  -C \"k|v ...\"   session options; ep.context_enable is forced to 1 and ep.context_embed_mode to 0,\n"
         "                 ep.context_file_path is refused (outputs go beside each model)\n"
         "  -v             verbose: the files written and the time each model took\n"
@@ -162,6 +173,7 @@ int compile(const std::vector<std::string>& argv) {
 int ctxgen(const std::vector<std::string>& argv) {
   std::string provider = default_stack();
   session_options so;
+  std::vector<std::pair<std::string, std::string>> provider_options;
   bool verbose = false;
   std::string list;
   for (std::size_t i = 0; i < argv.size(); ++i) {
@@ -182,9 +194,7 @@ int ctxgen(const std::vector<std::string>& argv) {
       if (!x) return usage_error("-i needs \"key|value ...\"");
       auto kv = pipe_pairs(*x, "-i");
       if (!kv) return fail(kv.status());
-      if (!kv->empty())
-        return fail(Status(errc::invalid_argument, "-i: the providers of this build take no options, got '" +
-                                                       kv->front().first + "'"));
+      provider_options.insert(provider_options.end(), kv->begin(), kv->end());
     } else if (k == "-C") {
       auto x = value();
       if (!x) return usage_error("-C needs \"key|value ...\"");
@@ -204,6 +214,20 @@ int ctxgen(const std::vector<std::string>& argv) {
     }
   }
   if (list.empty()) return ctxgen_usage(std::cerr, 2);
+  // Provider options are the -e provider's (the first of a stack): each becomes its config entry NAME.key.
+  const std::string ep = provider.substr(0, provider.find(','));
+  const auto known = provider_option_names(ep);
+  for (const auto& [key, val] : provider_options) {
+    if (std::find(known.begin(), known.end(), key) == known.end()) {
+      std::string has;
+      for (const auto& k : known) has += (has.empty() ? "" : ", ") + k;
+      return fail(Status(errc::invalid_argument, "-i: provider '" + ep + "' has no option '" + key + "' (it has: " +
+                                                     (has.empty() ? std::string("none") : has) + ")"));
+    }
+    if (val != "0" && val != "1")
+      return fail(Status(errc::invalid_argument, "-i: option '" + key + "' takes 0 or 1, found '" + val + "'"));
+    so.set_config(ep + "." + key, val);
+  }
   std::vector<fs::path> models;
   std::set<std::string> seen;
   for (std::size_t at = 0; at <= list.size();) {
@@ -217,6 +241,12 @@ int ctxgen(const std::vector<std::string>& argv) {
     at = comma + 1;
   }
   if (models.empty()) return ctxgen_usage(std::cerr, 2);
+  // Each _ctx.onnx names the shared binary by a plain relative name, so the group lives in one folder.
+  for (const auto& m : models)
+    if (fs::absolute(m).lexically_normal().parent_path() != fs::absolute(models[0]).lexically_normal().parent_path())
+      return fail(Status(errc::invalid_argument, "ctxgen: '" + m.string() + "' is not in the folder of '" +
+                                                     models[0].string() + "': the models of a group share one context "
+                                                     "binary beside them, so they must be in one folder"));
   int rc = 0;
   const auto st = with_stack(provider, [&](auto tag) { rc = ctxgen_with<typename decltype(tag)::type>(models, so, verbose); });
   return st ? rc : fail(st);

@@ -1,6 +1,7 @@
 // The epstack command-line tool, run as users run it: generate, run (tensor files in and out), partition (table and
 // DOT), perf (the peer protocol's JSON and dumps), and its errors.
 #include <epstack/bench_inputs.hpp>
+#include <epstack/model_zoo.hpp>
 #include <epstack/onnx_io.hpp>
 #include <epstack/providers/cpu.hpp>
 #include <epstack/session.hpp>
@@ -205,7 +206,45 @@ TEST_CASE("epstack compile, inspect and ctxgen: EPContext models from the comman
   auto h = epstack_cli("ctxgen -h");
   CHECK(h.code == 0);
   CHECK(h.out.find("-C \"k|v ...\"") != std::string::npos);
+  CHECK(h.out.find("dnnl (winograd|0 or 1)") != std::string::npos);
+  // -i: the oneDNN provider's options; -C cannot turn generation off or embed the contexts (forced as in ONNX
+  // Runtime's tool). With a static batch the weights are laid out at compile time, and Winograd's make the shared
+  // binary larger than the default's.
+  {
+    model st = zoo::make_convnet({8, 16}, 32, 10);
+    st.graph.value(st.graph.inputs().front()).type = type_info::tensor_of(element_type::float32, shape{1, 3, 32, 32});
+    for (const char* f : {"share_w", "share_d"}) {
+      fs::create_directory(dir / f);
+      for (const char* m : {"m1.onnx", "m2.onnx"}) REQUIRE(save_model(st, dir / f / m).is_ok());
+    }
+  }
+  auto d = epstack_cli("ctxgen -e dnnl " + (dir / "share_d" / "m1.onnx").string() + "," + (dir / "share_d" / "m2.onnx").string());
+  REQUIRE_MESSAGE(d.code == 0, d.out);
+  auto bad_key = epstack_cli("ctxgen -e dnnl -i \"tiles|1\" " + (dir / "share_w" / "m1.onnx").string());
+  CHECK(bad_key.code == 1);
+  CHECK(bad_key.out.find("provider 'dnnl' has no option 'tiles' (it has: winograd)") != std::string::npos);
+  auto bad_val = epstack_cli("ctxgen -e dnnl -i \"winograd|yes\" " + (dir / "share_w" / "m1.onnx").string());
+  CHECK(bad_val.code == 1);
+  CHECK(bad_val.out.find("option 'winograd' takes 0 or 1, found 'yes'") != std::string::npos);
+  auto w = epstack_cli("ctxgen -e dnnl -i \"winograd|1\" -C \"ep.context_enable|0 ep.context_embed_mode|1\" " +
+                       (dir / "share_w" / "m1.onnx").string() + "," + (dir / "share_w" / "m2.onnx").string());
+  REQUIRE_MESSAGE(w.code == 0, w.out);
+  CHECK(fs::is_regular_file(dir / "share_w" / "m2_ctx.onnx"));
+  REQUIRE(fs::is_regular_file(dir / "share_w" / "m1_dnnl.bin"));
+  CHECK(fs::file_size(dir / "share_w" / "m1_dnnl.bin") > fs::file_size(dir / "share_d" / "m1_dnnl.bin"));
+  auto rw = epstack_cli("run " + (dir / "share_w" / "m1_ctx.onnx").string() + " --providers dnnl");
+  REQUIRE_MESSAGE(rw.code == 0, rw.out);
 #endif
+  // Options of a provider that has none, and models in two folders, are refused before anything is compiled.
+  auto none = epstack_cli("ctxgen -e cpu -i \"threads|1\" " + (dir / "a.onnx").string());
+  CHECK(none.code == 1);
+  CHECK(none.out.find("provider 'cpu' has no option 'threads' (it has: none)") != std::string::npos);
+  fs::create_directory(dir / "other");
+  fs::copy(dir / "b.onnx", dir / "other" / "b.onnx");
+  auto two = epstack_cli("ctxgen -e cpu " + (dir / "a.onnx").string() + "," + (dir / "other" / "b.onnx").string());
+  CHECK(two.code == 1);
+  CHECK(two.out.find("they must be in one folder") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "other" / "b_ctx.onnx"));
 }
 
 namespace {
