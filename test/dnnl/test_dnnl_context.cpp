@@ -384,3 +384,22 @@ TEST_CASE("oneDNN EP context: first runs from several threads at once verify the
     }
   }
 }
+
+TEST_CASE("oneDNN EP context: the same model and options give byte-identical _ctx.onnx and binary") {
+  for (auto& c : cases()) {
+    CAPTURE(std::string(c.name));
+    test::temp_dir one, two;
+    for (const auto* dir : {&one, &two}) {
+      const auto src = *dir / (std::string(c.name) + ".onnx");
+      REQUIRE(save_model(c.m, src).is_ok());
+      auto gen = dnnl_session::create(src, options(0));
+      REQUIRE_MESSAGE(gen.is_ok(), gen.status().message());
+    }
+    for (const std::string& f : {std::string(c.name) + "_ctx.onnx", std::string(c.name) + "_dnnl.bin"}) {
+      CAPTURE(f);
+      REQUIRE(fs::is_regular_file(one / f));
+      CHECK(fs::file_size(one / f) == fs::file_size(two / f));
+      CHECK(test::read_file(one / f) == test::read_file(two / f));
+    }
+  }
+}
