@@ -7,6 +7,10 @@
 # to read() the context model and its binaries, `perf`'s read_ms), the first run and the median run from the source and
 # from the context (a context's weights are verified before their first use: that is in its first run), the binary's
 # size and peak RSS.
+# Then, once, the memory target: peak RSS after loading and running from the context, less the peak RSS of the same
+# process doing the same with a tiny context model on the same stack (the fixed cost of the program: its libraries'
+# pages, onnx's schema registry, the provider's start-up), against 1.1x the weights plus the activation plan
+# (`perf`'s arena_mb). All in MiB (2^20 bytes), as the kernel counts RSS.
 # Usage: scripts/bench_context.sh [BUILD_DIR] [PROVIDERS] [MODEL ...]
 #   env: EPSTACK_SHARED_DIR (default ../shared), EPSTACK_PEER_DIR (default BUILD_DIR/peer),
 #        MODELS_DIR (default BUILD_DIR/shared-models), THREADS (2), ROUNDS (3), CREATES (5)
@@ -70,4 +74,33 @@ print(f"| {m} | {o:.1f} | {s:.1f} | {c:.1f} | {r:.1f} | {s / c:.1f}x | {o / c:.1
       "$m" "$ort" "$src" "$ctx" "$rd" "$first" "$run" "$bin" "$rss"
   done
   r=$((r + 1))
+done
+
+# The memory target, from the last round's ctx runs.
+tiny="$OUT/tiny_convnet"
+rm -f "$tiny"*
+"$EPSTACK" generate convnet "$tiny.onnx" --channels 4,8 --size 16 >/dev/null
+"$EPSTACK" compile "$tiny.onnx" --providers "$PROVIDERS" --threads "$THREADS" --dims N=1 >/dev/null
+"$EPSTACK" perf --model "${tiny}_ctx.onnx" --providers "$PROVIDERS" --threads "$THREADS" --warmup 1 --iters 5 \
+  --creates "$CREATES" > "$tiny.ctx.json" 2>/dev/null
+fixed=$(field "$tiny.ctx.json" 'd["peak_rss_mb"]')
+echo "memory (MiB): the program's fixed cost (a tiny context model on this stack) $fixed"
+echo "| model | weights | activation plan | limit 1.1 x weights + plan | ctx peak RSS | above the fixed cost | within |"
+echo "|---|---:|---:|---:|---:|---:|---|"
+for m in $LIST; do
+  w=$(/usr/bin/python3 -c 'import onnx, sys
+from onnx import mapping
+m = onnx.load(sys.argv[1], load_external_data=False)
+n = 0
+for t in m.graph.initializer:
+    k = 1
+    for x in t.dims: k *= x
+    n += k * mapping.TENSOR_TYPE_TO_NP_TYPE[t.data_type].itemsize
+print(n / 2**20)' "$OUT/$m.onnx")
+  /usr/bin/python3 -c 'import sys
+m, w, a, p, f = sys.argv[1], *map(float, sys.argv[2:])
+lim = 1.1 * w + a
+ok = "yes" if p - f <= lim else "no"
+print(f"| {m} | {w:.1f} | {a:.1f} | {lim:.1f} | {p:.1f} | {p - f:.1f} | {ok} |")' \
+    "$m" "$w" "$(field "$OUT/$m.ctx.json" 'd["arena_mb"]')" "$(field "$OUT/$m.ctx.json" 'd["peak_rss_mb"]')" "$fixed"
 done
