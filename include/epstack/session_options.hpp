@@ -33,6 +33,9 @@ inline constexpr std::string_view ep_context_verify = "epstack.ep_context_verify
 /// epstack's own: a folder in which none of the files generation would write may exist already; checked with the
 /// others, before anything is compiled. `compile_model` sets it to its output's folder, since its session writes into
 /// a working folder first.
+/// epstack's own: the most bytes of compiled contexts an embed_mode 1 model may carry (default and upper bound: 2 GiB
+/// less 64 MiB, protobuf's limit on a model with room for the rest); lower it for readers with a smaller limit.
+inline constexpr std::string_view ep_context_embed_limit_bytes = "epstack.ep_context_embed_limit_bytes";
 inline constexpr std::string_view ep_context_refuse_existing_in = "epstack.ep_context_refuse_existing_in";
 }  // namespace config_keys
 

@@ -8,6 +8,7 @@
 #include <epstack/path_rules.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -526,11 +527,20 @@ Status generate(const model& m, const partition_plan& plan, const function_of& f
       if (gen.share) clear_shared.push_back(key);
     }
   }
-  // protobuf's 2 GB limit on a whole model.
-  if (embedded_bytes > (std::uint64_t{1} << 31) - (std::uint64_t{64} << 20))
+  // protobuf's 2 GB limit on a whole model (less room for the rest of it), or a lower one the options set.
+  std::uint64_t embed_limit = (std::uint64_t{1} << 31) - (std::uint64_t{64} << 20);
+  if (auto x = options.config(config_keys::ep_context_embed_limit_bytes); x && !x->empty()) {
+    std::uint64_t v = 0;
+    const auto [end, ec] = std::from_chars(x->data(), x->data() + x->size(), v);
+    if (ec != std::errc() || end != x->data() + x->size())
+      return Status(errc::invalid_argument, cat(config_keys::ep_context_embed_limit_bytes,
+                                                " must be a number of bytes, found '", *x, "'"));
+    embed_limit = std::min(embed_limit, v);
+  }
+  if (embedded_bytes > embed_limit)
     return Status(errc::invalid_argument,
-                  cat("the compiled contexts take ", std::to_string(embedded_bytes >> 20),
-                      " MiB, more than an ONNX model can hold (2 GB) with ep.context_embed_mode 1: use "
+                  cat("the compiled contexts take ", std::to_string(embedded_bytes), " bytes, more than an ONNX model ",
+                      "can hold with ep.context_embed_mode 1 (", std::to_string(embed_limit >> 20), " MiB of 2 GB): use "
                       "ep.context_embed_mode 0 (a context binary beside the model)"));
 
   // The EPContext model: the source's header, inputs and outputs in order, EPContext nodes in place of the cached

@@ -980,6 +980,24 @@ TEST_CASE("Refused options and context nodes: each error says what it expected a
     CHECK(t.status().message().find("ep.context_embed_mode must be 0 or 1, found '2'") != std::string::npos);
     CHECK(file_count(dir.path()) == 1);
   }
+  SUBCASE("embed_mode 1 contexts over the model size limit: use embed_mode 0") {
+    auto o = gen_options(1);
+    o.set_config(config_keys::ep_context_embed_limit_bytes, "100");  // the toy contexts take a few hundred bytes
+    auto s = toy_session::create(src, o);
+    REQUIRE_FALSE(s.is_ok());
+    CHECK(s.status().code() == errc::invalid_argument);
+    CHECK(s.status().message().find("more than an ONNX model can hold with ep.context_embed_mode 1") != std::string::npos);
+    CHECK(s.status().message().find("use ep.context_embed_mode 0") != std::string::npos);
+    CHECK(file_count(dir.path()) == 1);
+    o.set_config(config_keys::ep_context_embed_limit_bytes, "lots");
+    auto t = toy_session::create(src, o);
+    REQUIRE_FALSE(t.is_ok());
+    CHECK(t.status().message().find("must be a number of bytes, found 'lots'") != std::string::npos);
+    o.set_config(config_keys::ep_context_embed_limit_bytes, "100000");
+    o.set_config(config_keys::ep_context_file_path, (dir / "roomy_ctx.onnx").string());
+    REQUIRE(toy_session::create(src, o).is_ok());
+    fs::remove(dir / "roomy_ctx.onnx");
+  }
   SUBCASE("weight sharing needs embed_mode 0") {
     auto o = gen_options(1);
     o.set_config(config_keys::ep_share_contexts, "1");
