@@ -354,7 +354,8 @@ class plan_builder {
 
   // ---- post-ops ----
   /// Post-ops of `posts` for a primitive writing dims `dst` in layout `dst_md` (when known): the oneDNN list and the
-  /// slots of binary operands; nullopt when a binary operand does not broadcast into `dst`.
+  /// slots of binary operands; nullopt when a binary operand does not broadcast into `dst`, or when oneDNN would
+  /// run an element-wise post-op with another's parameters (eltwise_conflict): the caller then runs them unfused.
   struct posts_made {
     dn::post_ops po;
     std::vector<std::pair<int, int>> args;
@@ -362,6 +363,7 @@ class plan_builder {
   };
   std::optional<posts_made> make_posts(const std::vector<post_op>& posts, const dims& dst, const md_t* dst_md,
                                        bool materialise) {
+    if (eltwise_conflict(posts)) return std::nullopt;  // oneDNN 2.6.3 would run them with the wrong parameters
     posts_made m;
     for (std::size_t i = 0; i < posts.size(); ++i) {
       const auto& p = posts[i];
@@ -528,7 +530,7 @@ class plan_builder {
     int s1 = db == out ? as_md(db0.size() == rank ? sb : alias(as_plain(sb, db0), plain(db)), md0)
                        : alias(as_plain(sb, db0), plain(db));
     std::vector<post_op> all = fix;
-    all.insert(all.end(), posts.begin(), posts.end());
+    for (const auto& p : posts) append_post(all, p);
     bool fused = false;
     std::vector<std::pair<int, int>> post_args;
     const md_t md1 = md_of(s1);
@@ -1118,27 +1120,29 @@ class plan_builder {
       x.assign(c->typed<std::int64_t>(), c->typed<std::int64_t>() + c->element_count());
       return true;
     };
+    // An input the node does not have is absent (-1), never read past the end of `op.in`.
+    const auto input = [&](std::size_t i) { return i < op.in.size() ? op.in[i] : -1; };
     dims d0, out_d;
     std::vector<std::int64_t> x0, out_x;
     const std::string& t = op.host_op;
     if (t == "Shape") {
-      const dims in = dims_of(op.in[0]);
+      const dims in = dims_of(input(0));
       const auto rank = static_cast<std::int64_t>(in.size());
       const auto clampi = [&](std::int64_t v) { return std::clamp(v < 0 ? v + rank : v, std::int64_t{0}, rank); };
       const std::int64_t b = clampi(op.start), e = clampi(op.end == INT64_MAX ? rank : op.end);
       for (std::int64_t i = b; i < e; ++i) out_x.push_back(in[static_cast<std::size_t>(i)]);
       out_d = {static_cast<std::int64_t>(out_x.size())};
     } else {
-      if (!known(op.in[0], d0, x0)) return fail("shape computation input is not known when planning");
+      if (!known(input(0), d0, x0)) return fail("shape computation input is not known when planning");
       const auto rank = static_cast<std::int64_t>(d0.size());
       std::vector<std::int64_t> axes = op.axes;
       dims da;
-      if (axes.empty() && op.in.size() > 1 && op.in[1] >= 0 && (t == "Unsqueeze" || t == "Squeeze") && !known(op.in[1], da, axes))
+      if (axes.empty() && (t == "Unsqueeze" || t == "Squeeze") && input(1) >= 0 && !known(input(1), da, axes))
         return fail("axes are not known when planning");
       if (t == "Gather") {
         dims di;
         std::vector<std::int64_t> idx;
-        if (!known(op.in[1], di, idx)) return fail("indices are not known when planning");
+        if (!known(input(1), di, idx)) return fail("indices are not known when planning");
         const std::int64_t axis = op.axis < 0 ? op.axis + rank : op.axis;
         if (axis < 0 || axis >= rank) return fail("Gather axis out of range");
         const std::int64_t n = d0[static_cast<std::size_t>(axis)];
@@ -1193,9 +1197,9 @@ class plan_builder {
         if (rank != 1) return fail("Slice of an int64 tensor of rank " + std::to_string(rank));
         dims dd;
         std::vector<std::int64_t> st, en, ax, sp;
-        if (!known(op.in[1], dd, st) || !known(op.in[2], dd, en)) return fail("Slice bounds are not known when planning");
-        if (op.in.size() > 3 && op.in[3] >= 0 && !known(op.in[3], dd, ax)) return fail("Slice axes are not known when planning");
-        if (op.in.size() > 4 && op.in[4] >= 0 && !known(op.in[4], dd, sp)) return fail("Slice steps are not known when planning");
+        if (!known(input(1), dd, st) || !known(input(2), dd, en)) return fail("Slice bounds are not known when planning");
+        if (input(3) >= 0 && !known(input(3), dd, ax)) return fail("Slice axes are not known when planning");
+        if (input(4) >= 0 && !known(input(4), dd, sp)) return fail("Slice steps are not known when planning");
         if (st.size() != 1 || en.size() != 1 || (!ax.empty() && ax[0] != 0 && ax[0] != -1)) return fail("Slice of a 1-D tensor needs one start and end on axis 0");
         const std::int64_t n = d0[0], step = sp.empty() ? 1 : sp[0];
         if (step == 0) return fail("Slice step 0");

@@ -114,6 +114,20 @@ struct builder {
       auto& op = emit(op_kind::host, nd);
       op.host_op = nd.op_type;
       for (std::size_t i = 0; i < nd.inputs.size(); ++i) op.in.push_back(in(i));
+      if (t == "Slice" && nd.inputs.size() == 1) {
+        // Opset 1-9: starts, ends and axes are attributes; they become the constant inputs of the opset-10 form.
+        const auto ints = [&](const char* a) {
+          const std::vector<std::int64_t> v = attr_ints(nd, a);
+          const std::int64_t n = static_cast<std::int64_t>(v.size());
+          return tensor::from<std::int64_t>(std::span<const std::int64_t>(&n, 1), std::span<const std::int64_t>(v));
+        };
+        const int starts = constant(nd.name + "/starts", ints("starts"));
+        const int ends = constant(nd.name + "/ends", ints("ends"));
+        const int axes = has_attr(nd, "axes") ? constant(nd.name + "/axes", ints("axes")) : -1;
+        op.in = {op.in[0], starts, ends, axes};
+        op.out = value(nd.outputs[0]);
+        return {};
+      }
       op.axis = attr_i(nd, "axis", 0);
       if (has_attr(nd, "axes")) op.axes = attr_ints(nd, "axes");
       op.start = attr_i(nd, "start", 0);
@@ -285,6 +299,20 @@ struct builder {
     if (t == "Concat") {
       auto& op = emit(op_kind::concat, nd);
       for (std::size_t i = 0; i < nd.inputs.size(); ++i) op.in.push_back(in(i));
+      if (t == "Slice" && nd.inputs.size() == 1) {
+        // Opset 1-9: starts, ends and axes are attributes; they become the constant inputs of the opset-10 form.
+        const auto ints = [&](const char* a) {
+          const std::vector<std::int64_t> v = attr_ints(nd, a);
+          const std::int64_t n = static_cast<std::int64_t>(v.size());
+          return tensor::from<std::int64_t>(std::span<const std::int64_t>(&n, 1), std::span<const std::int64_t>(v));
+        };
+        const int starts = constant(nd.name + "/starts", ints("starts"));
+        const int ends = constant(nd.name + "/ends", ints("ends"));
+        const int axes = has_attr(nd, "axes") ? constant(nd.name + "/axes", ints("axes")) : -1;
+        op.in = {op.in[0], starts, ends, axes};
+        op.out = value(nd.outputs[0]);
+        return {};
+      }
       op.axis = attr_i(nd, "axis", 0);
       op.out = value(nd.outputs[0]);
       return {};
@@ -370,21 +398,23 @@ bool fuse_post_op(ir& r) {
       if (pit == r.ops.begin() + static_cast<std::ptrdiff_t>(i) || !takes_posts(pit->kind)) continue;
       ir_op fused = *pit;
       if (c.kind == op_kind::eltwise) {
-        fused.posts.push_back(post_op{false, c.alg, c.alpha, c.beta, -1});
+        append_post(fused.posts, post_op{false, c.alg, c.alpha, c.beta, -1});
       } else {
         const int other = c.in[1 - side];
         const bool commutative = c.alg == alg::binary_add || c.alg == alg::binary_mul;
         if (side == 1 && !commutative) continue;
         if (const auto k = scalar(r, other)) {
-          if (c.alg == alg::binary_add) fused.posts.push_back(post_op{false, alg::eltwise_linear, 1.0f, *k, -1});
-          else if (c.alg == alg::binary_sub) fused.posts.push_back(post_op{false, alg::eltwise_linear, 1.0f, -*k, -1});
-          else if (c.alg == alg::binary_mul) fused.posts.push_back(post_op{false, alg::eltwise_linear, *k, 0.0f, -1});
-          else fused.posts.push_back(post_op{false, alg::eltwise_linear, 1.0f / *k, 0.0f, -1});
+          if (c.alg == alg::binary_add) append_post(fused.posts, post_op{false, alg::eltwise_linear, 1.0f, *k, -1});
+          else if (c.alg == alg::binary_sub) append_post(fused.posts, post_op{false, alg::eltwise_linear, 1.0f, -*k, -1});
+          else if (c.alg == alg::binary_mul) append_post(fused.posts, post_op{false, alg::eltwise_linear, *k, 0.0f, -1});
+          else append_post(fused.posts, post_op{false, alg::eltwise_linear, 1.0f / *k, 0.0f, -1});
         } else {
           fused.posts.push_back(post_op{true, c.alg, 0, 0, other});
         }
       }
-      fused.posts.insert(fused.posts.end(), c.posts.begin(), c.posts.end());
+      for (const auto& p : c.posts) append_post(fused.posts, p);
+      // Not fused where oneDNN would run a post-op with another's parameters (see eltwise_conflict).
+      if (eltwise_conflict(fused.posts)) continue;
       fused.nodes.insert(fused.nodes.end(), c.nodes.begin(), c.nodes.end());
       fused.out = c.out;
       const std::size_t producer = static_cast<std::size_t>(pit - r.ops.begin());
@@ -395,6 +425,30 @@ bool fuse_post_op(ir& r) {
   }
   return false;
 }
+
+}  // namespace
+
+bool eltwise_conflict(const std::vector<post_op>& posts) {
+  for (std::size_t i = 0; i < posts.size(); ++i)
+    for (std::size_t j = i + 1; j < posts.size(); ++j)
+      if (!posts[i].binary && !posts[j].binary && posts[i].alg == posts[j].alg &&
+          (posts[i].alpha != posts[j].alpha || posts[i].beta != posts[j].beta))
+        return true;
+  return false;
+}
+
+void append_post(std::vector<post_op>& posts, const post_op& p) {
+  if (!p.binary && p.alg == alg::eltwise_linear && !posts.empty() && !posts.back().binary &&
+      posts.back().alg == alg::eltwise_linear) {
+    auto& q = posts.back();
+    q.beta = p.alpha * q.beta + p.beta;
+    q.alpha = p.alpha * q.alpha;
+    return;
+  }
+  posts.push_back(p);
+}
+
+namespace {
 
 std::string_view kind_name(op_kind k) {
   switch (k) {

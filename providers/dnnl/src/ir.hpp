@@ -120,4 +120,14 @@ struct decoded_context {
 /// One line per operation ("convolution <- a + b [post-ops: eltwise_relu]").
 [[nodiscard]] std::vector<std::string> describe_ir(const ir& r);
 
+/// True when two element-wise post-ops of `posts` share an algorithm but not its parameters. oneDNN 2.6.3's jit
+/// post-op injector keeps one eltwise injector per algorithm, so every later post-op of that algorithm silently runs
+/// with the first one's alpha and beta (matmul, convolution and binary primitives alike): such a list must never be
+/// given to a primitive.
+[[nodiscard]] bool eltwise_conflict(const std::vector<post_op>& posts);
+
+/// Appends `p` to `posts`, folding a linear function that follows a linear function into one
+/// (a2 * (a1 * x + b1) + b2 = a2 a1 * x + (a2 b1 + b2)).
+void append_post(std::vector<post_op>& posts, const post_op& p);
+
 }  // namespace epstack::dnnl_ep

@@ -1,0 +1,210 @@
+// Wrong answers and crashes found on the oneDNN stack, each checked against values computed here in double
+// precision, not only against the CPU provider (which could share a fault of the graph optimiser).
+#include <epstack/model_zoo.hpp>
+#include <epstack/providers/cpu.hpp>
+#include <epstack/providers/dnnl.hpp>
+#include <epstack/session.hpp>
+
+#include "../support/graphs.hpp"
+#include "../support/test_values.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+using namespace epstack;
+using test::op;
+
+namespace {
+
+using dnnl_session = session<dnnl_provider, cpu_provider>;
+using cpu_session = session<cpu_provider>;
+
+type_info f32(shape s) { return type_info::tensor_of(element_type::float32, std::move(s)); }
+
+session_options level(graph_optimization_level l) {
+  session_options so;
+  so.set_graph_optimization_level(l);
+  so.set_intra_op_threads(2);
+  return so;
+}
+
+std::vector<std::string> dnnl_nodes(const dnnl_session& s) {
+  std::vector<std::string> r;
+  const auto& plan = s.plan();
+  const graph& g = *plan.main.g;
+  for (node_id n = 0; n < g.node_count(); ++n)
+    if (plan.providers[plan.main.nodes[n].provider] == dnnl_provider::type_key) r.push_back(g.node(n).name);
+  return r;
+}
+
+/// Every value of `got` within `tol` (relative to the magnitude of `want`) of `want`; NaN never passes.
+void check_values(const tensor& got, const std::vector<double>& want, double tol = 1e-4) {
+  REQUIRE(got.type() == element_type::float32);
+  REQUIRE(got.element_count() == want.size());
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    const double g = got.typed<float>()[i];
+    if (!(std::fabs(g - want[i]) <= tol * (1.0 + std::fabs(want[i])))) {
+      if (bad++ < 3) INFO("at ", i, ": got ", g, ", want ", want[i]);
+    }
+  }
+  CHECK_MESSAGE(bad == 0, bad, " of ", want.size(), " values differ");
+}
+
+}  // namespace
+
+// y = ((x @ W) * 10) / 4 - 3: a chain of scalar post-ops after a matrix product. Each link must use its own constant.
+TEST_CASE("a chain of scalar Mul/Div/Sub/Add after MatMul uses each link's own constant") {
+  struct chain_case {
+    const char* name;
+    std::vector<std::pair<std::string, float>> links;  // op type, constant (the matrix product on the left)
+  };
+  const std::vector<chain_case> cases = {
+      {"mul div sub", {{"Mul", 10.0f}, {"Div", 4.0f}, {"Sub", 3.0f}}},
+      {"add mul", {{"Add", 1.5f}, {"Mul", -2.0f}}},
+      {"mul mul mul", {{"Mul", 2.0f}, {"Mul", 3.0f}, {"Mul", 0.5f}}},
+      {"sub add div mul", {{"Sub", 0.25f}, {"Add", 4.0f}, {"Div", -8.0f}, {"Mul", 7.0f}}},
+  };
+  const tensor W = zoo::random_tensor({8, 4}, 11, 0.5f);
+  const tensor x = zoo::random_tensor({3, 8}, 12, 1.0f);
+  for (const auto& c : cases) {
+    CAPTURE(c.name);
+    model m;
+    m.opsets = {{"", 13}};
+    auto& g = m.graph;
+    g.set_name("chain");
+    g.add_input("x", f32(shape{dimension("n"), 8}));
+    g.add_initializer("W", W);
+    g.add_node(op("mm", "MatMul"), {"x", "W"}, {"v0"});
+    std::string v = "v0";
+    for (std::size_t i = 0; i < c.links.size(); ++i) {
+      const std::string k = "k" + std::to_string(i), out = "v" + std::to_string(i + 1);
+      g.add_initializer(k, tensor::scalar(c.links[i].second));
+      g.add_node(op("link" + std::to_string(i), c.links[i].first), {v, k}, {out});
+      v = out;
+    }
+    g.add_output(v, f32(shape{dimension("n"), 4}));
+    std::vector<double> want;
+    for (std::int64_t r = 0; r < 3; ++r)
+      for (std::int64_t j = 0; j < 4; ++j) {
+        double y = 0;
+        for (std::int64_t i = 0; i < 8; ++i) y += double(x.typed<float>()[r * 8 + i]) * W.typed<float>()[i * 4 + j];
+        for (const auto& [t, k] : c.links) y = t == "Mul" ? y * k : t == "Div" ? y / k : t == "Add" ? y + k : y - k;
+        want.push_back(y);
+      }
+    for (auto l : {graph_optimization_level::all, graph_optimization_level::disable}) {
+      auto d = dnnl_session::create(m, level(l));
+      REQUIRE_MESSAGE(d.has_value(), d.status().to_string());
+      CHECK(dnnl_nodes(*d).size() == c.links.size() + 1);  // the whole chain is on oneDNN
+      auto got = d->run({{"x", x}});
+      REQUIRE_MESSAGE(got.has_value(), got.status().to_string());
+      check_values((*got)[0], want);
+      auto cpu = cpu_session::create(m, level(l));
+      REQUIRE(cpu.has_value());
+      auto ref = cpu->run({{"x", x}});
+      REQUIRE(ref.has_value());
+      check_values((*ref)[0], want);
+    }
+  }
+}
+
+TEST_CASE("a chain of scalar post-ops after Conv (and after Relu) uses each link's own constant") {
+  const tensor Wc = zoo::random_tensor({4, 2, 3, 3}, 21, 0.4f);
+  const tensor x = zoo::random_tensor({1, 2, 5, 5}, 22, 1.0f);
+  for (bool relu : {false, true}) {
+    CAPTURE(relu);
+    model m;
+    m.opsets = {{"", 13}};
+    auto& g = m.graph;
+    g.set_name("conv_chain");
+    g.add_input("x", f32(shape{1, 2, 5, 5}));
+    g.add_initializer("W", Wc);
+    g.add_initializer("ten", tensor::scalar(10.0f));
+    g.add_initializer("four", tensor::scalar(4.0f));
+    g.add_initializer("three", tensor::scalar(3.0f));
+    g.add_node(op("conv", "Conv"), {"x", "W"}, {"c"});
+    std::string v = "c";
+    if (relu) g.add_node(op("relu", "Relu"), {"c"}, {"r"}), v = "r";
+    g.add_node(op("mul", "Mul"), {v, "ten"}, {"a"});
+    g.add_node(op("div", "Div"), {"a", "four"}, {"b"});
+    g.add_node(op("sub", "Sub"), {"b", "three"}, {"y"});
+    g.add_output("y", f32(shape{1, 4, 3, 3}));
+    std::vector<double> want;
+    for (int o = 0; o < 4; ++o)
+      for (int i = 0; i < 3; ++i)
+        for (int j = 0; j < 3; ++j) {
+          double s = 0;
+          for (int ci = 0; ci < 2; ++ci)
+            for (int ki = 0; ki < 3; ++ki)
+              for (int kj = 0; kj < 3; ++kj)
+                s += double(x.typed<float>()[(ci * 5 + i + ki) * 5 + j + kj]) * Wc.typed<float>()[((o * 2 + ci) * 3 + ki) * 3 + kj];
+          if (relu) s = std::max(s, 0.0);
+          want.push_back(s * 10 / 4 - 3);
+        }
+    for (auto l : {graph_optimization_level::all, graph_optimization_level::disable}) {
+      auto d = dnnl_session::create(m, level(l));
+      REQUIRE_MESSAGE(d.has_value(), d.status().to_string());
+      auto got = d->run({{"x", x}});
+      REQUIRE_MESSAGE(got.has_value(), got.status().to_string());
+      check_values((*got)[0], want);
+    }
+  }
+}
+
+// Slice in its opset 1-9 form (starts, ends, axes as attributes) inside a shape computation the oneDNN provider
+// evaluates when planning, with a symbolic batch: the plan read bounds from inputs the node does not have.
+TEST_CASE("an opset-9 Slice in a shape computation is planned from its attributes, every time") {
+  model m;
+  m.opsets = {{"", 9}};
+  auto& g = m.graph;
+  g.set_name("slice9");
+  g.add_input("x", f32(shape{dimension("batch"), 12}));
+  g.add_initializer("W", zoo::random_tensor({12, 12}, 31, 0.5f));
+  g.add_initializer("rest", tensor::from<std::int64_t>({2}, {3, 4}));
+  g.add_node(op("mm", "MatMul"), {"x", "W"}, {"y"});
+  g.add_node(op("shape", "Shape"), {"y"}, {"s"});
+  attribute_list sl;
+  sl.set("starts", std::vector<std::int64_t>{0});
+  sl.set("ends", std::vector<std::int64_t>{1});
+  sl.set("axes", std::vector<std::int64_t>{0});
+  g.add_node(op("slice", "Slice", sl), {"s"}, {"b"});
+  attribute_list ax0;
+  ax0.set("axis", std::int64_t{0});
+  g.add_node(op("concat", "Concat", ax0), {"b", "rest"}, {"target"});
+  g.add_node(op("reshape", "Reshape"), {"y", "target"}, {"r"});
+  g.add_node(op("relu", "Relu"), {"r"}, {"z"});
+  g.add_output("z", f32(shape{dimension("batch"), 3, 4}));
+  g.add_output("target", type_info::tensor_of(element_type::int64, shape{3}));
+  // The other forms of the same slice: a negative start and end with no axes (every axis, here the one).
+  model m2 = m;
+  {
+    auto& n = m2.graph.node(2);
+    n.attributes = {};
+    n.attributes.set("starts", std::vector<std::int64_t>{-2});
+    n.attributes.set("ends", std::vector<std::int64_t>{-1});
+  }
+  for (int round = 0; round < 10; ++round) {
+    for (std::int64_t batch : {1, 3, 6}) {
+     for (const model* mm : {&m, &m2}) {
+      const auto x = zoo::random_tensor({batch, 12}, static_cast<std::uint64_t>(batch + round), 1.0f);
+      auto d = dnnl_session::create(*mm, level(graph_optimization_level::disable));
+      REQUIRE_MESSAGE(d.has_value(), d.status().to_string());
+      CHECK(dnnl_nodes(*d).size() == 6);
+      auto got = d->run({{"x", x}});
+      REQUIRE_MESSAGE(got.has_value(), got.status().to_string());
+      const tensor& t = (*got)[1];
+      REQUIRE(t.element_count() == 3);
+      CHECK(std::vector<std::int64_t>(t.typed<std::int64_t>(), t.typed<std::int64_t>() + 3) == std::vector<std::int64_t>{batch, 3, 4});
+      auto c = cpu_session::create(*mm, level(graph_optimization_level::disable));
+      REQUIRE(c.has_value());
+      auto want = c->run({{"x", x}});
+      REQUIRE(want.has_value());
+      std::vector<double> w((*want)[0].typed<float>(), (*want)[0].typed<float>() + (*want)[0].element_count());
+      check_values((*got)[0], w);
+     }
+    }
+  }
+}
