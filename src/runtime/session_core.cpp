@@ -154,6 +154,14 @@ struct run_context {
   std::vector<std::byte*> blocks;       // main graph: arena block per value
 };
 
+// A fed value against the input's declaration, by ONNX Runtime's rules (InferenceSession::ValidateInputs, 1.17 and
+// later) and with its messages, so that an application that runs there runs here:
+// - the element type must match: "Unexpected input data type. Actual: (tensor(double)) , expected: (tensor(float))";
+// - an input declared without a shape, or with the shape [] (a scalar), takes a tensor of any shape (exporters
+//   declare scalars that applications feed as [1]);
+// - a declared shape of rank 1 or more needs that rank ("Invalid rank for input: ...") and the fixed dimensions
+//   (dim_value) it names; symbolic and unknown dimensions take any size, 0 included ("Got invalid dimensions for
+//   input: ..." lists every index that differs).
 Status check_input(const value& decl, const ivalue& given) {
   const auto& ty = decl.type;
   if (ty.kind == type_kind::sequence) {
@@ -166,18 +174,23 @@ Status check_input(const value& decl, const ivalue& given) {
   const tensor& t = given.as_tensor();
   if (t.empty()) return Status(errc::invalid_argument, cat("input '", decl.name, "' is an empty tensor"));
   if (t.type() != ty.elem)
-    return Status(errc::invalid_argument, cat("input '", decl.name, "': expected element type ", to_string(ty.elem),
-                                              ", got ", to_string(t.type())));
-  if (!ty.dims) return {};
+    return Status(errc::invalid_argument, cat("Unexpected input data type. Actual: (tensor(", to_string(t.type()),
+                                              ")) , expected: (tensor(", to_string(ty.elem), ")) for input '",
+                                              decl.name, "'"));
+  if (!ty.dims || ty.dims->rank() == 0) return {};
   if (t.rank() != ty.dims->rank())
-    return Status(errc::invalid_argument, cat("input '", decl.name, "': expected rank ", std::to_string(ty.dims->rank()),
-                                              " ", ty.dims->to_string(), ", got rank ", std::to_string(t.rank())));
+    return Status(errc::invalid_argument, cat("Invalid rank for input: ", decl.name, " Got: ", std::to_string(t.rank()),
+                                              " Expected: ", std::to_string(ty.dims->rank()),
+                                              " Please fix either the inputs/outputs or the model."));
+  std::string bad;
   for (std::size_t i = 0; i < t.rank(); ++i)
     if ((*ty.dims)[i].is_known() && (*ty.dims)[i].value != t.sizes()[i])
-      return Status(errc::invalid_argument,
-                    cat("input '", decl.name, "': dimension ", std::to_string(i), " must be ",
-                        std::to_string((*ty.dims)[i].value), " ", ty.dims->to_string(), ", got ",
-                        std::to_string(t.sizes()[i])));
+      bad += cat(" index: ", std::to_string(i), " Got: ", std::to_string(t.sizes()[i]), " Expected: ",
+                 std::to_string((*ty.dims)[i].value), "\n");
+  if (!bad.empty())
+    return Status(errc::invalid_argument, cat("Got invalid dimensions for input: ", decl.name,
+                                              " for the following indices\n", bad,
+                                              " Please fix either the inputs/outputs or the model."));
   return {};
 }
 
@@ -691,7 +704,7 @@ Result<std::vector<ivalue>> session_core::run(std::span<const named_value> feeds
   for (const auto& feed : feeds) {
     const value_id v = g.find_value(feed.name);
     if (v == no_id || !g.value(v).is_graph_input) {
-      st = Status(errc::invalid_argument, cat("input '", feed.name, "' is not an input of the model"));
+      st = Status(errc::invalid_argument, cat("Invalid input name: ", feed.name));
       break;
     }
     if (!rc->env[v].is_none()) {
@@ -703,12 +716,17 @@ Result<std::vector<ivalue>> session_core::run(std::span<const named_value> feeds
     if (feed.value.is_tensor() && feed.value.as_tensor().owner()) owners.push_back(feed.value.as_tensor().owner().get());
   }
   if (st)
-    for (value_id v : g.inputs())
-      // (An optional input left out, or given as none, is an empty optional.)
-      if (rc->env[v].is_none() && !g.value(v).initializer && g.value(v).type.kind != type_kind::optional) {
-        st = Status(errc::invalid_argument, cat("input '", g.value(v).name, "' is missing"));
+    for (value_id v : g.inputs()) {
+      // An optional input left out, or given as none, is an empty optional. An input nothing reads may be left out,
+      // as ONNX Runtime allows; one that is read is refused here, before anything runs, where ONNX Runtime fails
+      // in the kernel with the same words.
+      const auto& val = g.value(v);
+      if (rc->env[v].is_none() && !val.initializer && val.type.kind != type_kind::optional &&
+          (!val.consumers.empty() || val.is_graph_output)) {
+        st = Status(errc::invalid_argument, cat("Missing Input: ", val.name));
         break;
       }
+    }
   std::vector<ivalue> result;
   if (st) {
     std::sort(owners.begin(), owners.end());

@@ -125,19 +125,76 @@ TEST_CASE("bad run calls are invalid_argument naming the input or output") {
     CHECK(r.code() == errc::invalid_argument);
     CHECK(r.status().message() == msg);
   };
-  expect(s->run({{"inputs", x}}), "input 'inputs' is not an input of the model");
-  expect(s->run({}), "input 'input' is missing");
+  // ONNX Runtime's messages (InferenceSession::ValidateInputs), so that its users recognise them.
+  expect(s->run({{"inputs", x}}), "Invalid input name: inputs");
+  expect(s->run({}), "Missing Input: input");
   expect(s->run({{"input", x}, {"input", x}}), "input 'input' is given twice");
   expect(s->run({{"input", tensor::from<std::int64_t>({1, 8}, {1, 2, 3, 4, 5, 6, 7, 8})}}),
-         "input 'input': expected element type float, got int64");
-  expect(s->run({{"input", uniform({8}, 1)}}), "input 'input': expected rank 2 [batch,8], got rank 1");
-  expect(s->run({{"input", uniform({2, 7}, 1)}}), "input 'input': dimension 1 must be 8 [batch,8], got 7");
+         "Unexpected input data type. Actual: (tensor(int64)) , expected: (tensor(float)) for input 'input'");
+  expect(s->run({{"input", uniform({8}, 1)}}),
+         "Invalid rank for input: input Got: 1 Expected: 2 Please fix either the inputs/outputs or the model.");
+  expect(s->run({{"input", uniform({2, 7}, 1)}}),
+         "Got invalid dimensions for input: input for the following indices\n index: 1 Got: 7 Expected: 8\n Please fix "
+         "either the inputs/outputs or the model.");
   expect(s->run({{"input", tensor()}}), "input 'input' is an empty tensor");
   const std::vector<named_tensor> feeds{{"input", x}};
   const std::vector<std::string> wrong{"logit"};
   expect(s->run(feeds, wrong), "'logit' is not an output of the model");
   const std::vector<std::string> right{"logits"};
   CHECK(s->run(feeds, right).has_value());
+}
+
+TEST_CASE("inputs are accepted as ONNX Runtime accepts them: scalars fed as [1], no shape, symbolic dims, unread inputs") {
+  // y = x * sr + bias: `sr` is declared a scalar ([]), as voice-activity exporters declare the sample rate; `any` has
+  // no shape at all; `x` is [n, 3] with n symbolic; `unused` is read by no node.
+  model m;
+  m.opsets = {{"", 13}};
+  auto& g = m.graph;
+  g.set_name("accept");
+  g.add_input("x", type_info::tensor_of(element_type::float32, shape{dimension("n"), 3}));
+  g.add_input("sr", type_info::tensor_of(element_type::float32, shape{}));
+  type_info no_shape;
+  no_shape.kind = type_kind::tensor;
+  no_shape.elem = element_type::float32;
+  g.add_input("any", no_shape);
+  g.add_input("unused", type_info::tensor_of(element_type::float32, shape{2, 2}));
+  g.add_node(op("mul", "Mul"), {"x", "sr"}, {"xs"});
+  g.add_node(op("add", "Add"), {"xs", "any"}, {"y"});
+  g.add_output("y", type_info::tensor_of(element_type::float32, shape{dimension("n"), 3}));
+  auto s = cpu_session::create(m);
+  REQUIRE_MESSAGE(s.has_value(), s.status().to_string());
+  const auto x = tensor::from<float>({2, 3}, {1, 2, 3, 4, 5, 6});
+  const auto run = [&](tensor sr, tensor any) { return s->run({{"x", x}, {"sr", std::move(sr)}, {"any", std::move(any)}}); };
+  // A one-element [1] for the scalar, a [3] row for the shapeless input; `unused` left out.
+  auto r = run(tensor::from<float>({1}, {2}), tensor::from<float>({3}, {10, 20, 30}));
+  REQUIRE_MESSAGE(r.has_value(), r.status().to_string());
+  const std::vector<float> want{12, 24, 36, 18, 30, 42};
+  REQUIRE((*r)[0].element_count() == want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) CHECK((*r)[0].typed<float>()[i] == want[i]);
+  // The declared scalar itself, and a [1, 1] (ONNX Runtime checks no shape of an input declared []).
+  CHECK(run(tensor::scalar(2.0f), tensor::scalar(0.0f)).has_value());
+  auto r11 = run(tensor::from<float>({1, 1}, {2}), tensor::scalar(0.0f));
+  REQUIRE_MESSAGE(r11.has_value(), r11.status().to_string());
+  CHECK((*r11)[0].rank() == 2);  // broadcasting [n,3] with [1,1]
+  // A symbolic dimension takes 0.
+  auto empty = s->run({{"x", tensor(element_type::float32, {0, 3})}, {"sr", tensor::scalar(1.0f)}, {"any", tensor::scalar(0.0f)}});
+  REQUIRE_MESSAGE(empty.has_value(), empty.status().to_string());
+  CHECK((*empty)[0].element_count() == 0);
+  // An input that is read cannot be left out; one that is not read may be given, and is still checked.
+  CHECK(s->run({{"x", x}, {"sr", tensor::scalar(1.0f)}}).status().message() == "Missing Input: any");
+  auto bad_unused = s->run({{"x", x}, {"sr", tensor::scalar(1.0f)}, {"any", tensor::scalar(0.0f)}, {"unused", tensor::scalar(0.0f)}});
+  CHECK(bad_unused.code() == errc::invalid_argument);
+  CHECK(bad_unused.status().message() ==
+        "Invalid rank for input: unused Got: 0 Expected: 2 Please fix either the inputs/outputs or the model.");
+  // Every fixed dimension that differs is listed.
+  auto two_bad = s->run({{"x", x}, {"sr", tensor::scalar(1.0f)}, {"any", tensor::scalar(0.0f)},
+                         {"unused", tensor(element_type::float32, {3, 4})}});
+  CHECK(two_bad.status().message() ==
+        "Got invalid dimensions for input: unused for the following indices\n index: 0 Got: 3 Expected: 2\n index: 1 Got: "
+        "4 Expected: 2\n Please fix either the inputs/outputs or the model.");
+  // A wrong element type on a shapeless input is still refused.
+  CHECK(run(tensor::scalar(1.0f), tensor::from<double>({1}, {1.0})).status().message() ==
+        "Unexpected input data type. Actual: (tensor(double)) , expected: (tensor(float)) for input 'any'");
 }
 
 TEST_CASE("a provider stack: the scripted provider fuses what it claims and the CPU takes the rest") {
