@@ -276,6 +276,16 @@ inline Status check_all_assigned(const graph_plan& gp, std::span<const provider_
     if (gp.nodes[n].provider == no_index) {
       const auto& nd = gp.g->node(n);
       missing += cat(missing.empty() ? "" : ", ", gp.g->describe(n), nd.domain.empty() ? "" : cat(" domain '", nd.domain, "'"));
+      // Why each provider that can say so did not take it: a provider that has the operator but refused this node
+      // is the usual cause.
+      std::string why;
+      for (const auto& r : gp.refused)
+        if (std::find(r.nodes.begin(), r.nodes.end(), n) != r.nodes.end())
+          why += cat(why.empty() ? "" : "; ", providers[r.provider].type_key, " refused its group: ", r.reason);
+      for (const auto& p : providers)
+        if (p.why_not)
+          if (auto w = p.why_not(*gp.g, n); !w.empty()) why += cat(why.empty() ? "" : "; ", p.type_key, ": ", w);
+      if (!why.empty()) missing += cat(" [", why, "]");
     }
   if (missing.empty()) return {};
   std::string stack;

@@ -570,6 +570,9 @@ Result<std::shared_ptr<const session_core>> session_core::build(model m, std::ve
   oo.can_run = can_run;
   EPSTACK_RETURN_IF_ERROR(ctx::progress(options, "optimize", 0, 1));
   EPSTACK_ASSIGN_OR_RETURN(d.report, optimize(d.m, oo));
+  // Once more on the optimised graph: a function node a provider claimed before the fusions may sit in a group it
+  // no longer takes (a HardSwish grouped with a Softmax that the optimiser removed as dead), and then runs as its body.
+  EPSTACK_RETURN_IF_ERROR(expand_functions(d.m, claimed).status());
   if (!options.optimized_model_filepath().empty()) {
     save_options so;
     so.mode = external_data_mode::above_threshold;

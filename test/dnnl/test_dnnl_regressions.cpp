@@ -10,6 +10,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -206,5 +207,84 @@ TEST_CASE("an opset-9 Slice in a shape computation is planned from its attribute
       check_values((*got)[0], w);
      }
     }
+  }
+}
+
+// A Transpose of a batch-1 convolution is a view with permuted strides; a binary primitive reading it got a layout
+// whose size-1 dim kept a stride past the buffer, and oneDNN 2.6.3's jit binary kernel then wrote nothing (zeros or
+// stale memory at the output). Found by the differential fuzzer (seed 920).
+TEST_CASE("a binary op after a Transpose of a batch-1 convolution computes every value") {
+  model m;
+  m.opsets = {{"", 13}};
+  auto& g = m.graph;
+  g.set_name("conv_transpose_add");
+  g.add_input("x", f32(shape{dimension("N"), 4, 7, 8}));
+  g.add_initializer("W", zoo::random_tensor({6, 4, 4, 1}, 41, 0.5f));
+  g.add_initializer("half", tensor::scalar(0.5f));
+  g.add_initializer("minus2", tensor::scalar(-2.0f));
+  attribute_list c;
+  c.set("kernel_shape", std::vector<std::int64_t>{4, 1});
+  c.set("pads", std::vector<std::int64_t>{0, 0, 2, 0});
+  c.set("dilations", std::vector<std::int64_t>{2, 1});
+  g.add_node(op("conv", "Conv", c), {"x", "W"}, {"c"});
+  attribute_list t;
+  t.set("perm", std::vector<std::int64_t>{2, 3, 0, 1});
+  g.add_node(op("transpose", "Transpose", t), {"c"}, {"t"});
+  g.add_node(op("add", "Add"), {"t", "half"}, {"a"});
+  g.add_node(op("mul", "Mul"), {"a", "minus2"}, {"y"});
+  g.add_output("y", f32(shape{3, 8, dimension("N"), 6}));
+  for (std::int64_t n : {1, 2}) {
+    CAPTURE(n);
+    const auto x = zoo::random_tensor({n, 4, 7, 8}, 42, 2.0f);
+    auto d = dnnl_session::create(m, level(graph_optimization_level::all));
+    REQUIRE_MESSAGE(d.has_value(), d.status().to_string());
+    CHECK(dnnl_nodes(*d).size() == 4);
+    auto got = d->run({{"x", x}});
+    REQUIRE_MESSAGE(got.has_value(), got.status().to_string());
+    auto c2 = cpu_session::create(m, level(graph_optimization_level::all));
+    REQUIRE(c2.has_value());
+    auto want = c2->run({{"x", x}});
+    REQUIRE(want.has_value());
+    std::vector<double> w((*want)[0].typed<float>(), (*want)[0].typed<float>() + (*want)[0].element_count());
+    check_values((*got)[0], w);
+  }
+}
+
+// HardSwish is a function operator: the CPU provider runs its body. oneDNN claimed the node on the graph as loaded
+// (in a group with a Softmax), so it was not expanded; the graph optimiser then removed the Softmax, whose output
+// nothing reads, oneDNN no longer took a group without a heavy operation, and session creation failed with "no
+// provider of the stack can run 'HardSwish'". Found by the differential fuzzer (seed 946).
+TEST_CASE("a function operator oneDNN gives up after graph optimisation runs as its body") {
+  model m;
+  m.opsets = {{"", 17}};
+  auto& g = m.graph;
+  g.set_name("hardswish");
+  g.add_input("x", f32(shape{3, 7, 10, 5}));
+  g.add_initializer("k", tensor::scalar(1.5f));
+  g.add_node(op("mul", "Mul"), {"x", "k"}, {"m"});
+  g.add_node(op("hs", "HardSwish"), {"m"}, {"h"});
+  attribute_list t;
+  t.set("perm", std::vector<std::int64_t>{2, 0, 3, 1});
+  g.add_node(op("tr", "Transpose", t), {"h"}, {"y"});
+  attribute_list ax;
+  ax.set("axis", std::int64_t{3});
+  g.add_node(op("dead_softmax", "Softmax", ax), {"y"}, {"unused"});
+  g.add_output("y", f32(shape{10, 3, 5, 7}));
+  const auto x = zoo::random_tensor({3, 7, 10, 5}, 53, 4.0f);
+  for (auto l : {graph_optimization_level::all, graph_optimization_level::disable}) {
+    auto d = dnnl_session::create(m, level(l));
+    REQUIRE_MESSAGE(d.has_value(), d.status().to_string());
+    auto got = d->run({{"x", x}});
+    REQUIRE_MESSAGE(got.has_value(), got.status().to_string());
+    std::vector<double> w;  // HardSwish(1.5 x) = y * clamp(y / 6 + 1/2, 0, 1), transposed
+    const float* xp = x.typed<float>();
+    for (int a = 0; a < 10; ++a)
+      for (int b = 0; b < 3; ++b)
+        for (int c = 0; c < 5; ++c)
+          for (int e = 0; e < 7; ++e) {
+            const double v = 1.5 * xp[((b * 7 + e) * 10 + a) * 5 + c];
+            w.push_back(v * std::clamp(v / 6 + 0.5, 0.0, 1.0));
+          }
+    check_values((*got)[0], w);
   }
 }

@@ -46,6 +46,16 @@ dn::engine& cpu_engine() {
 dims mdims(const dims& d) { return d.empty() ? dims{1} : d; }
 std::int64_t volume(const dims& d) { return std::accumulate(d.begin(), d.end(), std::int64_t{1}, std::multiplies<>()); }
 
+/// A strided md whose dims of size 1 take the stride a row-major layout gives them (the next dim's stride times its
+/// size). Their stride addresses nothing, but oneDNN 2.6.3's jit binary primitive reads the layout from it: a view
+/// that kept the stride of a permuted size-1 dim ([3,8,1,6] with strides [48,6,144,1], a Transpose of a batch-1
+/// convolution) got a kernel that wrote nothing.
+md_t strided(const dims& d, dims strides) {
+  for (std::size_t i = d.size(); i-- > 0;)
+    if (d[i] == 1) strides[i] = i + 1 < d.size() ? strides[i + 1] * std::max<std::int64_t>(d[i + 1], 1) : 1;
+  return md_t(d, dt::f32, strides);
+}
+
 md_t plain(const dims& d0) {
   const dims d = mdims(d0);
   dims strides(d.size(), 1);
@@ -729,7 +739,7 @@ class plan_builder {
     for (std::size_t i = n - 1; i > 0; --i) ps[i - 1] = ps[i] * std::max<std::int64_t>(phys[i], 1);
     dims strides = ps;
     if (trans) std::swap(strides[n - 1], strides[n - 2]);
-    return md_t(d, dt::f32, strides);
+    return strided(d, strides);
   }
 
   Status matmul(const ir_op& op) {
@@ -773,7 +783,7 @@ class plan_builder {
       if (const auto st = strides_of(md_of(s)); st && !collapse && dims_of(v).size() == logical.size() && md_of(s) != plain(dims_of(v))) {
         dims vs = *st;
         if (trans) std::swap(vs[vs.size() - 1], vs[vs.size() - 2]);
-        return alias(s, md_t(logical, dt::f32, vs));
+        return alias(s, strided(logical, vs));
       }
       return alias(as_plain(s, dims_of(v)), matrix_md(logical, trans));
     };
@@ -930,7 +940,7 @@ class plan_builder {
     if (const auto st = strides_of(md_of(s)); st && st->size() == n) {
       dims vs(n);
       for (std::size_t i = 0; i < n; ++i) vs[i] = (*st)[static_cast<std::size_t>(perm[i])];
-      define(op.out, alias(s, md_t(out, dt::f32, vs)), out);
+      define(op.out, alias(s, strided(out, vs)), out);
       return {};
     }
     const md_t out_plain = plain(out);
@@ -939,7 +949,7 @@ class plan_builder {
     dims src_strides(n);
     for (std::size_t i = 0; i < n; ++i) src_strides[static_cast<std::size_t>(perm[i])] = ostr[i];
     const int t = scratch_slot(out_plain);
-    const int view = alias(t, md_t(in, dt::f32, src_strides));
+    const int view = alias(t, strided(in, src_strides));
     reorder_into(s, view);
     define(op.out, t, out);
     return {};
