@@ -536,6 +536,14 @@ class plan_builder {
     }
     // src0 keeps its layout when it has the output's rank; src1 matches it, or is plain when it broadcasts.
     int s0 = da0.size() == rank ? sa : alias(as_plain(sa, da0), plain(da));
+    // oneDNN 2.6.3's jit binary kernel applies a broadcasting binary post-op at wrong offsets when the destination
+    // (which takes src0's layout) is a permuted strided view (a Transpose read in place): make src0 row-major then.
+    if (const auto st = strides_of(md_of(s0)); st && md_of(s0) != plain(da)) {
+      const bool broadcast_post = std::any_of(posts.begin(), posts.end(), [&](const post_op& p) {
+        return p.binary && post_dims(dims_of(p.src1), out) != std::optional<dims>(out);
+      });
+      if (broadcast_post) s0 = as_plain(s0, da);
+    }
     const md_t md0 = md_of(s0);
     int s1 = db == out ? as_md(db0.size() == rank ? sb : alias(as_plain(sb, db0), plain(db)), md0)
                        : alias(as_plain(sb, db0), plain(db));
