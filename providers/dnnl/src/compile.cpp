@@ -322,6 +322,18 @@ class plan_builder {
     add_step(dn::reorder(pd), {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}}, pd);
   }
   /// Slot `s` in layout `md` (same dims): `s` itself, or a reordered copy.
+  /// Slot `s` read through an md whose size-1 dims have row-major strides (see `strided`), when it is strided:
+  /// oneDNN's own layouts give them others (a pooling's `acbd` output of [1,11,1,6] has stride 66 on the 1).
+  int canonical(int s) {
+    const md_t& m = md_of(s);
+    const auto st = strides_of(m);
+    if (!st) return s;
+    const dims d(m.data.dims, m.data.dims + m.data.ndims);
+    const md_t c = strided(d, *st);
+    // (md_t's == ignores the strides of size-1 dims, the very difference that matters here.)
+    const auto cs = strides_of(c);
+    return cs && *cs == *st ? s : alias(s, c);
+  }
   int as_md(int s, const md_t& md) {
     if (md_of(s) == md) return s;
     const int t = scratch_slot(md);
@@ -501,7 +513,8 @@ class plan_builder {
     return s;
   }
 
-  int eltwise(int s, alg a, float alpha, float beta) {
+  int eltwise(int s0, alg a, float alpha, float beta) {
+    const int s = canonical(s0);
     const md_t md = md_of(s);
     dn::eltwise_forward::desc d(dn::prop_kind::forward_inference, a, md, alpha, beta);
     return unary_step<dn::eltwise_forward>({d, base_attr(), cpu_engine()}, s);
@@ -535,20 +548,23 @@ class plan_builder {
       if (a == alg::binary_div) fix.push_back(post_op{false, alg::eltwise_pow, 1.0f, -1.0f, -1});
     }
     // src0 keeps its layout when it has the output's rank; src1 matches it, or is plain when it broadcasts.
-    int s0 = da0.size() == rank ? sa : alias(as_plain(sa, da0), plain(da));
-    // oneDNN 2.6.3's jit binary kernel applies a broadcasting binary post-op at wrong offsets when the destination
-    // (which takes src0's layout) is a permuted strided view (a Transpose read in place): make src0 row-major then.
-    if (const auto st = strides_of(md_of(s0)); st && md_of(s0) != plain(da)) {
-      const bool broadcast_post = std::any_of(posts.begin(), posts.end(), [&](const post_op& p) {
-        return p.binary && post_dims(dims_of(p.src1), out) != std::optional<dims>(out);
-      });
-      if (broadcast_post) s0 = as_plain(s0, da);
-    }
+    int s0 = canonical(da0.size() == rank ? sa : alias(as_plain(sa, da0), plain(da)));
     const md_t md0 = md_of(s0);
     int s1 = db == out ? as_md(db0.size() == rank ? sb : alias(as_plain(sb, db0), plain(db)), md0)
                        : alias(as_plain(sb, db0), plain(db));
     std::vector<post_op> all = fix;
     for (const auto& p : posts) append_post(all, p);
+    // oneDNN 2.6.3's jit binary kernel applies a binary post-op that broadcasts (a per-channel [1,C,1,1] operand) at
+    // wrong offsets, whatever the layout (checked with oneDNN alone: [2,5,1,1], [2,16,4,4], a Transpose read in
+    // place). The post-ops before the first such one are fused; it and the rest run as binary primitives of their
+    // own, whose broadcast operand oneDNN computes right.
+    std::vector<post_op> rest;
+    for (std::size_t i = 0; i < all.size(); ++i)
+      if (all[i].binary && post_dims(dims_of(all[i].src1), out) != std::optional<dims>(out)) {
+        rest.assign(all.begin() + static_cast<std::ptrdiff_t>(i), all.end());
+        all.resize(i);
+        break;
+      }
     bool fused = false;
     std::vector<std::pair<int, int>> post_args;
     const md_t md1 = md_of(s1);
@@ -560,7 +576,8 @@ class plan_builder {
     std::vector<std::pair<int, int>> args{{DNNL_ARG_SRC_0, s0}, {DNNL_ARG_SRC_1, s1}, {DNNL_ARG_DST, t}};
     args.insert(args.end(), post_args.begin(), post_args.end());
     add_step(dn::binary(pd), std::move(args), pd);
-    return fused ? t : unfused_posts(all, t, out);
+    if (!fused) rest.insert(rest.begin(), all.begin(), all.end());
+    return unfused_posts(rest, t, out);
   }
 
   // ---- geometry ----

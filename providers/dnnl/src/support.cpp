@@ -153,6 +153,34 @@ bool host_evaluable(const graph& g, value_id v, int depth) {
   return true;
 }
 
+/// A ConvTranspose whose output_shape (or SAME auto_pad) asks for more than the convolution produces needs a
+/// negative total padding, which the CPU provider computes and oneDNN cannot express; with output_shape, the input's
+/// spatial dims must be known when partitioning to tell.
+std::string transposed_padding(const graph& g, node_id n) {
+  const auto& nd = g.node(n);
+  const std::string pad = attr_s(nd, "auto_pad", "NOTSET");
+  const bool target = has_attr(nd, "output_shape") || pad == "SAME_UPPER" || pad == "SAME_LOWER";
+  if (!target) return {};
+  const auto& xt = g.value(nd.inputs[0]).type;
+  const tensor* w = constant_input(g, n, 1);
+  if (w == nullptr || !xt.dims || !xt.dims->is_static() || xt.dims->rank() != w->rank())
+    return "output_shape or SAME padding with input dims not known when partitioning";
+  const auto xs = *xt.dims->sizes();
+  const std::size_t sp = xs.size() - 2;
+  const auto strides = attr_ints(nd, "strides", std::vector<std::int64_t>(sp, 1));
+  const auto dil = attr_ints(nd, "dilations", std::vector<std::int64_t>(sp, 1));
+  const auto opad = attr_ints(nd, "output_padding", std::vector<std::int64_t>(sp, 0));
+  const auto shape = attr_ints(nd, "output_shape");
+  if (strides.size() != sp || dil.size() != sp || opad.size() != sp || (!shape.empty() && shape.size() < sp)) return {};
+  for (std::size_t i = 0; i < sp; ++i) {
+    const std::int64_t ek = (w->sizes()[2 + i] - 1) * dil[i] + 1;
+    const std::int64_t natural = strides[i] * (xs[2 + i] - 1) + opad[i] + ek;
+    const std::int64_t want = !shape.empty() ? shape[shape.size() - sp + i] : xs[2 + i] * strides[i];
+    if (want > natural) return "output_shape asks for more than the convolution produces (a negative padding)";
+  }
+  return {};
+}
+
 std::string node_refusal(const graph& g, node_id n) {
   const auto& nd = g.node(n);
   const std::string_view op = nd.op_type;
@@ -180,6 +208,7 @@ std::string node_refusal(const graph& g, node_id n) {
     }
     if (op == "ConvTranspose" && has_attr(nd, "output_shape") && attr_s(nd, "auto_pad", "NOTSET") != "NOTSET")
       return "output_shape together with auto_pad";
+    if (op == "ConvTranspose") return transposed_padding(g, n);
     return {};
   }
   if (onnx && op == "Gemm") {
@@ -198,6 +227,8 @@ std::string node_refusal(const graph& g, node_id n) {
     if (!(r = need_f32_inputs(g, n, {0, 1, 2, 3, 4})).empty()) return r;
     if (!(r = need_constant(g, n, {1, 2, 3, 4}, "a scale, bias, mean or variance")).empty()) return r;
     if (attr_i(nd, "training_mode", 0) != 0) return "training_mode = 1";
+    if (const int rank = in_rank(g, n, 0); rank >= 0 && (rank < 2 || rank > 5))
+      return cat("input of rank ", std::to_string(rank), "; oneDNN normalises ranks 2 to 5");
     return only_first_output(g, n);
   }
   if ((onnx || contrib) && op == "LayerNormalization") {
@@ -205,6 +236,7 @@ std::string node_refusal(const graph& g, node_id n) {
     if (!(r = need_constant(g, n, {1, 2}, "the scale or bias")).empty()) return r;
     const auto axis = attr_i(nd, "axis", -1);
     const int rank = in_rank(g, n, 0);
+    if (rank >= 0 && (rank < 2 || rank > 5)) return cat("input of rank ", std::to_string(rank), "; oneDNN normalises ranks 2 to 5");
     if (axis != -1 && !(rank > 0 && axis == rank - 1)) return "axis is not the last one; oneDNN normalises the last axis";
     if (auto* s = constant_input(g, n, 1); s && s->rank() != 1) return "scale is not 1-D";
     return only_first_output(g, n);
