@@ -299,20 +299,6 @@ struct builder {
     if (t == "Concat") {
       auto& op = emit(op_kind::concat, nd);
       for (std::size_t i = 0; i < nd.inputs.size(); ++i) op.in.push_back(in(i));
-      if (t == "Slice" && nd.inputs.size() == 1) {
-        // Opset 1-9: starts, ends and axes are attributes; they become the constant inputs of the opset-10 form.
-        const auto ints = [&](const char* a) {
-          const std::vector<std::int64_t> v = attr_ints(nd, a);
-          const std::int64_t n = static_cast<std::int64_t>(v.size());
-          return tensor::from<std::int64_t>(std::span<const std::int64_t>(&n, 1), std::span<const std::int64_t>(v));
-        };
-        const int starts = constant(nd.name + "/starts", ints("starts"));
-        const int ends = constant(nd.name + "/ends", ints("ends"));
-        const int axes = has_attr(nd, "axes") ? constant(nd.name + "/axes", ints("axes")) : -1;
-        op.in = {op.in[0], starts, ends, axes};
-        op.out = value(nd.outputs[0]);
-        return {};
-      }
       op.axis = attr_i(nd, "axis", 0);
       op.out = value(nd.outputs[0]);
       return {};
