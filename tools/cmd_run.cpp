@@ -5,6 +5,8 @@
 #include <epstack/onnx_io.hpp>
 
 #include <chrono>
+#include <cstring>
+#include <thread>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -85,6 +87,35 @@ int run_with(const args& a, const std::string& model_path) {
   std::snprintf(buf, sizeof buf, "create %.3f ms, run %.3f ms, %d intra-op threads\n", create_ms, run_ms,
                 s->intra_op_threads());
   std::cout << buf;
+  if (auto rep = a.get("--repeat")) {
+    // Determinism: N - 1 more runs in a row, then 8 threads at once, each compared bit for bit with the first.
+    auto n = to_int(*rep, "--repeat");
+    if (!n || *n < 1) return usage_error("--repeat needs a positive number of runs");
+    const auto same = [&](const Result<std::vector<ivalue>>& r) -> std::string {
+      if (!r) return r.status().to_string();
+      for (std::size_t k = 0; k < r->size(); ++k) {
+        const auto& x = (*r)[k];
+        const auto& y = (*out)[k];
+        if (!x.is_tensor() || !y.is_tensor()) continue;
+        const tensor& tx = x.as_tensor();
+        const tensor& ty = y.as_tensor();
+        if (tx.byte_size() != ty.byte_size() || std::memcmp(tx.data(), ty.data(), tx.byte_size()) != 0)
+          return "output '" + s->outputs()[k].name + "' differs from the first run";
+      }
+      return "";
+    };
+    for (long long i = 1; i < *n; ++i)
+      if (auto d = same(s->run_values(feeds)); !d.empty())
+        return fail(Status(errc::fail, "not deterministic: run " + std::to_string(i + 1) + ": " + d));
+    std::vector<std::string> diffs(8);
+    std::vector<std::thread> threads;
+    for (std::size_t t = 0; t < diffs.size(); ++t)
+      threads.emplace_back([&, t] { diffs[t] = same(s->run_values(feeds)); });
+    for (auto& th : threads) th.join();
+    for (std::size_t t = 0; t < diffs.size(); ++t)
+      if (!diffs[t].empty()) return fail(Status(errc::fail, "not deterministic: thread " + std::to_string(t) + ": " + diffs[t]));
+    std::cout << "deterministic: " << *n << " runs and 8 concurrent runs gave bit-identical outputs\n";
+  }
   if (auto dir = a.get("--output-dir")) {
     std::error_code ec;
     fs::create_directories(*dir, ec);
@@ -134,7 +165,7 @@ int partition_with(const args& a, const std::string& model_path) {
 
 int run(const std::vector<std::string>& argv) {
   auto a = args::parse(argv, {"--providers", "--threads", "--input-dir", "--output-dir", "--config", "--dims", "--opt",
-                              "--seed", "--id-max", "--free-dims"});
+                              "--seed", "--id-max", "--free-dims", "--repeat"});
   if (!a) return usage_error(a.status().message());
   if (a->positional.size() != 1) return usage_error("usage: epstack run MODEL [options]");
   int rc = 0;

@@ -1,6 +1,7 @@
 // epstack test-runner: the ONNX backend test suite (model.onnx + test_data_set_N/{input,output}_K.pb per case) run on
 // a provider stack, compared as onnx's backend tests compare, like ONNX Runtime's onnx_test_runner. Each case runs in
 // a child process (a crash or a hang is that case's error, not the run's), with a time limit.
+#include "child.hpp"
 #include "cli.hpp"
 
 #include <epstack/onnx_io.hpp>
@@ -17,10 +18,6 @@
 #include <set>
 #include <sstream>
 
-#include <csignal>
-#include <poll.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 namespace epstack::cli {
 namespace fs = std::filesystem;
@@ -36,7 +33,16 @@ struct tolerance {
 struct outcome {
   std::string result;  ///< pass, fail or error
   std::string reason;
+  int offloaded = 0;  ///< main-graph nodes placed on a provider other than the CPU provider
 };
+
+/// How many nodes of the main graph a session placed on a provider other than the CPU provider.
+int offloaded_nodes(const partition_plan& plan) {
+  int k = 0;
+  for (const auto& e : plan.main.nodes)
+    if (e.provider < plan.providers.size() && plan.providers[e.provider] != "CPUExecutionProvider") ++k;
+  return k;
+}
 
 std::string fmt(double v) {
   char b[64];
@@ -286,9 +292,29 @@ ivalue as_declared(ivalue v, const type_info& t) {
   return ivalue(std::move(b));
 }
 
+/// The graph inputs that some node reads as an operand other than its first: a convolution's or a product's
+/// weights, a normalisation's scale and statistics, a binary operator's second operand, a shape.
+std::set<std::string> weight_inputs(const graph& g) {
+  std::set<std::string> r;
+  for (node_id n = 0; n < g.node_count(); ++n) {
+    const auto& nd = g.node(n);
+    for (std::size_t i = 1; i < nd.inputs.size(); ++i)
+      if (nd.inputs[i] != no_id && g.value(nd.inputs[i]).is_graph_input) r.insert(g.value(nd.inputs[i]).name);
+  }
+  return r;
+}
+
+struct case_options {
+  tolerance tol;
+  /// Weight inputs become initializers holding the data set's values (one session per data set), so that a
+  /// provider that takes only constant weights (oneDNN's convolutions, products, normalisations) gets the node.
+  bool constant_weights = false;
+};
+
 /// One case, in this process.
 template <class S>
-outcome run_case(const fs::path& c, const session_options& so, const tolerance& tol) {
+outcome run_case(const fs::path& c, const session_options& so, const case_options& co) {
+  const tolerance& tol = co.tol;
   auto s = S::create(c / "model.onnx", so, providers_for<S>(so));
   if (!s) return {"error", "create: " + s.status().to_string()};
   const auto sets = data_sets(c);
@@ -299,6 +325,15 @@ outcome run_case(const fs::path& c, const session_options& so, const tolerance& 
   const auto m = load_model(c / "model.onnx", lo);
   const bool random = m && has_random_node(m->graph);
   const auto dropout = random ? training_dropout(m->graph) : std::nullopt;
+  std::optional<model> source;  // the model as sessions load it, for --constant-weights
+  std::set<std::string> weights;
+  if (co.constant_weights) {
+    auto full = load_model(c / "model.onnx");
+    if (!full) return {"error", "load: " + full.status().to_string()};
+    weights = weight_inputs(full->graph);
+    source = std::move(*full);
+  }
+  int offloaded = 0;
   for (const auto& set : sets) {
     const std::string sname = set.filename().string();
     const auto in_files = numbered(set, "input"), out_files = numbered(set, "output");
@@ -311,7 +346,26 @@ outcome run_case(const fs::path& c, const session_options& so, const tolerance& 
       if (!v) return {"error", sname + ": " + v.status().to_string()};
       feeds.push_back({s->inputs()[k].name, as_declared(std::move(*v), s->inputs()[k].type)});
     }
-    auto out = s->run_values(feeds);
+    std::optional<S> with_constants;
+    const std::vector<named_value> all_feeds = feeds;  // what the random-output checks read (a dropout's ratio)
+    if (co.constant_weights) {
+      model mc = *source;
+      // Before IR 4 an initializer had to be a graph input too; the constants need IR 4's rule.
+      mc.ir_version = std::max<std::int64_t>(mc.ir_version, 4);
+      std::vector<named_value> rest;
+      for (auto& f : feeds) {
+        const value_id v = mc.graph.find_value(f.name);
+        if (weights.contains(f.name) && v != no_id && f.value.is_tensor()) mc.graph.make_input_constant(v, f.value.as_tensor());
+        else rest.push_back(std::move(f));
+      }
+      feeds = std::move(rest);
+      auto sc = S::create(std::move(mc), so, providers_for<S>(so));
+      if (!sc) return {"error", sname + ": create with constant weights: " + sc.status().to_string()};
+      with_constants.emplace(std::move(*sc));
+    }
+    const S& ran = with_constants ? *with_constants : *s;
+    offloaded = std::max(offloaded, offloaded_nodes(ran.plan()));
+    auto out = ran.run_values(feeds);
     if (!out) return {"error", sname + ": run: " + out.status().to_string()};
     if (out_files.size() != out->size())
       return {"fail", sname + ": " + std::to_string(out->size()) + " outputs, expected " + std::to_string(out_files.size())};
@@ -321,14 +375,14 @@ outcome run_case(const fs::path& c, const session_options& so, const tolerance& 
       const ivalue w = as_declared(std::move(*want), s->outputs()[k].type);
       std::string d;
       if (!random) d = compare_value((*out)[k], w, tol);
-      else if (dropout && s->outputs()[k].name == dropout->output) d = compare_dropout((*out)[k], w, feeds, *dropout, tol);
+      else if (dropout && s->outputs()[k].name == dropout->output) d = compare_dropout((*out)[k], w, all_feeds, *dropout, tol);
       else if (!(dropout && s->outputs()[k].name == dropout->mask)) d = compare_random((*out)[k], w, tol);
       else d = compare_random_tensor((*out)[k].as_tensor(), w.as_tensor(), tol);
       if (!d.empty())
         return {"fail", sname + ": output '" + s->outputs()[k].name + "': " + d + (random ? " (random outputs)" : "")};
     }
   }
-  return {"pass", random ? "random outputs: shape, type and range compared" : ""};
+  return {"pass", random ? "random outputs: shape, type and range compared" : "", offloaded};
 }
 
 std::string one_line(std::string s) {
@@ -339,65 +393,18 @@ std::string one_line(std::string s) {
 
 /// One case in a child process: a crash or running past `limit_s` seconds is an error of that case.
 template <class S>
-outcome run_isolated(const fs::path& c, const session_options& so, const tolerance& tol, int limit_s) {
-  int fds[2];
-  if (::pipe(fds) != 0) return {"error", "pipe: " + std::string(std::strerror(errno))};
-  std::cout.flush();
-  std::cerr.flush();
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    ::close(fds[0]);
-    ::close(fds[1]);
-    return {"error", "fork: " + std::string(std::strerror(errno))};
-  }
-  if (pid == 0) {
-    ::close(fds[0]);
-    outcome o;
-    try {
-      o = run_case<S>(c, so, tol);
-    } catch (const std::exception& e) {
-      o = {"error", std::string("exception: ") + e.what()};
-    }
-    const std::string line = o.result + "\t" + one_line(o.reason) + "\n";
-    std::size_t at = 0;
-    while (at < line.size()) {
-      const auto n = ::write(fds[1], line.data() + at, line.size() - at);
-      if (n <= 0) break;
-      at += static_cast<std::size_t>(n);
-    }
-    ::_exit(0);
-  }
-  ::close(fds[1]);
-  std::string text;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(limit_s);
-  bool timed_out = false;
-  for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
-    if (left <= 0) {
-      timed_out = true;
-      break;
-    }
-    pollfd p{fds[0], POLLIN, 0};
-    const int r = ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 1000)));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) continue;
-    char buf[4096];
-    const auto n = ::read(fds[0], buf, sizeof buf);
-    if (n <= 0) break;
-    text.append(buf, static_cast<std::size_t>(n));
-  }
-  ::close(fds[0]);
-  if (timed_out) ::kill(pid, SIGKILL);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (timed_out) return {"error", "timed out after " + std::to_string(limit_s) + " s"};
-  if (WIFSIGNALED(status)) return {"error", "crashed: signal " + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")"};
+outcome run_isolated(const fs::path& c, const session_options& so, const case_options& co, int limit_s) {
+  const auto r = run_in_child([&] {
+    const outcome o = run_case<S>(c, so, co);
+    return o.result + "\t" + std::to_string(o.offloaded) + "\t" + one_line(o.reason) + "\n";
+  }, limit_s);
+  const auto& text = r.text;
   const auto tab = text.find('\t');
-  if (tab == std::string::npos) return {"error", "the case's process exited without a result"};
-  std::string reason = text.substr(tab + 1);
+  const auto tab2 = tab == std::string::npos ? tab : text.find('\t', tab + 1);
+  if (!r.finished || tab2 == std::string::npos) return {"error", r.finished ? one_line(text) : r.why(limit_s)};
+  std::string reason = text.substr(tab2 + 1);
   while (!reason.empty() && reason.back() == '\n') reason.pop_back();
-  return {text.substr(0, tab), reason};
+  return {text.substr(0, tab), reason, std::atoi(text.substr(tab + 1, tab2 - tab - 1).c_str())};
 }
 
 struct case_ref {
@@ -480,9 +487,11 @@ int test_runner_with(const args& a, const fs::path& root) {
   auto so = session_options_from(a);
   if (!so) return fail(so.status());
   if (!a.get("--threads")) so->set_intra_op_threads(1);
-  tolerance tol;
+  case_options co;
+  tolerance& tol = co.tol;
   if (auto r = a.get("--rtol")) tol.rtol = std::stod(*r);
   if (auto r = a.get("--atol")) tol.atol = std::stod(*r);
+  co.constant_weights = a.flag("--constant-weights");
   int limit_s = 120;
   if (auto t = a.get("--timeout")) {
     auto n = to_int(*t, "--timeout");
@@ -505,7 +514,7 @@ int test_runner_with(const args& a, const fs::path& root) {
   }
   const bool verbose = a.flag("--verbose");
   struct tally {
-    int total = 0, pass = 0, fail = 0, error = 0;
+    int total = 0, pass = 0, fail = 0, error = 0, offloaded = 0;
   };
   std::map<std::string, tally> per_suite;
   std::vector<std::string> unexpected_failures, unexpected_passes, failures;
@@ -514,10 +523,11 @@ int test_runner_with(const args& a, const fs::path& root) {
     const std::string key = c.suite + "/" + c.name;
     if (filter && key.find(*filter) == std::string::npos) continue;
     seen.insert(key);
-    const auto o = a.flag("--no-isolate") ? run_case<S>(c.dir, *so, tol) : run_isolated<S>(c.dir, *so, tol, limit_s);
+    const auto o = a.flag("--no-isolate") ? run_case<S>(c.dir, *so, co) : run_isolated<S>(c.dir, *so, co, limit_s);
     auto& t = per_suite[c.suite];
     ++t.total;
     (o.result == "pass" ? t.pass : o.result == "fail" ? t.fail : t.error)++;
+    if (o.result == "pass" && o.offloaded > 0) ++t.offloaded;
     if (report) report << c.suite << '\t' << c.name << '\t' << o.result << '\t' << one_line(o.reason) << '\n';
     if (verbose || (o.result != "pass" && !expected.contains(key)))
       std::cout << o.result << ' ' << key << (o.reason.empty() ? "" : ": " + o.reason) << '\n';
@@ -552,8 +562,10 @@ int test_runner_with(const args& a, const fs::path& root) {
     if (std::find(std::begin(suite_names), std::end(suite_names), s) == std::end(suite_names))
       sum << (first ? " " : ", ") << s << " " << t.pass << "/" << t.total, first = false;
     all.total += t.total, all.pass += t.pass, all.fail += t.fail, all.error += t.error;
+    all.offloaded += t.offloaded;
   }
   sum << "; total " << all.pass << "/" << all.total << " pass, " << all.fail << " fail, " << all.error << " error";
+  if (all.offloaded > 0) sum << "; " << all.offloaded << " passing cases put nodes on a provider other than the CPU";
   if (!expected.empty()) {
     std::size_t stale = 0;
     for (const auto& [k, why] : expected)
@@ -575,7 +587,7 @@ int test_runner(const std::vector<std::string>& argv) {
   auto a = args::parse(argv,
                        {"--providers", "--threads", "--config", "--opt", "--free-dims", "--report", "--expected-failures",
                         "--write-expected", "--suite", "--case", "--rtol", "--atol", "--timeout"},
-                       {"--verbose", "--no-isolate", "--skip-missing"});
+                       {"--verbose", "--no-isolate", "--skip-missing", "--constant-weights"});
   if (!a) return usage_error(a.status().message());
   if (a->positional.size() != 1) return usage_error("test-runner needs one data folder");
   const fs::path root = a->positional[0];

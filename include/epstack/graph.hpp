@@ -131,6 +131,20 @@ class basic_graph {
     initializers_.push_back(v);
     return v;
   }
+  /// @brief Makes graph input `v` a constant: an initializer holding `data`, no longer an input (what a test
+  /// harness does to give a provider the weights a model takes as inputs).
+  void make_input_constant(value_id v, tensor data) {
+    auto& rec = values_[v];
+    if (!rec.is_graph_input) {
+      problem("'" + rec.name + "' is not a graph input");
+      return;
+    }
+    rec.is_graph_input = false;
+    inputs_.erase(std::find(inputs_.begin(), inputs_.end(), v));
+    data.set_name(rec.name);
+    if (!rec.initializer) initializers_.push_back(v);
+    rec.initializer = std::move(data);
+  }
   /// @brief Declares a graph output.
   value_id add_output(std::string_view name, type_info type = {}) {
     const value_id v = get_or_add_value(name);

@@ -320,3 +320,58 @@ TEST_CASE("epstack test-runner: pass, fail and error per case, a report, a summa
   CHECK(missing.code == 77);
   CHECK(missing.out.find("SKIP") != std::string::npos);
 }
+
+TEST_CASE("epstack test-runner --constant-weights makes a node's weight inputs constants with the data set's values") {
+  // One Conv reading its weight as a graph input, as the ONNX node cases do.
+  test::temp_dir dir;
+  const fs::path c = dir / "node" / "test_conv_weights";
+  fs::create_directories(c / "test_data_set_0");
+  model m;
+  m.graph = graph("conv_case");
+  m.opsets = {{"", 13}};
+  m.graph.add_input("x", type_info::tensor_of(element_type::float32, shape{1, 2, 5, 5}));
+  m.graph.add_input("W", type_info::tensor_of(element_type::float32, shape{3, 2, 3, 3}));
+  node nd;
+  nd.name = "conv";
+  nd.op_type = "Conv";
+  m.graph.add_node(std::move(nd), {"x", "W"}, {"y"});
+  m.graph.add_output("y", type_info::tensor_of(element_type::float32, shape{1, 3, 3, 3}));
+  REQUIRE(save_model(m, c / "model.onnx").is_ok());
+  const tensor x = zoo::random_tensor({1, 2, 5, 5}, 1, 1.0f), W = zoo::random_tensor({3, 2, 3, 3}, 2, 0.5f);
+  REQUIRE(save_tensor(x, c / "test_data_set_0" / "input_0.pb").is_ok());
+  REQUIRE(save_tensor(W, c / "test_data_set_0" / "input_1.pb").is_ok());
+  auto s = session<cpu_provider>::create(m);
+  REQUIRE(s.has_value());
+  auto y = s->run({{"x", x}, {"W", W}});
+  REQUIRE(y.has_value());
+  REQUIRE(save_tensor((*y)[0], c / "test_data_set_0" / "output_0.pb").is_ok());
+#if defined(EPSTACK_WITH_DNNL)
+  // As inputs the weights keep the Conv off oneDNN; as constants it reaches it, and the answer is the same.
+  auto plain = epstack_cli("test-runner " + dir.path().string() + " --providers default");
+  REQUIRE_MESSAGE(plain.code == 0, plain.out);
+  CHECK(plain.out.find("put nodes on a provider other than the CPU") == std::string::npos);
+  auto cw = epstack_cli("test-runner " + dir.path().string() + " --providers default --constant-weights");
+  REQUIRE_MESSAGE(cw.code == 0, cw.out);
+  CHECK(cw.out.find("total 1/1 pass, 0 fail, 0 error; 1 passing cases put nodes on a provider other than the CPU") !=
+        std::string::npos);
+#else
+  auto cw = epstack_cli("test-runner " + dir.path().string() + " --providers cpu --constant-weights");
+  REQUIRE_MESSAGE(cw.code == 0, cw.out);
+  CHECK(cw.out.find("total 1/1 pass") != std::string::npos);
+#endif
+}
+
+TEST_CASE("epstack fuzz-providers: random graphs compared between stacks; a finding is written as a test-runner case") {
+  test::temp_dir dir;
+  auto r = epstack_cli("fuzz-providers --seed 5 --graphs 12 --out " + (dir / "findings").string());
+  REQUIRE_MESSAGE(r.code == 0, r.out);
+  CHECK(r.out.find("seeds 5..16: 12 graphs") != std::string::npos);
+  CHECK(r.out.find("0 findings, 0 invalid") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "findings"));
+  auto bad = epstack_cli("fuzz-providers --graphs 0");
+  CHECK(bad.code == 2);
+  CHECK(bad.out.find("--graphs needs a positive number") != std::string::npos);
+  auto stack = epstack_cli("fuzz-providers --providers tpu,cpu --graphs 1");
+  CHECK(stack.code == 1);
+  CHECK(stack.out.find("unknown provider stack 'tpu,cpu'") != std::string::npos);
+}
