@@ -903,7 +903,10 @@ class plan_builder {
     const std::int64_t c = in.back();
     if (static_cast<std::int64_t>(op.weights.element_count()) != c || (!op.bias.empty() && static_cast<std::int64_t>(op.bias.element_count()) != c))
       return fail("scale or bias does not have " + std::to_string(c) + " elements");
-    const int s = as_plain(slot_of(op.in[0]), in);
+    int s = as_plain(slot_of(op.in[0]), in);
+    // oneDNN normalises ranks 2 to 5; over the last axis, any other rank is the same as [rows, last].
+    const bool reshaped = in.size() < 2 || in.size() > 5;
+    if (reshaped) s = alias(s, plain({volume(in) / std::max<std::int64_t>(c, 1), c}));
     auto flags = dn::normalization_flags::use_scale;
     if (!op.bias.empty()) flags |= dn::normalization_flags::use_shift;
     dn::layer_normalization_forward::desc d(dn::prop_kind::forward_inference, md_of(s), op.epsilon, flags);
@@ -913,7 +916,7 @@ class plan_builder {
     std::vector<std::pair<int, int>> args{{DNNL_ARG_SRC, s}, {DNNL_ARG_DST, t}, {DNNL_ARG_SCALE, constant_slot(op.weights, cmd)}};
     if (!op.bias.empty()) args.emplace_back(DNNL_ARG_SHIFT, constant_slot(op.bias, cmd));
     add_step(dn::layer_normalization_forward(pd), std::move(args), pd);
-    define(op.out, t, in);
+    define(op.out, reshaped ? alias(t, plain(in)) : t, in);
     return {};
   }
 
@@ -923,7 +926,10 @@ class plan_builder {
     const std::int64_t c = in[1];
     for (const tensor* t : {&op.weights, &op.bias, &op.mean, &op.variance})
       if (static_cast<std::int64_t>(t->element_count()) != c) return fail("scale, bias, mean or variance does not have C elements");
-    const int s = slot_of(op.in[0]);
+    int s = slot_of(op.in[0]);
+    // oneDNN normalises ranks 2 to 5; per channel, [N, C, d2, d3, ...] is the same as [N, C, d2 d3 ...].
+    const bool reshaped = in.size() > 5;
+    if (reshaped) s = alias(as_plain(s, in), plain({in[0], c, volume(dims(in.begin() + 2, in.end()))}));
     const auto flags = dn::normalization_flags::use_global_stats | dn::normalization_flags::use_scale | dn::normalization_flags::use_shift;
     dn::batch_normalization_forward::desc d(dn::prop_kind::forward_inference, md_of(s), op.epsilon, flags);
     dn::batch_normalization_forward::primitive_desc pd(d, base_attr(), cpu_engine());
@@ -934,7 +940,7 @@ class plan_builder {
               {DNNL_ARG_VARIANCE, constant_slot(op.variance, cmd)}, {DNNL_ARG_SCALE, constant_slot(op.weights, cmd)},
               {DNNL_ARG_SHIFT, constant_slot(op.bias, cmd)}},
              pd);
-    define(op.out, t, in);
+    define(op.out, reshaped ? alias(as_plain(t, {in[0], c, volume(dims(in.begin() + 2, in.end()))}), plain(in)) : t, in);
     return {};
   }
 

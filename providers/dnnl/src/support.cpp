@@ -227,8 +227,6 @@ std::string node_refusal(const graph& g, node_id n) {
     if (!(r = need_f32_inputs(g, n, {0, 1, 2, 3, 4})).empty()) return r;
     if (!(r = need_constant(g, n, {1, 2, 3, 4}, "a scale, bias, mean or variance")).empty()) return r;
     if (attr_i(nd, "training_mode", 0) != 0) return "training_mode = 1";
-    if (const int rank = in_rank(g, n, 0); rank >= 0 && (rank < 2 || rank > 5))
-      return cat("input of rank ", std::to_string(rank), "; oneDNN normalises ranks 2 to 5");
     return only_first_output(g, n);
   }
   if ((onnx || contrib) && op == "LayerNormalization") {
@@ -236,7 +234,6 @@ std::string node_refusal(const graph& g, node_id n) {
     if (!(r = need_constant(g, n, {1, 2}, "the scale or bias")).empty()) return r;
     const auto axis = attr_i(nd, "axis", -1);
     const int rank = in_rank(g, n, 0);
-    if (rank >= 0 && (rank < 2 || rank > 5)) return cat("input of rank ", std::to_string(rank), "; oneDNN normalises ranks 2 to 5");
     if (axis != -1 && !(rank > 0 && axis == rank - 1)) return "axis is not the last one; oneDNN normalises the last axis";
     if (auto* s = constant_input(g, n, 1); s && s->rank() != 1) return "scale is not 1-D";
     return only_first_output(g, n);
