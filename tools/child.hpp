@@ -1,6 +1,8 @@
 #pragma once
 // Runs a function in a child process with a time limit, so that a crash or a hang of what it runs (a test case, a
 // fuzzed graph) is reported instead of ending the tool. The parent runs no OpenMP or oneDNN work before forking.
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -53,6 +55,8 @@ inline child_result run_in_child(const std::function<std::string()>& f, int limi
       line = f();
     } catch (const std::exception& e) {
       line = std::string("exception: ") + e.what();
+    } catch (...) {
+      line = "exception of an unknown type";  // never unwind the child back into the parent's loop
     }
     std::size_t at = 0;
     while (at < line.size()) {
@@ -72,6 +76,7 @@ inline child_result run_in_child(const std::function<std::string()>& f, int limi
     }
     pollfd p{fds[0], POLLIN, 0};
     const int n = ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 1000)));
+    if (n < 0 && errno != EINTR) break;  // the pipe cannot be read: wait for the child below
     if (n <= 0) continue;
     char buf[4096];
     const auto got = ::read(fds[0], buf, sizeof buf);

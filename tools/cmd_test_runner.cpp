@@ -404,7 +404,7 @@ outcome run_isolated(const fs::path& c, const session_options& so, const case_op
   if (!r.finished || tab2 == std::string::npos) return {"error", r.finished ? one_line(text) : r.why(limit_s)};
   std::string reason = text.substr(tab2 + 1);
   while (!reason.empty() && reason.back() == '\n') reason.pop_back();
-  return {text.substr(0, tab), reason, std::atoi(text.substr(tab + 1, tab2 - tab - 1).c_str())};
+  return {text.substr(0, tab), reason, std::stoi(text.substr(tab + 1, tab2 - tab - 1))};
 }
 
 struct case_ref {

@@ -143,6 +143,7 @@ class basic_graph {
     inputs_.erase(std::find(inputs_.begin(), inputs_.end(), v));
     data.set_name(rec.name);
     if (!rec.initializer) initializers_.push_back(v);
+    rec.type = type_info::tensor_of(data.type(), data.get_shape());  // the constant's own shape, not the symbolic one
     rec.initializer = std::move(data);
   }
   /// @brief Declares a graph output.

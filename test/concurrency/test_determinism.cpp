@@ -24,15 +24,15 @@ namespace {
 // ThreadSanitizer cannot see libgomp's barriers (libgomp is not instrumented): under it the oneDNN stack runs with one
 // intra-op thread, so that every oneDNN call happens on the calling thread (as test_dnnl_concurrency does).
 #if defined(__SANITIZE_THREAD__)
-constexpr int dnnl_intra_threads = 1;
+[[maybe_unused]] constexpr int dnnl_intra_threads = 1;
 #elif defined(__has_feature)
 #if __has_feature(thread_sanitizer)
-constexpr int dnnl_intra_threads = 1;
+[[maybe_unused]] constexpr int dnnl_intra_threads = 1;
 #else
-constexpr int dnnl_intra_threads = 2;
+[[maybe_unused]] constexpr int dnnl_intra_threads = 2;
 #endif
 #else
-constexpr int dnnl_intra_threads = 2;
+[[maybe_unused]] constexpr int dnnl_intra_threads = 2;
 #endif
 
 struct named_model {

@@ -7,6 +7,7 @@
 #include <epstack/model_zoo.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -27,6 +28,10 @@ struct val {
 std::int64_t volume(const dims& d) {
   return std::accumulate(d.begin(), d.end(), std::int64_t{1}, std::multiplies<>());
 }
+
+/// The largest value a graph makes: ops that would make a larger one (a product of a value with itself, a
+/// concatenation, a transposed convolution) are not emitted, so dims stay far from any overflow and graphs run fast.
+constexpr std::int64_t max_volume = std::int64_t{1} << 18;
 
 class gen {
  public:
@@ -233,6 +238,7 @@ class gen {
     if (group != 1 || chance(20)) a.set("group", group);
     dims out{x.d[0], o};
     out.insert(out.end(), w.out.begin(), w.out.end());
+    if (volume(out) > max_volume) return false;
     add(node("Conv", ins, a)[0], out);
     return true;
   }
@@ -252,6 +258,7 @@ class gen {
       if (len < 1) return false;
       out.push_back(len);
     }
+    if (volume(out) > max_volume) return false;
     a.set("kernel_shape", k);
     a.set("strides", s);
     a.set("pads", pads);
@@ -308,17 +315,17 @@ class gen {
       std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
       attribute_list a;
       a.set("perm", perm);
-      dims td = x.d;
-      std::swap(td[td.size() - 1], td[td.size() - 2]);
-      const std::string t = node("Transpose", {x.name}, a)[0];
       dims out = x.d;
       out.back() = x.d[x.d.size() - 2];
+      if (volume(out) > max_volume) return false;
+      const std::string t = node("Transpose", {x.name}, a)[0];
       add(node("MatMul", {x.name, t})[0], out);
       return true;
     }
     const std::int64_t n = 1 + pick(24);
     dims wd{k, n};
     if (x.d.size() >= 3 && chance(20)) wd.insert(wd.begin(), x.d[x.d.size() - 3]);  // a batched weight
+    if (volume(wd) > max_volume || volume(x.d) / k * n > max_volume) return false;
     const std::string w = constant(random(wd, std::sqrt(3.0f / static_cast<float>(k))));
     dims out = x.d;
     out.back() = n;
@@ -332,6 +339,7 @@ class gen {
     const bool ta = chance(15), tb = chance(50);
     const std::int64_t m = ta ? x.d[1] : x.d[0], k = ta ? x.d[0] : x.d[1];
     const std::int64_t n = 1 + pick(24);
+    if (k * n > max_volume || m * n > max_volume) return false;
     attribute_list a;
     if (ta) a.set("transA", std::int64_t{1});
     if (tb) a.set("transB", std::int64_t{1});
@@ -471,8 +479,6 @@ class gen {
     } else if (form == 2) {
       other = constant(random({x.d.back()}, 1.0f));
     } else {
-      od = x.d;
-      od[0] = 1;
       if (symbolic_) other = x.name;  // x with itself (the batch is not known when the graph is built)
       else other = constant(random(x.d, 1.0f));
     }
@@ -621,6 +627,7 @@ class gen {
     if (chance(50)) {
       // Concat x with a value of its shape along a non-batch axis (or with an activation of itself).
       const std::int64_t axis = 1 + pick(static_cast<int>(rank - 1));
+      if (2 * volume(x.d) > max_volume) return false;
       std::string other;
       for (const auto& v : vals_)
         if (v.d == x.d && v.name != x.name && chance(50)) other = v.name;

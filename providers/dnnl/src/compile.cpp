@@ -321,7 +321,6 @@ class plan_builder {
     dn::reorder::primitive_desc pd(cpu_engine(), md_of(from), cpu_engine(), md_of(to), a);
     add_step(dn::reorder(pd), {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}}, pd);
   }
-  /// Slot `s` in layout `md` (same dims): `s` itself, or a reordered copy.
   /// Slot `s` read through an md whose size-1 dims have row-major strides (see `strided`), when it is strided:
   /// oneDNN's own layouts give them others (a pooling's `acbd` output of [1,11,1,6] has stride 66 on the 1).
   int canonical(int s) {
@@ -334,6 +333,7 @@ class plan_builder {
     const auto cs = strides_of(c);
     return cs && *cs == *st ? s : alias(s, c);
   }
+  /// Slot `s` in layout `md` (same dims): `s` itself, or a reordered copy.
   int as_md(int s, const md_t& md) {
     if (md_of(s) == md) return s;
     const int t = scratch_slot(md);
@@ -550,7 +550,7 @@ class plan_builder {
     // src0 keeps its layout when it has the output's rank; src1 matches it, or is plain when it broadcasts.
     int s0 = canonical(da0.size() == rank ? sa : alias(as_plain(sa, da0), plain(da)));
     const md_t md0 = md_of(s0);
-    int s1 = db == out ? as_md(db0.size() == rank ? sb : alias(as_plain(sb, db0), plain(db)), md0)
+    int s1 = db == out ? canonical(as_md(db0.size() == rank ? sb : alias(as_plain(sb, db0), plain(db)), md0))
                        : alias(as_plain(sb, db0), plain(db));
     std::vector<post_op> all = fix;
     for (const auto& p : posts) append_post(all, p);
