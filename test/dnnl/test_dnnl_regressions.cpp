@@ -405,7 +405,7 @@ TEST_CASE("a binary op on a pooling output with a size-1 spatial dim computes ev
 // to 5; fuzzer seeds 1001412, 1003684, 2010361, where the rank is not known when partitioning) runs collapsed to a
 // rank oneDNN has; a ConvTranspose whose output_shape needs a negative padding (ONNX's
 // test_convtranspose_output_shape with constant weights) is declined when partitioning.
-TEST_CASE("normalisations of any rank compile; a ConvTranspose oneDNN cannot express falls back") {
+TEST_CASE("normalisations of any rank compile, a ConvTranspose oneDNN cannot express falls back") {
   {
     model m;
     m.opsets = {{"", 13}};

@@ -361,7 +361,7 @@ TEST_CASE("epstack test-runner --constant-weights makes a node's weight inputs c
 #endif
 }
 
-TEST_CASE("epstack fuzz-providers: random graphs compared between stacks; a finding is written as a test-runner case") {
+TEST_CASE("epstack fuzz-providers: random graphs compared between stacks, counted, options checked") {
   test::temp_dir dir;
   auto r = epstack_cli("fuzz-providers --seed 5 --graphs 12 --out " + (dir / "findings").string());
   REQUIRE_MESSAGE(r.code == 0, r.out);
