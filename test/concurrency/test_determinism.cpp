@@ -10,6 +10,8 @@
 
 #include <graph_fuzz.hpp>
 
+#include "../support/sanitizers.hpp"
+
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -20,20 +22,6 @@
 using namespace epstack;
 
 namespace {
-
-// ThreadSanitizer cannot see libgomp's barriers (libgomp is not instrumented): under it the oneDNN stack runs with one
-// intra-op thread, so that every oneDNN call happens on the calling thread (as test_dnnl_concurrency does).
-#if defined(__SANITIZE_THREAD__)
-[[maybe_unused]] constexpr int dnnl_intra_threads = 1;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-[[maybe_unused]] constexpr int dnnl_intra_threads = 1;
-#else
-[[maybe_unused]] constexpr int dnnl_intra_threads = 2;
-#endif
-#else
-[[maybe_unused]] constexpr int dnnl_intra_threads = 2;
-#endif
 
 struct named_model {
   std::string name;
@@ -93,6 +81,6 @@ TEST_CASE("the CPU stack gives bit-identical outputs over 50 runs and from 8 thr
 
 #if defined(EPSTACK_WITH_DNNL)
 TEST_CASE("the default stack (oneDNN, CPU) gives bit-identical outputs over 50 runs and from 8 threads") {
-  for (const auto& nm : models()) check_deterministic<session<dnnl_provider, cpu_provider>>(nm, dnnl_intra_threads);
+  for (const auto& nm : models()) check_deterministic<session<dnnl_provider, cpu_provider>>(nm, test::dnnl_intra_threads);
 }
 #endif

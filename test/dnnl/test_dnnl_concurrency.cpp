@@ -11,6 +11,8 @@
 #include <epstack/providers/dnnl.hpp>
 #include <epstack/session.hpp>
 
+#include "../support/sanitizers.hpp"
+
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -21,17 +23,7 @@ using namespace epstack;
 
 namespace {
 
-#if defined(__SANITIZE_THREAD__)
-constexpr int intra_threads = 1;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-constexpr int intra_threads = 1;
-#else
-constexpr int intra_threads = 2;
-#endif
-#else
-constexpr int intra_threads = 2;
-#endif
+constexpr int intra_threads = test::dnnl_intra_threads;
 
 template <class Session>
 void hammer(const Session& s, const std::vector<named_tensor>& feeds, int threads, int runs) {

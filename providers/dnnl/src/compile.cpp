@@ -929,7 +929,8 @@ class plan_builder {
     int s = slot_of(op.in[0]);
     // oneDNN normalises ranks 2 to 5; per channel, [N, C, d2, d3, ...] is the same as [N, C, d2 d3 ...].
     const bool reshaped = in.size() > 5;
-    if (reshaped) s = alias(as_plain(s, in), plain({in[0], c, volume(dims(in.begin() + 2, in.end()))}));
+    const dims flat{in[0], c, volume(dims(in.begin() + 2, in.end()))};
+    if (reshaped) s = alias(as_plain(s, in), plain(flat));
     const auto flags = dn::normalization_flags::use_global_stats | dn::normalization_flags::use_scale | dn::normalization_flags::use_shift;
     dn::batch_normalization_forward::desc d(dn::prop_kind::forward_inference, md_of(s), op.epsilon, flags);
     dn::batch_normalization_forward::primitive_desc pd(d, base_attr(), cpu_engine());
@@ -940,7 +941,7 @@ class plan_builder {
               {DNNL_ARG_VARIANCE, constant_slot(op.variance, cmd)}, {DNNL_ARG_SCALE, constant_slot(op.weights, cmd)},
               {DNNL_ARG_SHIFT, constant_slot(op.bias, cmd)}},
              pd);
-    define(op.out, reshaped ? alias(as_plain(t, {in[0], c, volume(dims(in.begin() + 2, in.end()))}), plain(in)) : t, in);
+    define(op.out, reshaped ? alias(as_plain(t, flat), plain(in)) : t, in);
     return {};
   }
 
