@@ -1,7 +1,7 @@
 // Micro-benchmarks of the CPU provider's hot kernels on the shapes the shared models use (ResNet-50, MobileNetV2,
 // BERT-base): one node compiled by its kernel and run on the intra-op threads (EPSTACK_BENCH_THREADS, default 2), so
 // that a kernel change can be measured without a whole model. Counters: GFLOP/s for products, GB/s for data movement.
-#include <epstack/model_zoo.hpp>
+#include <epstack/testing/model_zoo.hpp>
 #include <epstack/providers/cpu/kernels.hpp>
 
 #include <benchmark/benchmark.h>

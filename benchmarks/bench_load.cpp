@@ -1,8 +1,8 @@
 // Loading models into the IR, against protobuf alone parsing the same bytes (Google Benchmark).
 //   bench_load [benchmark flags]     models from EPSTACK_SHARED_MODELS (default: build/shared-models)
 //   bench_load --rss MODEL           load MODEL once and print peak RSS against its initializer bytes
-#include <epstack/mapped_file.hpp>
-#include <epstack/onnx_io.hpp>
+#include <epstack/core/mapped_file.hpp>
+#include <epstack/onnx/onnx_io.hpp>
 
 #include <onnx/onnx_pb.h>
 

@@ -1,8 +1,8 @@
 // Builds a small model with epstack's IR, saves it with its weights in external data, loads it back (weights
 // memory-mapped) and prints what it holds. Used by the consumer tests (find_package and add_subdirectory).
-#include <epstack/graph_algorithms.hpp>
-#include <epstack/model_zoo.hpp>
-#include <epstack/onnx_io.hpp>
+#include <epstack/ir/graph_algorithms.hpp>
+#include <epstack/testing/model_zoo.hpp>
+#include <epstack/onnx/onnx_io.hpp>
 
 #include <filesystem>
 #include <iostream>

@@ -1,9 +1,9 @@
 // Runs a residual convolutional network (built with epstack::zoo) on the default provider stack: the session type
 // names the stack, `plan()` shows which provider took which node, `run` is thread-safe. Used by the consumer tests.
 // Linked with epstack::dnnl (which defines EPSTACK_WITH_DNNL), the stack is oneDNN first, then the CPU provider.
-#include <epstack/model_zoo.hpp>
+#include <epstack/testing/model_zoo.hpp>
 #include <epstack/providers/cpu.hpp>
-#include <epstack/session.hpp>
+#include <epstack/runtime/session.hpp>
 #if defined(EPSTACK_WITH_DNNL)
 #include <epstack/providers/dnnl.hpp>
 #endif

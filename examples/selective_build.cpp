@@ -1,9 +1,9 @@
 // A selective build for an embedded target: a CPU provider with only the kernels an MLP needs (Gemm and Relu). Only
 // those kernels are linked (link with --gc-sections); a test checks the binary's symbols. A model with other ops gets
 // not_implemented naming the nodes.
-#include <epstack/model_zoo.hpp>
+#include <epstack/testing/model_zoo.hpp>
 #include <epstack/providers/cpu.hpp>
-#include <epstack/session.hpp>
+#include <epstack/runtime/session.hpp>
 
 #include <iostream>
 

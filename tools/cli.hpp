@@ -1,12 +1,12 @@
 #pragma once
 // Shared parts of the epstack command-line tool: argument parsing, the provider stacks it is compiled with, output
 // summaries, and a small JSON writer.
-#include <epstack/errors.hpp>
+#include <epstack/core/errors.hpp>
 #include <epstack/providers/cpu.hpp>
 #if defined(EPSTACK_WITH_DNNL)
 #include <epstack/providers/dnnl.hpp>
 #endif
-#include <epstack/session.hpp>
+#include <epstack/runtime/session.hpp>
 
 #include <cstdio>
 #include <iostream>

@@ -1,7 +1,7 @@
 // epstack compile (a model to an EPContext model) and epstack ctxgen (ONNX Runtime's ep_weight_sharing_ctx_gen).
 #include "cli.hpp"
 
-#include <epstack/compile_model.hpp>
+#include <epstack/runtime/compile_model.hpp>
 
 #include <algorithm>
 #include <chrono>

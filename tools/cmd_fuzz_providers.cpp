@@ -8,7 +8,7 @@
 #include "cli.hpp"
 #include <graph_fuzz.hpp>
 
-#include <epstack/onnx_io.hpp>
+#include <epstack/onnx/onnx_io.hpp>
 
 #include <chrono>
 #include <filesystem>

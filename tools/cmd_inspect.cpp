@@ -1,12 +1,12 @@
 // epstack inspect and epstack generate.
 #include "cli.hpp"
 
-#include <epstack/ep_context_attributes.hpp>
-#include <epstack/ep_context_binary.hpp>
-#include <epstack/graph_algorithms.hpp>
-#include <epstack/path_rules.hpp>
-#include <epstack/model_zoo.hpp>
-#include <epstack/onnx_io.hpp>
+#include <epstack/ep_context/attributes.hpp>
+#include <epstack/provider/context_binary.hpp>
+#include <epstack/ir/graph_algorithms.hpp>
+#include <epstack/core/path_rules.hpp>
+#include <epstack/testing/model_zoo.hpp>
+#include <epstack/onnx/onnx_io.hpp>
 
 #include <cstdio>
 #include <iostream>

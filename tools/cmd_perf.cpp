@@ -2,7 +2,7 @@
 // compare.py can put the two engines side by side: one JSON line on stdout, progress on stderr.
 #include "cli.hpp"
 
-#include <epstack/bench_inputs.hpp>
+#include <epstack/testing/bench_inputs.hpp>
 
 #include <algorithm>
 #include <chrono>

@@ -1,8 +1,8 @@
 // epstack run and epstack partition.
 #include "cli.hpp"
 
-#include <epstack/bench_inputs.hpp>
-#include <epstack/onnx_io.hpp>
+#include <epstack/testing/bench_inputs.hpp>
+#include <epstack/onnx/onnx_io.hpp>
 
 #include <chrono>
 #include <cstring>

@@ -4,7 +4,7 @@
 #include "child.hpp"
 #include "cli.hpp"
 
-#include <epstack/onnx_io.hpp>
+#include <epstack/onnx/onnx_io.hpp>
 
 #include <algorithm>
 #include <chrono>

@@ -2,11 +2,11 @@
 // values by name), transformed pass by pass, and rebuilt; subgraphs are transformed first, on their own. Value names
 // never change, so references from subgraphs to enclosing graphs stay valid; a node whose output a subgraph uses
 // (an implicit use) is never removed or fused away.
-#include <epstack/optimizer.hpp>
+#include <epstack/runtime/optimizer.hpp>
 
-#include <epstack/graph_algorithms.hpp>
-#include <epstack/mapped_file.hpp>
-#include <epstack/onnx_io.hpp>
+#include <epstack/ir/graph_algorithms.hpp>
+#include <epstack/core/mapped_file.hpp>
+#include <epstack/onnx/onnx_io.hpp>
 
 #include <cmath>
 #include <cstring>

@@ -5,12 +5,14 @@
 // lives in (so views such as Reshape's share their input's block) and counts its references; a value's last use
 // releases them, and a block without references goes back to the arena's free list for the next allocation, in this
 // run or the next. Graph outputs are allocated outside the arena (they leave the run).
-#include <epstack/session_core.hpp>
+#include <epstack/runtime/session_core.hpp>
 
-#include <epstack/graph_algorithms.hpp>
-#include <epstack/onnx_io.hpp>
+#include <epstack/ir/graph_algorithms.hpp>
+#include <epstack/onnx/onnx_io.hpp>
 
-#include "ep_context.hpp"
+#include <epstack/ep_context/contexts.hpp>
+#include <epstack/ir/graph_view.hpp>
+#include <epstack/partition/partitioner.hpp>
 
 #include <boost/container/flat_map.hpp>
 
@@ -478,6 +480,27 @@ struct session_core::impl {
 };
 
 namespace {
+// Provider `p` asked about node `n` alone, compiling it when it takes it (constant folding before partitioning).
+node_compiler compile_one(const provider_binding& p) {
+  return [get = p.get_capability, compile = p.compile](const graph& g, node_id n) -> Result<compute_function> {
+    std::vector<bool> keep(g.node_count());
+    keep[n] = true;
+    const graph_view<graph> view(g, std::move(keep));
+    bool taken = false;
+    for (const auto& cap : get(view)) taken = taken || (!cap.is_group() && cap.nodes == std::vector<node_id>{n});
+    if (!taken) return Status(errc::not_implemented, "no kernel for node " + g.describe(n));
+    partition part;
+    part.name = g.node(n).name;
+    part.g = &g;
+    part.nodes = {n};
+    part.inputs.assign(g.node(n).inputs.begin(), g.node(n).inputs.end());
+    part.outputs.assign(g.node(n).outputs.begin(), g.node(n).outputs.end());
+    EPSTACK_ASSIGN_OR_RETURN(auto fns, compile(std::span<const partition>(&part, 1)));
+    if (fns.size() != 1) return Status(errc::ep_fail, "compile returned no function for node " + g.describe(n));
+    return std::move(fns.front());
+  };
+}
+
 // Every graph plan of the model, parents before their subgraphs.
 void collect_plans(graph_plan& gp, std::vector<graph_plan*>& out) {
   out.push_back(&gp);
@@ -489,8 +512,16 @@ session_core::session_core() : impl_(std::make_unique<impl>()) {}
 session_core::~session_core() = default;
 
 Result<std::shared_ptr<const session_core>> session_core::build(model m, std::vector<provider_binding> providers,
-                                                                 const session_options& options,
-                                                                 const node_compiler& fold, const operator_query& can_run) {
+                                                                 const session_options& options) {
+  // The CPU provider of the stack folds constants, and the optimiser fuses only into operators it has (when it can
+  // say which): taken before the EPContext wrapping below, which changes what get_capability answers.
+  node_compiler fold;
+  operator_query can_run;
+  for (const auto& p : providers)
+    if (p.type_key == cpu_provider_key) {
+      fold = compile_one(p);
+      can_run = p.has_op;
+    }
   auto core = std::shared_ptr<session_core>(new session_core());
   auto& d = *core->impl_;
   d.m = std::move(m);
@@ -581,12 +612,10 @@ Result<std::shared_ptr<const session_core>> session_core::build(model m, std::ve
                                 .with_context("saving the optimised model (optimized_model_filepath)"));
   }
 
-  std::vector<provider_entry> entries;
-  for (const auto& p : providers) entries.push_back({p.type_key, p.get_capability, p.why_not});
   partition_options po;
   po.disable_cpu_fallback = options.flag(config_keys::disable_cpu_ep_fallback);
   EPSTACK_RETURN_IF_ERROR(ctx::progress(options, "partition", 0, 1));
-  EPSTACK_ASSIGN_OR_RETURN(d.plan, partition_graph(d.m.graph, entries, po));
+  EPSTACK_ASSIGN_OR_RETURN(d.plan, partition_graph(d.m.graph, providers, po));
   const auto is_restored = [&](const partition& part) {
     return !part.is_fused() && part.nodes.size() == 1 && ctx::is_ep_context_node(part.g->node(part.nodes.front()));
   };

@@ -1,5 +1,5 @@
 // expected-error: an execution provider needs `epstack::Result<std::vector<epstack::compute_function>> compile
-#include <epstack/partitioner.hpp>
+#include <epstack/partition/partitioner.hpp>
 
 struct cannot_compile {
   using provider_concept = epstack::execution_provider_tag;

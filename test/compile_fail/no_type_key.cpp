@@ -1,5 +1,5 @@
 // expected-error: an execution provider needs `static constexpr std::string_view type_key`
-#include <epstack/provider_concepts.hpp>
+#include <epstack/provider/contract.hpp>
 
 struct keyless {
   using provider_concept = epstack::execution_provider_tag;

@@ -1,5 +1,5 @@
 // expected-error: an execution provider needs `std::vector<epstack::capability> get_capability
-#include <epstack/provider_concepts.hpp>
+#include <epstack/provider/contract.hpp>
 
 struct wrong_signature {
   using provider_concept = epstack::execution_provider_tag;

@@ -1,14 +1,15 @@
 // Concurrency (label "concurrency"; CI runs this executable under ThreadSanitizer): many threads running one session
 // at once get identical outputs; the intra-op thread pool serves several callers' loops at once; sessions and runs
 // are independent.
-#include <epstack/ep_context_binary.hpp>
-#include <epstack/model_zoo.hpp>
+#include <epstack/provider/context_binary.hpp>
+#include <epstack/testing/model_zoo.hpp>
 #include <epstack/providers/cpu.hpp>
-#include <epstack/session.hpp>
-#include <epstack/thread_pool.hpp>
+#include <epstack/runtime/session.hpp>
+#include <epstack/core/thread_pool.hpp>
 
 #include "../support/graphs.hpp"
 #include "../support/temp_dir.hpp"
+#include "../support/hammer.hpp"
 #include "../support/test_providers.hpp"
 
 #include <doctest/doctest.h>
@@ -28,28 +29,6 @@ using cpu_session = session<cpu_provider>;
 namespace {
 
 // Runs `s` from `threads` threads, `runs` times each, and checks every output against the first run's.
-template <class Session>
-void hammer(const Session& s, const std::vector<named_tensor>& feeds, int threads, int runs) {
-  auto first = s.run(feeds);
-  REQUIRE_MESSAGE(first.has_value(), first.status().to_string());
-  std::vector<int> mismatches(static_cast<std::size_t>(threads), 0), failures(static_cast<std::size_t>(threads), 0);
-  std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t)
-    pool.emplace_back([&, t] {
-      for (int i = 0; i < runs; ++i) {
-        auto r = s.run(feeds);
-        if (!r) {
-          ++failures[static_cast<std::size_t>(t)];
-          continue;
-        }
-        for (std::size_t k = 0; k < r->size(); ++k)
-          if (!(*r)[k].same_content((*first)[k])) ++mismatches[static_cast<std::size_t>(t)];
-      }
-    });
-  for (auto& th : pool) th.join();
-  CHECK(std::accumulate(failures.begin(), failures.end(), 0) == 0);
-  CHECK(std::accumulate(mismatches.begin(), mismatches.end(), 0) == 0);
-}
 
 }  // namespace
 
@@ -58,7 +37,7 @@ TEST_CASE("eight threads running one session fifty times each get identical outp
   so.set_intra_op_threads(2);
   auto s = cpu_session::create(zoo::make_mlp({32, 64, 10}), so);
   REQUIRE(s.has_value());
-  hammer(*s, {{"input", zoo::random_tensor({4, 32}, 11, 1.0f)}}, 8, 50);
+  EPSTACK_CHECK_HAMMER(test::hammer(*s, {{"input", zoo::random_tensor({4, 32}, 11, 1.0f)}}, 8, 50));
   // Each concurrent run had its own arena; they are kept for reuse.
   CHECK(s->memory().run_contexts >= 1);
   CHECK(s->memory().run_contexts <= 9);
@@ -75,10 +54,14 @@ TEST_CASE("concurrent runs of a convolutional network and a transformer, with in
   REQUIRE_MESSAGE(tr.has_value(), tr.status().to_string());
   tensor ids(element_type::int64, {1, 12});
   for (std::size_t i = 0; i < ids.element_count(); ++i) ids.typed<std::int64_t>()[i] = static_cast<std::int64_t>(i * 7 % 512);
-  std::thread a([&] { hammer(*conv, {{"image", zoo::random_tensor({2, 3, 32, 32}, 3, 1.0f)}}, 4, 8); });
-  std::thread b([&] { hammer(*tr, {{"input_ids", ids}}, 4, 8); });
+  const std::vector<named_tensor> image{{"image", zoo::random_tensor({2, 3, 32, 32}, 3, 1.0f)}}, text{{"input_ids", ids}};
+  test::hammer_result ra, rb;
+  std::thread a([&] { ra = test::hammer(*conv, image, 4, 8); });
+  std::thread b([&] { rb = test::hammer(*tr, text, 4, 8); });
   a.join();
   b.join();
+  EPSTACK_CHECK_HAMMER(ra);
+  EPSTACK_CHECK_HAMMER(rb);
 }
 
 TEST_CASE("the thread pool serves loops from several callers at once, every index exactly once") {

@@ -1,9 +1,9 @@
 // Determinism: the same model and input give bit-identical outputs over 50 runs of one session and from 8 threads
 // running it at once, on each provider stack of the build, for the zoo models and the differential fuzzer's graphs.
 // (The shared benchmark models are checked the same way by `epstack run --repeat`, label shared.)
-#include <epstack/model_zoo.hpp>
+#include <epstack/testing/model_zoo.hpp>
 #include <epstack/providers/cpu.hpp>
-#include <epstack/session.hpp>
+#include <epstack/runtime/session.hpp>
 #if defined(EPSTACK_WITH_DNNL)
 #include <epstack/providers/dnnl.hpp>
 #endif

@@ -1,5 +1,5 @@
-#include <epstack/element_type.hpp>
-#include <epstack/float16.hpp>
+#include <epstack/core/element_type.hpp>
+#include <epstack/core/float16.hpp>
 
 #include <doctest/doctest.h>
 

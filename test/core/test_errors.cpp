@@ -1,4 +1,4 @@
-#include <epstack/errors.hpp>
+#include <epstack/core/errors.hpp>
 
 #include <doctest/doctest.h>
 

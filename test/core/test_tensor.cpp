@@ -1,7 +1,7 @@
-#include <epstack/mapped_file.hpp>
-#include <epstack/shape.hpp>
-#include <epstack/tensor.hpp>
-#include <epstack/type_info.hpp>
+#include <epstack/core/mapped_file.hpp>
+#include <epstack/core/shape.hpp>
+#include <epstack/core/tensor.hpp>
+#include <epstack/core/type_info.hpp>
 
 #include "../support/temp_dir.hpp"
 

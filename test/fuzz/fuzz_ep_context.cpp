@@ -5,7 +5,7 @@
 // With EPSTACK_FUZZ_EXPECT_VALID=1 set, an input the reader refuses aborts: CI runs the seed so, to know that fuzzing
 // starts from inputs that get past the header.
 // With EPSTACK_FUZZ_SEED=FILE set, it first writes a valid input (two graphs, three tensors) to FILE, for a corpus.
-#include <epstack/ep_context_binary.hpp>
+#include <epstack/provider/context_binary.hpp>
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>

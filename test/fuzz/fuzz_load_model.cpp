@@ -1,6 +1,6 @@
 // libFuzzer target: any bytes given to the model loader must give a model or a Status, never a crash or a hang.
 // Build: -DEPSTACK_BUILD_FUZZERS=ON with clang; run: fuzz_load_model CORPUS_DIR -max_total_time=60
-#include <epstack/onnx_io.hpp>
+#include <epstack/onnx/onnx_io.hpp>
 
 #include <cstddef>
 #include <cstdint>

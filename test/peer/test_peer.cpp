@@ -2,12 +2,12 @@
 // benchmark input rule): |ours - ORT| <= 1e-5 + 1e-4 * |ORT| for floats, integers and bools exact. The models come
 // from EPSTACK_SHARED_MODELS and ONNX Runtime's dumps (ort_bench.mjs --out-dir) from EPSTACK_ORT_DUMPS; a model
 // without them is skipped with a message.
-#include <epstack/bench_inputs.hpp>
+#include <epstack/testing/bench_inputs.hpp>
 #include <epstack/providers/cpu.hpp>
 #if defined(EPSTACK_WITH_DNNL)
 #include <epstack/providers/dnnl.hpp>
 #endif
-#include <epstack/session.hpp>
+#include <epstack/runtime/session.hpp>
 
 #include <doctest/doctest.h>
 

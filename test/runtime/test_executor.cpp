@@ -1,8 +1,8 @@
 // The executor: memory planning and reuse, outputs that never alias session memory, control flow with subgraphs
 // and outer-scope values, failures in the middle of a run.
-#include <epstack/model_zoo.hpp>
+#include <epstack/testing/model_zoo.hpp>
 #include <epstack/providers/cpu.hpp>
-#include <epstack/session.hpp>
+#include <epstack/runtime/session.hpp>
 
 #include "../support/graphs.hpp"
 

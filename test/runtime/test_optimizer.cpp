@@ -1,9 +1,10 @@
 // Graph transformations: what each level does, and that the transformed model computes the same outputs.
-#include <epstack/model_zoo.hpp>
-#include <epstack/onnx_io.hpp>
+#include <epstack/testing/model_zoo.hpp>
+#include <epstack/onnx/onnx_io.hpp>
 #include <epstack/providers/cpu.hpp>
-#include <epstack/session.hpp>
+#include <epstack/runtime/session.hpp>
 
+#include "../support/compare.hpp"
 #include "../support/graphs.hpp"
 #include "../support/temp_dir.hpp"
 
@@ -44,13 +45,8 @@ std::map<std::string, int> fusion_kinds(const optimization_report& r) {
 void check_same(const std::vector<tensor>& a, const std::vector<tensor>& b, double tol) {
   REQUIRE(a.size() == b.size());
   for (std::size_t k = 0; k < a.size(); ++k) {
-    REQUIRE(a[k].element_count() == b[k].element_count());
-    const float* x = a[k].typed<float>();
-    const float* y = b[k].typed<float>();
-    double worst = 0;
-    for (std::size_t i = 0; i < a[k].element_count(); ++i)
-      worst = std::max(worst, std::fabs(double(x[i]) - double(y[i])) / (1.0 + std::fabs(double(y[i]))));
-    CHECK_MESSAGE(worst <= tol, "output " << k << ": worst relative difference " << worst);
+    INFO("output ", k);
+    EPSTACK_CHECK_CLOSE(a[k], b[k], tol, tol);
   }
 }
 

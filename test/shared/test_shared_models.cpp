@@ -1,6 +1,6 @@
 // Every model of ../shared/models loads, round-trips (embedded or with external data), passes the onnx checker
 // after saving, and its weights are not copied at load. The models' folder comes from EPSTACK_SHARED_MODELS.
-#include <epstack/onnx_io.hpp>
+#include <epstack/onnx/onnx_io.hpp>
 
 #include "../support/temp_dir.hpp"
 

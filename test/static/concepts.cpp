@@ -1,8 +1,8 @@
 // Static facts, checked by compiling this file (mp-units' test/static): concepts satisfied or not.
-#include <epstack/attribute_codec.hpp>
-#include <epstack/element_type.hpp>
-#include <epstack/ep_context_attributes.hpp>
-#include <epstack/graph.hpp>
+#include <epstack/ir/attribute_codec.hpp>
+#include <epstack/core/element_type.hpp>
+#include <epstack/ep_context/attributes.hpp>
+#include <epstack/ir/graph.hpp>
 
 #include <complex>
 #include <cstdint>

@@ -1,6 +1,6 @@
 #pragma once
 // Small IR graphs for the core and provider tests.
-#include <epstack/graph.hpp>
+#include <epstack/ir/graph.hpp>
 
 #include <string>
 

@@ -7,8 +7,10 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
-#include <epstack/compute.hpp>
-#include <epstack/graph.hpp>
+#include "compare.hpp"
+
+#include <epstack/provider/compute.hpp>
+#include <epstack/ir/graph.hpp>
 
 #include <doctest/doctest.h>
 
@@ -109,19 +111,18 @@ void check_tensor(const tensor& got, std::vector<std::int64_t> sizes, const std:
   CHECK(std::vector<std::int64_t>(got.sizes().begin(), got.sizes().end()) == sizes);
   REQUIRE(got.element_count() == want.size());
   const T* p = got.typed<T>();
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    if constexpr (std::is_floating_point_v<T>) {
-      if (std::isnan(static_cast<double>(want[i]))) {
-        CHECK(std::isnan(static_cast<double>(p[i])));
-        continue;
-      }
-      if (p[i] == want[i]) continue;  // equal infinities included
-      CHECK_MESSAGE(std::fabs(static_cast<double>(p[i]) - static_cast<double>(want[i])) <=
-                        atol + rtol * std::fabs(static_cast<double>(want[i])),
-                    "element " << i << ": got " << p[i] << ", want " << want[i]);
+  if constexpr (std::is_floating_point_v<T>) {
+    // NaN expected: NaN required; equal infinities pass (compare.hpp).
+    const auto c = compare_values([&](std::size_t i) { return p[i]; }, [&](std::size_t i) { return want[i]; },
+                                  want.size(), atol, rtol, /*nan_equal=*/true);
+    if (c.ok()) {
+      CHECK(c.ok());
     } else {
-      CHECK_MESSAGE(p[i] == want[i], "element " << i);
+      const std::size_t i = c.first_bad;
+      CHECK_MESSAGE(c.ok(), c.message(), ": element ", i, " got ", p[i], ", want ", want[i]);
     }
+  } else {
+    for (std::size_t i = 0; i < want.size(); ++i) CHECK_MESSAGE(p[i] == want[i], "element " << i);
   }
 }
 

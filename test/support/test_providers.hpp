@@ -1,9 +1,9 @@
 #pragma once
 // Test-only providers: they claim what a script says (single nodes, groups), and compile for real: each compiled
 // function runs the partition's nodes with a tiny interpreter for the element-wise ops the tests use.
-#include <epstack/ep_context_provider.hpp>
-#include <epstack/partitioner.hpp>
-#include <epstack/provider_concepts.hpp>
+#include <epstack/provider/binding.hpp>
+#include <epstack/partition/partitioner.hpp>
+#include <epstack/provider/contract.hpp>
 
 #include <algorithm>
 #include <array>
@@ -142,6 +142,7 @@ inline Status run_toy_program(const toy_program& pr, compute_context& ctx) {
 template <fixed_string Key, fixed_string Short, bool MultiGraph = true>
 struct context_provider {
   using provider_concept = execution_provider_tag;
+  using ep_context_concept = ep_context_tag;
   static constexpr std::string_view type_key = Key.view();
   static constexpr std::string_view short_name = Short.view();
   static constexpr std::array<std::string_view, 1> source_keys{Key.view()};

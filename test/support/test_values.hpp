@@ -1,7 +1,7 @@
 #pragma once
 // Values for kernel tests: shapes, seeded random or counting data, and typed tensors and kernel inputs made from
 // doubles (the references compute in double).
-#include <epstack/tensor.hpp>
+#include <epstack/core/tensor.hpp>
 
 #include "kernel_harness.hpp"
 

@@ -1,10 +1,10 @@
 // The epstack command-line tool, run as users run it: generate, run (tensor files in and out), partition (table and
 // DOT), perf (the peer protocol's JSON and dumps), and its errors.
-#include <epstack/bench_inputs.hpp>
-#include <epstack/model_zoo.hpp>
-#include <epstack/onnx_io.hpp>
+#include <epstack/testing/bench_inputs.hpp>
+#include <epstack/testing/model_zoo.hpp>
+#include <epstack/onnx/onnx_io.hpp>
 #include <epstack/providers/cpu.hpp>
-#include <epstack/session.hpp>
+#include <epstack/runtime/session.hpp>
 
 #include "../support/temp_dir.hpp"
 

@@ -4,7 +4,7 @@
 // (a generator fault), never as a finding.
 #include "graph_fuzz.hpp"
 
-#include <epstack/model_zoo.hpp>
+#include <epstack/testing/model_zoo.hpp>
 
 #include <algorithm>
 #include <array>

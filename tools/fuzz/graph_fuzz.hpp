@@ -1,8 +1,8 @@
 #pragma once
 // Random, valid ONNX graphs built from what the oneDNN provider takes (and what sits around it in real models), for
 // the differential fuzzer (`epstack fuzz-providers`) and the determinism tests. A graph is a function of its seed.
-#include <epstack/model.hpp>
-#include <epstack/session.hpp>
+#include <epstack/ir/model.hpp>
+#include <epstack/runtime/session.hpp>
 
 #include <cstdint>
 #include <string>

@@ -3,8 +3,8 @@
 // plan that collapses adjacent dimensions broadcast the same way, so that the innermost loop is long and each operand
 // has stride 0 or 1 in it.
 #include <epstack/detail/cat.hpp>
-#include <epstack/errors.hpp>
-#include <epstack/tensor.hpp>
+#include <epstack/core/errors.hpp>
+#include <epstack/core/tensor.hpp>
 
 #include <algorithm>
 #include <array>

@@ -10,7 +10,7 @@
 #include "sgemm.hpp"
 #include "winograd.hpp"
 
-#include <epstack/mapped_file.hpp>
+#include <epstack/core/mapped_file.hpp>
 
 #include <memory>
 #include <new>

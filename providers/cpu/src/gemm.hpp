@@ -1,6 +1,6 @@
 #pragma once
 // Matrix products shared by the CPU kernels (defined in matmul.cpp, over Eigen 3.4).
-#include <epstack/compute.hpp>
+#include <epstack/provider/compute.hpp>
 
 #include <cstdint>
 

@@ -2,11 +2,11 @@
 // Helpers shared by the CPU provider's kernels: attribute access, graph facts, element-type dispatch, axis and shape
 // arithmetic, vectorisable math and parallel loops. Private to the epstack::cpu library.
 
-#include <epstack/attribute.hpp>
-#include <epstack/compute.hpp>
+#include <epstack/ir/attribute.hpp>
+#include <epstack/provider/compute.hpp>
 #include <epstack/detail/cat.hpp>
-#include <epstack/graph.hpp>
-#include <epstack/node_facts.hpp>
+#include <epstack/ir/graph.hpp>
+#include <epstack/ir/node_facts.hpp>
 #include <epstack/providers/cpu/kernels.hpp>
 
 #include <algorithm>
@@ -29,7 +29,7 @@ namespace epstack::cpu::impl {
 using epstack::detail::cat;
 using sizes_t = tensor_sizes;
 
-// Attribute access and graph facts (attr_i, constant_input, in_rank, ...) come from <epstack/node_facts.hpp>.
+// Attribute access and graph facts (attr_i, constant_input, in_rank, ...) come from <epstack/ir/node_facts.hpp>.
 
 inline bool is_float(element_type e) {
   return e == element_type::float32 || e == element_type::float64 || e == element_type::float16 ||

@@ -7,7 +7,7 @@
 #include "kernel_util.hpp"
 #include "sgemm.hpp"
 
-#include <epstack/mapped_file.hpp>
+#include <epstack/core/mapped_file.hpp>
 
 #include <new>
 

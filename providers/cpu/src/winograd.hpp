@@ -7,7 +7,7 @@
 // Only built with AVX-512 (elsewhere `winograd_available` is false and convolutions take the im2col path).
 #include "sgemm.hpp"
 
-#include <epstack/compute.hpp>
+#include <epstack/provider/compute.hpp>
 
 #include <cstdint>
 #include <memory>

@@ -1,7 +1,7 @@
 // get_capability of the oneDNN provider: maximal connected groups of supported nodes that keep the graph acyclic.
 #include "support.hpp"
 
-#include <epstack/graph_algorithms.hpp>
+#include <epstack/ir/graph_algorithms.hpp>
 #include <epstack/providers/dnnl.hpp>
 
 #include <algorithm>

@@ -5,7 +5,7 @@
 #include "ir.hpp"
 
 #include <epstack/detail/cat.hpp>
-#include <epstack/mapped_file.hpp>
+#include <epstack/core/mapped_file.hpp>
 #include <epstack/providers/dnnl.hpp>
 
 

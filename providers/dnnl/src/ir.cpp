@@ -3,8 +3,8 @@
 #include "support.hpp"
 
 #include <epstack/detail/cat.hpp>
-#include <epstack/mapped_file.hpp>
-#include <epstack/node_facts.hpp>
+#include <epstack/core/mapped_file.hpp>
+#include <epstack/ir/node_facts.hpp>
 
 #include <algorithm>
 #include <cmath>

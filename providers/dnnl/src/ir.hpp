@@ -4,10 +4,10 @@
 // Erf form of Gelu), then fused (BatchNormalization into Conv, activations and additions into post-ops). Private to
 // epstack::dnnl.
 
-#include <epstack/compute.hpp>
-#include <epstack/ep_context_provider.hpp>
-#include <epstack/errors.hpp>
-#include <epstack/tensor.hpp>
+#include <epstack/provider/compute.hpp>
+#include <epstack/provider/contract.hpp>
+#include <epstack/core/errors.hpp>
+#include <epstack/core/tensor.hpp>
 
 #include <oneapi/dnnl/dnnl.hpp>
 

@@ -2,7 +2,7 @@
 #include "support.hpp"
 
 #include <epstack/detail/cat.hpp>
-#include <epstack/node_facts.hpp>
+#include <epstack/ir/node_facts.hpp>
 
 #include <algorithm>
 #include <cmath>

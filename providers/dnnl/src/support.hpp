@@ -2,7 +2,7 @@
 // What the oneDNN provider takes: per-node rules (shared by get_capability, why_not and compile) and the Erf-form
 // Gelu pattern. Private to epstack::dnnl.
 
-#include <epstack/graph.hpp>
+#include <epstack/ir/graph.hpp>
 
 #include <array>
 #include <optional>

@@ -11,8 +11,7 @@
 #include <epstack/providers/cpu/kernels.hpp>
 
 #include <epstack/detail/cat.hpp>
-#include <epstack/partitioner.hpp>
-#include <epstack/provider_concepts.hpp>
+#include <epstack/provider/contract.hpp>
 
 #include <boost/mp11/list.hpp>
 
@@ -27,7 +26,7 @@ namespace ops = cpu::ops;
 /// @brief The CPU provider over the kernels `K...` (a kernel earlier in the list wins when two run a node).
 template <class... K>
 struct basic_cpu_provider {
-  static_assert((cpu::cpu_kernel<K> && ...), "epstack: every kernel of a CPU provider must satisfy epstack::cpu::cpu_kernel");
+  static_assert((cpu::check_cpu_kernel<K>() && ...));
   using provider_concept = execution_provider_tag;
   static constexpr std::string_view type_key = cpu_provider_key;
   static constexpr std::string_view short_name = "cpu";

@@ -9,12 +9,12 @@
 ///
 /// Use it first in a stack: `epstack::session<epstack::dnnl_provider>` (the CPU provider runs the rest).
 
-#include <epstack/capability.hpp>
-#include <epstack/compute.hpp>
-#include <epstack/errors.hpp>
-#include <epstack/graph_view.hpp>
-#include <epstack/ep_context_provider.hpp>
-#include <epstack/provider_concepts.hpp>
+#include <epstack/provider/capability.hpp>
+#include <epstack/provider/compute.hpp>
+#include <epstack/core/errors.hpp>
+#include <epstack/ir/graph_view.hpp>
+#include <epstack/provider/contract.hpp>
+#include <epstack/provider/contract.hpp>
 
 #include <array>
 #include <cstdint>
@@ -69,6 +69,7 @@ void set_ignore_stored_layouts(bool ignore);
 /// need): `session<dnnl_provider>::create(path, so, {dnnl_provider(dnnl_options{.winograd = true})})`.
 struct dnnl_provider {
   using provider_concept = execution_provider_tag;
+  using ep_context_concept = ep_context_tag;  // compiled partitions cached in EPContext models
   dnnl_options options;
 
   dnnl_provider() = default;

@@ -14,6 +14,7 @@
 /// Declares a kernel type `name` for operator `op` of domain `dom`.
 #define EPSTACK_DECLARE_CPU_KERNEL(name, op, dom)                                  \
   struct name {                                                                    \
+    using kernel_concept = ::epstack::cpu::kernel_tag;                             \
     static constexpr std::string_view op_type = op;                                \
     static constexpr std::string_view domain = dom;                                \
     static bool supports(const ::epstack::graph& g, ::epstack::node_id n);         \

@@ -1,0 +1,89 @@
+#pragma once
+/// @file contexts.hpp
+/// @brief EPContext models, the stage beside the pipeline (library epstack::ep_context): loading the contexts an
+/// EPContext model names (embedded or in binaries beside it, through the shared workspace with
+/// ep.share_ep_contexts), and generating an EPContext model from a compiled session (ep.context_enable). The session
+/// core calls these; a user calls `session<P...>` or `compile_model` (runtime/compile_model.hpp) instead.
+
+#include <epstack/core/session_options.hpp>
+#include <epstack/ep_context/report.hpp>
+#include <epstack/ir/model.hpp>
+#include <epstack/partition/plan.hpp>
+#include <epstack/provider/binding.hpp>
+
+#include <cstddef>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace epstack::ctx {
+
+/// True for a com.microsoft EPContext node.
+[[nodiscard]] bool is_ep_context_node(const node& n);
+
+/// One EPContext node of a model being loaded, resolved to its provider and compiled graph.
+struct loaded_node {
+  std::size_t provider = 0;
+  std::shared_ptr<const ep_context_binary> binary;
+  const ep_context_graph* graph = nullptr;
+};
+struct load_result {
+  std::map<std::string, loaded_node, std::less<>> nodes;  ///< by node name
+  std::vector<std::string> files_read;
+  std::size_t from_workspace = 0;
+};
+
+/// Threads a load hashes context tensors on: the session's intra-op threads.
+[[nodiscard]] unsigned verify_threads(const session_options& o);
+/// Whether `epstack.ep_context_verify` asks for every tensor to be verified while loading (on_load) rather than
+/// before its first use (on_use, the default); invalid_argument for another value.
+[[nodiscard]] Result<bool> verify_tensors_on_load(const session_options& o);
+
+/// Resolves every EPContext node of `m`'s main graph. `m` non-null: embedded payloads are moved out of its attributes
+/// (into aligned memory the binaries own); null with `check_only`: nothing is changed, the shared workspace included.
+[[nodiscard]] Result<load_result> load_contexts(const model& src, model* m, const std::vector<provider_binding>& providers,
+                                                const session_options& options, bool check_only);
+
+/// What generation will write, decided before anything is compiled.
+struct generation {
+  std::filesystem::path model_path;  ///< the `_ctx.onnx`
+  std::string model_name;            ///< [model_name] of `[model_name]_[ep].bin`
+  std::string source_filename;       ///< onnx_model_filename
+  std::string prefix;                ///< ep.context_node_name_prefix (or the model name when sharing)
+  int embed_mode = 0;
+  std::string external_initializers;  ///< ep.context_model_external_initializers_file_name
+  bool share = false, stop_share = false;
+  std::filesystem::path refuse_existing_in;  ///< epstack.ep_context_refuse_existing_in: checked beside the model's folder
+  /// The places a file generation writes as `name` may not exist: the model's folder, and refuse_existing_in.
+  [[nodiscard]] std::vector<std::filesystem::path> places_of(const std::filesystem::path& name) const {
+    std::vector<std::filesystem::path> r{model_path.parent_path() / name};
+    if (!refuse_existing_in.empty()) r.push_back(refuse_existing_in / name);
+    return r;
+  }
+};
+
+/// nullopt when ep.context_enable is not 1; errors for a bad or existing output and for a model already compiled.
+[[nodiscard]] Result<std::optional<generation>> plan_generation(const model& m, const session_options& options);
+
+/// After partitioning, before compiling: no binary that would be written may exist.
+[[nodiscard]] Status check_outputs(const generation& gen, const partition_plan& plan,
+                                   const std::vector<provider_binding>& providers);
+
+/// The compiled function of partition k of the main graph.
+using function_of = std::function<const compute_function&(std::size_t k)>;
+
+/// Writes the EPContext model (and binaries) of the compiled session.
+[[nodiscard]] Status generate(const model& m, const partition_plan& plan, const function_of& fn,
+                              const std::vector<provider_binding>& providers, const generation& gen,
+                              const session_options& options, ep_context_report& report);
+
+/// Reports progress; false when the callback cancelled.
+[[nodiscard]] Status progress(const session_options& o, std::string_view stage, std::size_t done, std::size_t total,
+                              std::string_view detail = {});
+
+}  // namespace epstack::ctx

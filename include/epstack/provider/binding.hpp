@@ -1,0 +1,109 @@
+#pragma once
+/// @file binding.hpp
+/// @brief The one type-erased view of a provider that the runtime-typed parts of epstack (partitioner, session core,
+/// EPContext loading and writing) work with, and `make_binding`, the one place it is built from a provider type. The
+/// provider object must outlive its binding (a session keeps its providers alive).
+
+#include <epstack/provider/contract.hpp>
+
+#include <cctype>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <vector>
+
+namespace epstack {
+
+/// @brief A provider's EP-context side (set only for an `ep_context_provider`).
+struct ep_context_binding {
+  std::vector<std::string> source_keys;
+  std::string short_name;  ///< `[model]_[short_name].bin`
+  bool multi_graph = true;
+  std::string sdk_version, hardware;
+  std::function<bool(std::string_view)> hardware_supported;
+  std::function<Result<ep_context_record>(const partition&, const compute_function&, ep_context_builder&)> serialize;
+  /// Restores a compiled graph; verifies the graph's tensors first unless the provider verifies them itself.
+  std::function<Result<compute_function>(const ep_context_restore&)> restore;
+
+  /// Whether an EPContext `source` value names this provider: one of its source keys exactly, or its short name in
+  /// any case.
+  [[nodiscard]] bool accepts(std::string_view source) const {
+    for (const auto& k : source_keys)
+      if (k == source) return true;
+    if (source.size() != short_name.size() || source.empty()) return false;
+    for (std::size_t i = 0; i < source.size(); ++i)
+      if (std::tolower(static_cast<unsigned char>(source[i])) != std::tolower(static_cast<unsigned char>(short_name[i])))
+        return false;
+    return true;
+  }
+};
+
+/// @brief A provider as the runtime sees it. The members after `why_not` are empty when the provider lacks the
+/// optional point (allocate/deallocate: the run's arena; has_op: every operator allowed; context: no EP context).
+struct provider_binding {
+  std::string_view type_key;
+  std::function<std::vector<capability>(const graph_view<graph>&)> get_capability;
+  std::function<std::string(const graph&, node_id)> why_not = {};
+  std::function<Result<std::vector<compute_function>>(std::span<const partition>)> compile = {};
+  std::string_view short_name = {};
+  std::function<void*(std::size_t)> allocate = {};
+  std::function<void(void*, std::size_t)> deallocate = {};
+  std::function<bool(std::string_view, std::string_view)> has_op = {};
+  data_layout preferred_layout = data_layout::nchw;
+  std::shared_ptr<const ep_context_binding> context = {};
+};
+
+/// @brief The binding of provider `q` (which must outlive it).
+template <class Q>
+[[nodiscard]] provider_binding make_binding(const Q& q) {
+  static_assert(check_provider<Q>());
+  using traits = provider_traits<Q>;
+  provider_binding b;
+  b.type_key = traits::type_key;
+  b.short_name = traits::short_name;
+  b.get_capability = [&q](const graph_view<graph>& v) { return q.get_capability(v); };
+  b.compile = [&q](std::span<const partition> parts) { return q.compile(parts); };
+  if constexpr (traits::has_why_not) b.why_not = [&q](const graph& g, node_id n) { return std::string(q.why_not(g, n)); };
+  if constexpr (traits::has_allocator) {
+    b.allocate = [&q](std::size_t n) { return q.allocate(n); };
+    b.deallocate = [&q](void* x, std::size_t n) { q.deallocate(x, n); };
+  }
+  if constexpr (traits::has_op_query) b.has_op = [](std::string_view d, std::string_view op) { return bool(Q::has_op(d, op)); };
+  b.preferred_layout = traits::preferred_layout;
+  if constexpr (traits::has_ep_context) {
+    auto c = std::make_shared<ep_context_binding>();
+    for (std::string_view k : Q::source_keys) c->source_keys.emplace_back(k);
+    c->short_name = std::string(traits::short_name);
+    c->multi_graph = Q::multi_graph_context;
+    c->sdk_version = std::string(q.ep_sdk_version());
+    c->hardware = std::string(q.hardware_architecture());
+    if constexpr (requires { { q.hardware_supported(std::string_view()) } -> std::convertible_to<bool>; })
+      c->hardware_supported = [&q](std::string_view h) { return bool(q.hardware_supported(h)); };
+    else
+      c->hardware_supported = [hw = c->hardware](std::string_view h) { return h == hw; };
+    c->serialize = [&q](const partition& p, const compute_function& f, ep_context_builder& w) { return q.serialize(p, f, w); };
+    if constexpr (requires { requires bool(Q::verifies_context_tensors); })
+      c->restore = [&q](const ep_context_restore& r) { return q.restore(r); };
+    else
+      c->restore = [&q](const ep_context_restore& r) -> Result<compute_function> {
+        if (auto st = r.binary->verify_tensors(r.graph->tensors, r.verify_threads); !st) return st;
+        return q.restore(r);
+      };
+    b.context = std::move(c);
+  }
+  return b;
+}
+
+/// @brief The bindings of every provider of a tuple, in order (the tuple must outlive them).
+template <class Tuple>
+[[nodiscard]] std::vector<provider_binding> make_bindings(const Tuple& providers) {
+  std::vector<provider_binding> r;
+  std::apply([&r](const auto&... p) { (r.push_back(make_binding(p)), ...); }, providers);
+  return r;
+}
+
+}  // namespace epstack

@@ -1,0 +1,58 @@
+#pragma once
+/// @file optimizer.hpp
+/// @brief Graph transformations before partitioning, by ONNX Runtime's optimisation levels: constant folding, shape
+/// folding, dead-node and Identity elimination (basic); provider-independent fusions into ONNX Runtime's contrib ops
+/// of domain `com.microsoft` (FusedConv, Gelu, BiasGelu, SkipLayerNormalization, LayerNormalization, FusedMatMul) and
+/// Conv+BatchNormalization folding (extended and all). Compiled once in `epstack::runtime`.
+
+#include <epstack/provider/compute.hpp>
+#include <epstack/core/errors.hpp>
+#include <epstack/ir/model.hpp>
+#include <epstack/core/session_options.hpp>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace epstack {
+
+/// Compiles one node into a function (the stack's CPU provider): used to fold constant nodes before partitioning.
+/// Returns not_implemented when it has no kernel for the node.
+using node_compiler = std::function<Result<compute_function>(const graph&, node_id)>;
+
+/// The domain of the fused operators the optimiser writes (ONNX Runtime's contrib operators).
+inline constexpr std::string_view contrib_domain = "com.microsoft";
+
+/// @brief What graph optimisation did, for the plan and for tests.
+struct optimization_report {
+  std::size_t nodes_before = 0, nodes_after = 0;
+  std::size_t constant_folded = 0;  ///< nodes replaced by their constant outputs
+  std::size_t shapes_folded = 0;    ///< Shape/Size nodes whose input shape was known
+  std::size_t removed = 0;          ///< dead nodes and Identity/Dropout nodes removed
+  std::vector<std::string> fusions; ///< one entry per fusion applied, e.g. "FusedConv <- /conv1 + /relu1"
+};
+
+/// Whether the provider stack can run operator (domain, op_type): a fusion writes an operator only when it can.
+using operator_query = std::function<bool(std::string_view domain, std::string_view op_type)>;
+
+/// Options of `optimize`.
+struct optimizer_options {
+  graph_optimization_level level = graph_optimization_level::all;
+  node_compiler fold;        ///< without it, constant folding is skipped
+  operator_query can_run;    ///< without it, every fusion is allowed
+  int threads = 1;           ///< threads for folding kernels
+};
+
+/// @brief Transforms `m` in place (main graph and subgraphs). The result computes the same outputs for every input.
+[[nodiscard]] Result<optimization_report> optimize(model& m, const optimizer_options& options);
+
+/// For each node of a graph, whether some provider of the stack takes it (its `get_capability` on the whole graph).
+using claim_query = std::function<std::vector<bool>(const graph&)>;
+
+/// @brief Replaces every node that no provider takes and whose operator is defined by a function (a model-local
+/// function, or a function body of the onnx package) by the nodes of its body, repeatedly (bodies may use function
+/// operators too), then infers the new values' types. ONNX Runtime's behaviour for function operators: partitioning
+/// runs again on the expanded graph. Returns how many nodes were expanded.
+[[nodiscard]] Result<std::size_t> expand_functions(model& m, const claim_query& claimed);
+
+}  // namespace epstack

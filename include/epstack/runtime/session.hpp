@@ -1,0 +1,177 @@
+#pragma once
+/// @file session.hpp
+/// @brief `session<P...>`: a model optimised, partitioned over a compile-time stack of providers, compiled, and run.
+///
+/// The CPU provider (type key "CPUExecutionProvider") is appended when the list lacks it; include
+/// <epstack/providers/cpu.hpp> for it. Priority is the order of the list. `run` is `const` and safe to call from many
+/// threads at once. The work that does not depend on the provider types (loading, optimisation, partitioning,
+/// execution) is compiled once in `epstack::runtime` (session_core.hpp); this header is the typed layer over it.
+
+#include <epstack/core/session_options.hpp>
+#include <epstack/onnx/onnx_io.hpp>
+#include <epstack/provider/binding.hpp>
+#include <epstack/runtime/session_core.hpp>
+
+#include <boost/mp11/algorithm.hpp>
+#include <boost/mp11/list.hpp>
+
+#include <cstddef>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+namespace epstack {
+
+struct cpu_provider;  // <epstack/providers/cpu.hpp>
+
+namespace detail {
+template <class P>
+struct is_cpu_key : std::bool_constant<provider_traits<P>::type_key == cpu_provider_key> {};
+
+// The provider list with the CPU provider appended when no provider has its key.
+template <class L>
+using with_cpu_fallback =
+    boost::mp11::mp_if<boost::mp11::mp_any_of<L, is_cpu_key>, L, boost::mp11::mp_push_back<L, cpu_provider>>;
+
+}  // namespace detail
+
+/// @brief A model on a provider stack. Create it from a path, bytes or an in-memory model; `run` is thread-safe.
+/// Providers are taken in the order of `P...` (any `L<T...>` list works through `basic_session_from`).
+template <class... P>
+class basic_session {
+ public:
+  using providers_type = std::tuple<P...>;
+  static_assert(sizeof...(P) > 0, "epstack: a session needs at least one provider");
+  static_assert((check_provider<P>() && ...));
+
+  /// @brief Loads the model at `path` and prepares it: optimise, partition, compile. Errors as `load_model`, the
+  /// optimiser and the partitioner.
+  [[nodiscard]] static Result<basic_session> create(const std::filesystem::path& path, const session_options& options = {},
+                                                    providers_type providers = {}) {
+    EPSTACK_ASSIGN_OR_RETURN(auto m, load_model(path, load_options_of(options)));
+    return create_prepared(std::move(m), options, std::move(providers));
+  }
+  /// @brief From serialized bytes; external data are looked up in
+  /// `session.model_external_initializers_file_folder_path`.
+  [[nodiscard]] static Result<basic_session> create(std::span<const std::byte> bytes, const session_options& options = {},
+                                                    providers_type providers = {}) {
+    EPSTACK_ASSIGN_OR_RETURN(auto m, load_model(bytes, load_options_of(options)));
+    return create_prepared(std::move(m), options, std::move(providers));
+  }
+  /// @brief From a model built in memory (validated, and its value types inferred first).
+  [[nodiscard]] static Result<basic_session> create(model m, const session_options& options = {},
+                                                    providers_type providers = {}) {
+    EPSTACK_RETURN_IF_ERROR(validate(m.graph));
+    EPSTACK_RETURN_IF_ERROR(infer_shapes(m));
+    return create_prepared(std::move(m), options, std::move(providers));
+  }
+
+  /// @brief Runs the model: `inputs` by name; `outputs` names the outputs wanted (all, in graph order, when empty).
+  /// invalid_argument, naming the input, for an unknown or missing input or a wrong element type, rank or dimension;
+  /// invalid_argument for an output that is not a tensor (use `run_values`).
+  [[nodiscard]] Result<std::vector<tensor>> run(std::span<const named_tensor> inputs,
+                                                std::span<const std::string> outputs = {}) const {
+    std::vector<named_value> feeds;
+    feeds.reserve(inputs.size());
+    for (const auto& i : inputs) feeds.push_back({i.name, i.value});
+    EPSTACK_ASSIGN_OR_RETURN(auto values, core_->run(feeds, outputs));
+    std::vector<tensor> r;
+    r.reserve(values.size());
+    for (std::size_t k = 0; k < values.size(); ++k) {
+      if (!values[k].is_tensor())
+        return Status(errc::invalid_argument, "output " + std::to_string(k) + " is a " + values[k].kind_name() +
+                                                  ", not a tensor: use run_values");
+      r.push_back(std::move(values[k].as_tensor()));
+    }
+    return r;
+  }
+  [[nodiscard]] Result<std::vector<tensor>> run(std::initializer_list<named_tensor> inputs) const {
+    return run(std::span<const named_tensor>(inputs.begin(), inputs.size()));
+  }
+  /// @brief Like `run`, with inputs and outputs that may be sequences or none.
+  [[nodiscard]] Result<std::vector<ivalue>> run_values(std::span<const named_value> inputs,
+                                                       std::span<const std::string> outputs = {}) const {
+    return core_->run(inputs, outputs);
+  }
+
+  [[nodiscard]] const std::vector<io_info>& inputs() const noexcept { return core_->inputs(); }
+  [[nodiscard]] const std::vector<io_info>& outputs() const noexcept { return core_->outputs(); }
+  /// Which provider got which node, and why the rest fell back.
+  [[nodiscard]] const partition_plan& plan() const noexcept { return core_->plan(); }
+  /// Threads of the session's intra-op pool (the option's value, or the machine's core count when it was 0).
+  [[nodiscard]] int intra_op_threads() const noexcept { return core_->intra_op_threads(); }
+  /// What graph optimisation did.
+  [[nodiscard]] const optimization_report& optimizations() const noexcept { return core_->optimizations(); }
+  /// The model as it runs (after optimisation).
+  [[nodiscard]] const model& get_model() const noexcept { return core_->get_model(); }
+  [[nodiscard]] const providers_type& providers() const noexcept { return *providers_; }
+  /// Memory the executor keeps for reuse between runs.
+  [[nodiscard]] session_core::memory_stats memory() const { return core_->memory(); }
+  /// Time per step over every run so far (empty unless `session_options::enable_profiling`).
+  [[nodiscard]] std::vector<session_core::step_profile> profile() const { return core_->profile(); }
+  /// What the session loaded from an EPContext model, or wrote with `ep.context_enable` (and its warnings).
+  [[nodiscard]] const ep_context_report& ep_context() const noexcept { return core_->ep_context(); }
+
+  /// @brief Whether the EPContext model at `path` would load on this stack, without creating a session: every
+  /// EPContext node's source recognised, its context found and verified, made by this SDK version for hardware this
+  /// machine has. OK (also for a model without EPContext nodes), or the invalid_graph a session would report.
+  [[nodiscard]] static Status check_compatibility(const std::filesystem::path& path, const session_options& options = {},
+                                                  providers_type providers = {}) {
+    load_options lo = load_options_of(options);
+    lo.shape_inference = shape_inference_mode::off;
+    EPSTACK_ASSIGN_OR_RETURN(auto m, load_model(path, lo));
+    return session_core::check_compatibility(m, make_bindings(providers), options);
+  }
+  /// From serialized bytes (embed_mode 0 binaries need `ep.context_file_path` for their folder).
+  [[nodiscard]] static Status check_compatibility(std::span<const std::byte> bytes, const session_options& options = {},
+                                                  providers_type providers = {}) {
+    load_options lo = load_options_of(options);
+    lo.shape_inference = shape_inference_mode::off;
+    EPSTACK_ASSIGN_OR_RETURN(auto m, load_model(bytes, lo));
+    return session_core::check_compatibility(m, make_bindings(providers), options);
+  }
+
+ private:
+  static Result<basic_session> create_prepared(model m, const session_options& options, providers_type providers) {
+    auto keep = std::make_shared<providers_type>(std::move(providers));
+    EPSTACK_ASSIGN_OR_RETURN(auto core, session_core::build(std::move(m), make_bindings(*keep), options));
+    return basic_session(std::move(core), std::move(keep));
+  }
+
+  basic_session(std::shared_ptr<const session_core> core, std::shared_ptr<providers_type> providers)
+      : core_(std::move(core)), providers_(std::move(providers)) {}
+  static load_options load_options_of(const session_options& o) {
+    load_options lo;
+    if (auto f = o.config(config_keys::external_initializers_folder)) lo.external_data_folder = std::string(*f);
+    return lo;
+  }
+
+  std::shared_ptr<const session_core> core_;
+  std::shared_ptr<providers_type> providers_;  // compiled functions may refer to their provider
+};
+
+namespace detail {
+template <class L>
+struct session_from;
+template <template <class...> class L, class... P>
+struct session_from<L<P...>> {
+  using type = basic_session<P...>;
+};
+}  // namespace detail
+
+/// `basic_session` over the providers of any list type `L<P...>` (e.g. `boost::mp11::mp_list`), as given.
+template <class L>
+using basic_session_from = typename detail::session_from<L>::type;
+
+/// @brief The session of a provider stack: `session<dnnl_provider, cpu_provider>`; the CPU provider is appended when
+/// the list lacks it. An error "incomplete type epstack::cpu_provider" here means <epstack/providers/cpu.hpp> is not
+/// included.
+template <class... P>
+using session = basic_session_from<detail::with_cpu_fallback<boost::mp11::mp_list<P...>>>;
+
+}  // namespace epstack

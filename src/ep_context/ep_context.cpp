@@ -1,0 +1,654 @@
+// EPContext models in the session core (see ep_context.hpp). The rules are ep-context-design.md's and ONNX Runtime's
+// (shared/spec/ort-behaviours.md), restated in the README's "EPContext models" section.
+#include <epstack/ep_context/contexts.hpp>
+
+#include <epstack/detail/cat.hpp>
+#include <epstack/ep_context/attributes.hpp>
+#include <epstack/onnx/onnx_io.hpp>
+#include <epstack/core/path_rules.hpp>
+
+#include <algorithm>
+#include <charconv>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <set>
+#include <system_error>
+#include <thread>
+#include <utility>
+
+namespace epstack::ctx {
+
+namespace fs = std::filesystem;
+using detail::cat;
+
+namespace {
+
+// The shared workspace of ep.share_ep_contexts, per provider type: while generating, the builder every session of
+// the group adds its graphs to and the binary's path (named by the first session); while loading, binaries mapped by
+// one session with the graphs no session has taken yet.
+struct workspace {
+  std::mutex mu;
+  // Held by a sharing session for the whole of its generation: the sessions of a group add to one builder and the
+  // last writes it, one at a time (taken before `mu`, never while holding it).
+  std::mutex gen_mu;
+  struct gen_entry {
+    std::shared_ptr<ep_context_builder> builder;
+    fs::path bin_path;
+  };
+  // Held weakly: the binary stays mapped while a session uses it, and the workspace never keeps it alive by itself
+  // (no mapping outlives the last session that loaded from it; a later session then reads the file again).
+  struct load_entry {
+    std::weak_ptr<const ep_context_binary> binary;
+    std::set<std::string, std::less<>> remaining;
+  };
+  std::map<std::string, gen_entry, std::less<>> gen;
+  std::map<std::string, std::map<std::string, load_entry>, std::less<>> load;  // provider -> binary path -> entry
+};
+workspace& shared_workspace() {
+  static workspace w;
+  return w;
+}
+
+std::string stack_of(const std::vector<provider_binding>& providers) {
+  std::string s;
+  for (const auto& p : providers) s += cat(s.empty() ? "" : ", ", p.type_key);
+  return s;
+}
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += cat(s.empty() ? "" : ", ", x);
+  return s.empty() ? "none" : s;
+}
+
+std::vector<std::string> io_names(const graph& g, std::span<const value_id> ids, bool skip_constants) {
+  std::vector<std::string> r;
+  for (value_id v : ids) {
+    if (v == no_id) continue;
+    if (skip_constants && g.value(v).initializer) continue;
+    r.push_back(g.value(v).name);
+  }
+  return r;
+}
+
+// 64-byte aligned bytes that a binary read from an attribute owns.
+std::shared_ptr<std::byte> aligned_copy(std::string_view s) {
+  void* p = std::aligned_alloc(64, (std::max<std::size_t>(s.size(), 1) + 63) / 64 * 64);
+  if (p == nullptr) throw std::bad_alloc();
+  if (!s.empty()) std::memcpy(p, s.data(), s.size());
+  return std::shared_ptr<std::byte>(static_cast<std::byte*>(p), [](std::byte* q) { std::free(q); });
+}
+
+Status bad_graph(std::string_view node, const std::string& why) {
+  return Status(errc::invalid_graph, cat("EPContext node '", node, "': ", why));
+}
+
+fs::path binary_path(const generation& gen, const ep_context_binding& b, std::size_t index, bool numbered) {
+  return gen.model_path.parent_path() /
+         (numbered ? cat(gen.model_name, "_", b.short_name, "_", std::to_string(index), ".bin")
+                   : cat(gen.model_name, "_", b.short_name, ".bin"));
+}
+
+// The fused partitions of the main graph that provider p caches, in execution order.
+std::vector<std::size_t> cached_partitions(const partition_plan& plan, const std::vector<provider_binding>& providers,
+                                           std::size_t p) {
+  std::vector<std::size_t> r;
+  if (!providers[p].context) return r;
+  for (std::size_t k : plan.main.execution_order)
+    if (plan.main.partition_provider[k] == p && plan.main.partitions[k].is_fused()) r.push_back(k);
+  return r;
+}
+
+}  // namespace
+
+bool is_ep_context_node(const node& n) { return n.op_type == ep_context_op_type && n.domain == ep_context_domain; }
+
+Status progress(const session_options& o, std::string_view stage, std::size_t done, std::size_t total,
+                std::string_view detail) {
+  if (!o.progress()) return {};
+  if (o.progress()(compile_progress{stage, done, total, detail})) return {};
+  return Status(errc::fail, cat("cancelled by the progress callback during '", stage, "'"));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Loading
+
+unsigned verify_threads(const session_options& o) {
+  return o.intra_op_threads() > 0 ? static_cast<unsigned>(o.intra_op_threads())
+                                  : std::max(1u, std::thread::hardware_concurrency());
+}
+
+Result<bool> verify_tensors_on_load(const session_options& o) {
+  const auto v = o.config(config_keys::ep_context_verify);
+  if (!v || *v == "on_use") return false;
+  if (*v == "on_load") return true;
+  return Status(errc::invalid_argument,
+                cat(config_keys::ep_context_verify, " must be on_use or on_load, found '", *v, "'"));
+}
+
+Result<load_result> load_contexts(const model& src, model* m, const std::vector<provider_binding>& providers,
+                                  const session_options& options, bool check_only) {
+  load_result r;
+  const graph& g = src.graph;
+  struct ctx_node {
+    node_id n;
+    ep_context_attributes a;
+    std::size_t provider;
+    std::shared_ptr<const ep_context_binary> binary;  // main contexts
+    std::string path_key;                             // embed_mode 0
+    bool from_workspace = false;
+  };
+  std::vector<ctx_node> nodes;
+  for (node_id n = 0; n < g.node_count(); ++n) {
+    const auto& nd = g.node(n);
+    if (!is_ep_context_node(nd)) continue;
+    if (nd.name.empty()) return Status(errc::invalid_graph, "an EPContext node has no name (its graph is found by name)");
+    EPSTACK_ASSIGN_OR_RETURN(auto a, read_attributes<ep_context_attributes>(nd.attributes, nd.name));
+    std::size_t p = 0;
+    while (p < providers.size() && !(providers[p].context && providers[p].context->accepts(a.source))) ++p;
+    if (p == providers.size())
+      return bad_graph(nd.name, cat("its source '", a.source, "' is recognised by no provider of the stack (",
+                                    stack_of(providers), ")"));
+    nodes.push_back({n, std::move(a), p, nullptr, {}, false});
+  }
+  if (nodes.empty()) return r;
+
+  const bool share = options.flag(config_keys::ep_share_contexts) && !check_only;
+  EPSTACK_ASSIGN_OR_RETURN(const bool verify_on_load, verify_tensors_on_load(options));
+  std::optional<fs::path> folder;
+  if (auto f = options.config(config_keys::ep_context_file_path); f && !f->empty()) folder = fs::path(*f).parent_path();
+  else if (!src.path.empty()) folder = src.path.parent_path();
+  auto& ws = shared_workspace();
+
+  // Main contexts: embedded payloads and binaries beside the model (or in the shared workspace).
+  for (auto& cn : nodes) {
+    if (cn.a.main_context != 1) continue;
+    const std::string& name = g.node(cn.n).name;
+    const auto& b = *providers[cn.provider].context;
+    if (cn.a.embed_mode == 1) {
+      std::shared_ptr<std::byte> block;
+      std::size_t size = 0;
+      if (m != nullptr) {
+        // The payload leaves the model's attribute for aligned memory the binary owns (no second copy kept).
+        auto* at = m->graph.node(cn.n).attributes.find("ep_cache_context");
+        auto& s = std::get<std::string>(at->value);
+        size = s.size();
+        block = aligned_copy(s);
+        std::string().swap(s);
+      } else {
+        size = cn.a.ep_cache_context.size();
+        block = aligned_copy(cn.a.ep_cache_context);
+      }
+      auto bin = ep_context_binary::from_bytes(std::span<const std::byte>(block.get(), size), block,
+                                               cat("EPContext node '", name, "': embedded context"));
+      if (!bin) return bin.status();
+      cn.binary = std::make_shared<const ep_context_binary>(std::move(*bin));
+    } else {
+      if (!folder)
+        return bad_graph(name, cat("its context binary '", cn.a.ep_cache_context,
+                                   "' is a path relative to the model, which was loaded from a memory buffer: set "
+                                   "ep.context_file_path to the model's path so that the folder is known"));
+      // The workspace is keyed by the binary's absolute path, so a later session finds its graphs there without
+      // touching the file; a name that is not plain and relative never gets that far.
+      const fs::path rel(cn.a.ep_cache_context);
+      const bool plain = is_plain_relative(rel);
+      std::error_code ec;
+      if (plain) cn.path_key = fs::absolute(*folder / rel, ec).lexically_normal().string();
+      if (share && plain) {
+        std::lock_guard lock(ws.mu);
+        if (auto it = ws.load.find(providers[cn.provider].type_key); it != ws.load.end())
+          if (auto jt = it->second.find(cn.path_key); jt != it->second.end()) {
+            cn.binary = jt->second.binary.lock();
+            cn.from_workspace = cn.binary != nullptr;
+          }
+      }
+      if (!cn.binary) {
+        // A binary another node of this model opened already is not read twice.
+        for (const auto& other : nodes)
+          if (&other != &cn && other.binary && other.path_key == cn.path_key) cn.binary = other.binary;
+      }
+      if (!cn.binary) {
+        auto full = resolve_file_in_folder(*folder, cn.a.ep_cache_context, cat("EPContext node '", name, "': context binary"));
+        if (!full) return Status(errc::invalid_graph, full.status().message());
+        auto bin = ep_context_binary::open(*full);
+        if (!bin) return Status(errc::invalid_graph, cat("EPContext node '", name, "': ", bin.status().message()));
+        cn.binary = std::make_shared<const ep_context_binary>(std::move(*bin));
+        r.files_read.push_back(cn.path_key);
+      }
+    }
+    const auto& bin = *cn.binary;
+    if (!b.accepts(bin.provider()))
+      return bad_graph(name, cat("its context ", bin.origin(), " was made by provider '", bin.provider(), "', expected '",
+                                 providers[cn.provider].type_key, "'"));
+    if (bin.sdk_version() != b.sdk_version)
+      return bad_graph(name, cat("its context ", bin.origin(), " was made with ", providers[cn.provider].type_key,
+                                 " SDK version '", bin.sdk_version(), "'; this build has version '", b.sdk_version, "'"));
+    if (!cn.a.ep_sdk_version.empty() && cn.a.ep_sdk_version != b.sdk_version)
+      return bad_graph(name, cat("attribute ep_sdk_version is '", cn.a.ep_sdk_version, "'; this build of ",
+                                 providers[cn.provider].type_key, " has version '", b.sdk_version, "'"));
+    if (!b.hardware_supported(bin.hardware_architecture()))
+      return bad_graph(name, cat("its context ", bin.origin(), " was compiled for hardware architecture '",
+                                 bin.hardware_architecture(), "'; this machine has '", b.hardware, "'"));
+    // A compatibility check answers for every byte of the binary: the whole-file hash, the zeros between tensors and
+    // every tensor.
+    if (check_only)
+      if (auto st = bin.verify_all(verify_threads(options)); !st) return bad_graph(name, st.message());
+  }
+
+  // Every node finds its graph: a main node in its own context, others in a main context of the same provider.
+  for (auto& cn : nodes) {
+    const auto& nd = g.node(cn.n);
+    const std::string gname = cn.a.partition_name.empty() ? nd.name : cn.a.partition_name;
+    const ep_context_graph* eg = nullptr;
+    std::shared_ptr<const ep_context_binary> holder;
+    if (cn.a.main_context == 1) {
+      eg = cn.binary->find_graph(gname);
+      holder = cn.binary;
+      if (eg == nullptr) {
+        std::vector<std::string> names;
+        for (const auto& x : cn.binary->graphs()) names.push_back(x.name);
+        return bad_graph(nd.name, cat("its graph '", gname, "' is not in its context ", cn.binary->origin(),
+                                      " (which holds: ", joined(names), ")"));
+      }
+    } else {
+      std::size_t mains = 0;
+      for (const auto& other : nodes)
+        if (other.a.main_context == 1 && other.provider == cn.provider) {
+          ++mains;
+          if (const auto* x = other.binary->find_graph(gname); x != nullptr && eg == nullptr) {
+            eg = x;
+            holder = other.binary;
+          }
+        }
+      if (eg == nullptr)
+        return bad_graph(nd.name, cat("main_context is 0 and its graph '", gname, "' is in none of the ",
+                                      std::to_string(mains), " main contexts of ", providers[cn.provider].type_key,
+                                      " in this model"));
+    }
+    const auto ins = io_names(g, std::span<const value_id>(nd.inputs.data(), nd.inputs.size()), false);
+    const auto outs = io_names(g, std::span<const value_id>(nd.outputs.data(), nd.outputs.size()), false);
+    if (ins != eg->inputs || outs != eg->outputs)
+      return bad_graph(nd.name, cat("its inputs (", joined(ins), ") and outputs (", joined(outs), ") differ from those of graph '",
+                                    gname, "' in ", holder->origin(), ": (", joined(eg->inputs), ") and (",
+                                    joined(eg->outputs), ")"));
+    // A compatibility check answers for the bytes too, and so does a load asked to verify them all now; otherwise
+    // each tensor is verified before its first use (see ep_context_binary).
+    if (check_only || verify_on_load)
+      if (auto st = holder->verify_tensors(eg->tensors, verify_threads(options)); !st)
+        return bad_graph(nd.name, st.message());
+    r.nodes.emplace(nd.name, loaded_node{cn.provider, holder, eg});
+  }
+
+  // The shared workspace: graphs of binaries this session read that it does not use stay for later sessions; graphs
+  // taken from it leave it (also by a session that read the file itself at the same time), and an entry with nothing
+  // left, or whose binary no session holds any more, goes.
+  if (share) {
+    std::lock_guard lock(ws.mu);
+    for (const auto& cn : nodes) {
+      if (cn.a.main_context != 1 || cn.path_key.empty()) continue;
+      auto& per = ws.load[std::string(providers[cn.provider].type_key)];
+      std::erase_if(per, [](const auto& kv) { return kv.second.binary.expired(); });
+      std::set<std::string, std::less<>> used;
+      for (const auto& [name, ln] : r.nodes)
+        if (ln.binary == cn.binary) used.insert(ln.graph->name);
+      if (auto it = per.find(cn.path_key); it != per.end()) {
+        for (const auto& u : used) {
+          const auto taken = it->second.remaining.erase(u);
+          if (cn.from_workspace) r.from_workspace += taken;
+        }
+        if (it->second.remaining.empty()) per.erase(it);
+      } else {
+        workspace::load_entry e{cn.binary, {}};
+        for (const auto& x : cn.binary->graphs())
+          if (!used.count(x.name)) e.remaining.insert(x.name);
+        if (!e.remaining.empty()) per.emplace(cn.path_key, std::move(e));
+      }
+      if (per.empty()) ws.load.erase(std::string(providers[cn.provider].type_key));
+    }
+  }
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Generation
+
+Result<std::optional<generation>> plan_generation(const model& m, const session_options& options) {
+  const auto enable = options.config(config_keys::ep_context_enable);
+  if (enable && *enable != "0" && *enable != "1")
+    return Status(errc::invalid_argument, cat("ep.context_enable must be 0 or 1, found '", *enable, "'"));
+  if (!options.flag(config_keys::ep_context_enable)) return std::optional<generation>();
+  generation gen;
+  for (node_id n = 0; n < m.graph.node_count(); ++n) {
+    const auto& nd = m.graph.node(n);
+    if (is_ep_context_node(nd) || nd.domain == "ai.epstack.fused")
+      return Status(errc::invalid_graph, cat("the model is already compiled: node ", m.graph.describe(n),
+                                             " is a compiled node; ep.context_enable needs a source model"));
+  }
+  const auto embed = options.config(config_keys::ep_context_embed_mode);
+  if (embed && *embed != "0" && *embed != "1")
+    return Status(errc::invalid_argument, cat("ep.context_embed_mode must be 0 or 1, found '", *embed, "'"));
+  gen.embed_mode = embed == std::optional<std::string_view>("1") ? 1 : 0;
+
+  std::error_code ec;
+  if (auto f = options.config(config_keys::ep_context_file_path); f && !f->empty()) {
+    const fs::path p(*f);
+    if (f->back() == '/' || fs::is_directory(p, ec) || !p.has_extension() || !p.has_filename())
+      return Status(errc::invalid_argument, cat("ep.context_file_path should not point to a folder: '", *f,
+                                                "' (name the EP context model file, e.g. model_ctx.onnx)"));
+    gen.model_path = p;
+  } else if (m.path.empty()) {
+    return Status(errc::invalid_argument,
+                  "the model was loaded from a memory buffer and ep.context_enable is set: set ep.context_file_path to "
+                  "say where the EP context model goes");
+  } else {
+    gen.model_path = m.path.parent_path() / cat(m.path.stem().string(), "_ctx.onnx");
+  }
+  if (fs::exists(gen.model_path, ec))
+    return Status(errc::invalid_argument, cat("'", gen.model_path.string(),
+                                              "' exists already. Please remove the EP context model if you want to "
+                                              "re-generate it."));
+  if (!m.path.empty()) {
+    gen.model_name = m.path.stem().string();
+    gen.source_filename = m.path.filename().string();
+  } else {
+    gen.model_name = gen.model_path.stem().string();
+    if (gen.model_name.size() > 4 && gen.model_name.ends_with("_ctx")) gen.model_name.resize(gen.model_name.size() - 4);
+  }
+  gen.prefix = std::string(options.config(config_keys::ep_context_node_name_prefix).value_or(""));
+  gen.share = options.flag(config_keys::ep_share_contexts);
+  gen.stop_share = options.flag(config_keys::ep_stop_share_contexts);
+  if (gen.share && gen.embed_mode == 1)
+    return Status(errc::invalid_argument,
+                  "ep.share_ep_contexts shares one context binary between models: it needs ep.context_embed_mode 0");
+  // Graph names of one shared binary must differ across the models of the group.
+  if (gen.share && gen.prefix.empty()) gen.prefix = gen.model_name + "_";
+  if (auto f = options.config(config_keys::ep_context_refuse_existing_in); f && !f->empty()) gen.refuse_existing_in = *f;
+  if (auto x = options.config(config_keys::ep_context_external_initializers_file); x && !x->empty()) {
+    const fs::path rel(*x);
+    if (!is_plain_relative(rel) || !rel.has_filename())
+      return Status(errc::invalid_argument, cat("ep.context_model_external_initializers_file_name must be a file name "
+                                                "relative to the EP context model's folder, found '", *x, "'"));
+    for (const auto& at : gen.places_of(rel))
+      if (fs::exists(at, ec))
+        return Status(errc::invalid_argument, cat("'", at.string(),
+                                                  "' exists already. Please remove it if you want to re-generate the "
+                                                  "EP context model."));
+    gen.external_initializers = std::string(*x);
+  }
+  return std::optional<generation>(std::move(gen));
+}
+
+Status check_outputs(const generation& gen, const partition_plan& plan, const std::vector<provider_binding>& providers) {
+  if (gen.embed_mode == 1) return {};
+  std::error_code ec;
+  for (std::size_t p = 0; p < providers.size(); ++p) {
+    const auto parts = cached_partitions(plan, providers, p);
+    if (parts.empty()) continue;
+    const auto& b = *providers[p].context;
+    std::vector<fs::path> paths;
+    if (!b.multi_graph) {
+      for (std::size_t i = 0; i < parts.size(); ++i) paths.push_back(binary_path(gen, b, i, true));
+    } else if (gen.share) {
+      auto& ws = shared_workspace();
+      std::lock_guard lock(ws.mu);
+      if (!ws.gen.count(providers[p].type_key)) paths.push_back(binary_path(gen, b, 0, false));
+    } else {
+      paths.push_back(binary_path(gen, b, 0, false));
+    }
+    for (const auto& x : paths)
+      for (const auto& at : gen.places_of(x.filename()))
+        if (fs::exists(at, ec))
+          return Status(errc::invalid_argument, cat("'", at.string(), "' exists already. Please remove the EP context "
+                                                    "binary if you want to re-generate the EP context model."));
+  }
+  return {};
+}
+
+Status generate(const model& m, const partition_plan& plan, const function_of& fn,
+                const std::vector<provider_binding>& providers, const generation& gen, const session_options& options,
+                ep_context_report& report) {
+  const graph& g = m.graph;
+  const graph_plan& gp = plan.main;
+  std::vector<std::vector<std::size_t>> per(providers.size());
+  std::size_t total = 0;
+  for (std::size_t p = 0; p < providers.size(); ++p) total += (per[p] = cached_partitions(plan, providers, p)).size();
+  if (total == 0) {
+    report.warnings.push_back(cat("ep.context_enable is set but no provider of the stack (", stack_of(providers),
+                                  ") compiled a partition it can cache: no EP context model was written"));
+    return {};
+  }
+
+  const fs::path folder = gen.model_path.parent_path();
+  std::map<std::size_t, ep_context_attributes> node_attrs;  // by partition index
+  struct pending {
+    fs::path path;
+    std::shared_ptr<ep_context_builder> builder;
+  };
+  std::vector<pending> to_write;
+  std::vector<std::string> clear_shared;  // providers whose shared builder is written now
+  std::size_t done = 0;
+  std::uint64_t embedded_bytes = 0;
+  auto& ws = shared_workspace();
+  // A sharing session that fails leaves the workspace as it found it: what it added to a shared builder is rolled
+  // back, and an entry it created is removed, so the group can go on (or the session be tried again).
+  std::unique_lock<std::mutex> share_lock;
+  if (gen.share) share_lock = std::unique_lock(ws.gen_mu);
+  struct touched_entry {
+    std::string key;
+    std::shared_ptr<ep_context_builder> builder;
+    ep_context_builder::checkpoint at;
+    bool created;
+  };
+  std::vector<touched_entry> touched;
+  struct rollback_guard {
+    workspace& ws;
+    std::vector<touched_entry>& touched;
+    bool armed = true;
+    ~rollback_guard() {
+      if (!armed) return;
+      std::lock_guard lock(ws.mu);
+      for (auto& t : touched) {
+        t.builder->rollback(t.at);
+        if (auto it = ws.gen.find(t.key); t.created && it != ws.gen.end() && it->second.builder == t.builder)
+          ws.gen.erase(it);
+      }
+    }
+  } guard{ws, touched};
+  for (std::size_t p = 0; p < providers.size(); ++p) {
+    if (per[p].empty()) continue;
+    const auto& b = *providers[p].context;
+    const std::string key(providers[p].type_key);
+    std::shared_ptr<ep_context_builder> common;
+    fs::path common_path;
+    if (gen.embed_mode == 0 && b.multi_graph) {
+      if (gen.share) {
+        std::lock_guard lock(ws.mu);
+        auto& e = ws.gen[key];
+        const bool created = !e.builder;
+        if (created) {
+          e.builder = std::make_shared<ep_context_builder>(key, b.sdk_version, b.hardware);
+          e.bin_path = binary_path(gen, b, 0, false);
+        }
+        touched.push_back({key, e.builder, e.builder->mark(), created});
+        common = e.builder;
+        common_path = e.bin_path;
+        if (common_path.parent_path() != folder)
+          return Status(errc::invalid_argument,
+                        cat("ep.share_ep_contexts: the shared context binary '", common_path.string(),
+                            "' is not in the folder of the EP context model '", gen.model_path.string(),
+                            "' (the models of a group are written beside one another)"));
+      } else {
+        common = std::make_shared<ep_context_builder>(key, b.sdk_version, b.hardware);
+        common_path = binary_path(gen, b, 0, false);
+      }
+    }
+    for (std::size_t i = 0; i < per[p].size(); ++i) {
+      const auto& part = gp.partitions[per[p][i]];
+      EPSTACK_RETURN_IF_ERROR(progress(options, "serialize", done++, total, part.name));
+      const std::string name = gen.prefix + part.name;
+      auto builder = common ? common : std::make_shared<ep_context_builder>(key, b.sdk_version, b.hardware);
+      auto rec = b.serialize(part, fn(per[p][i]), *builder);
+      if (!rec) return Status(rec.code(), cat("provider ", key, ": serializing partition '", part.name, "': ", rec.status().message()));
+      auto st = builder->add_graph(name, io_names(g, part.inputs, true), io_names(g, part.outputs, false),
+                                   std::move(rec->payload), std::move(rec->tensors));
+      if (!st)
+        return Status(st.code(), cat(st.message(), gen.share ? " (the models of a shared context need distinct "
+                                                               "ep.context_node_name_prefix values)"
+                                                             : ""));
+      ep_context_attributes a;
+      a.partition_name = name;
+      a.source = key;
+      a.ep_sdk_version = b.sdk_version;
+      a.hardware_architecture = b.hardware;
+      a.onnx_model_filename = gen.source_filename;
+      a.embed_mode = gen.embed_mode;
+      a.notes = cat("epstack EP context format ", std::to_string(ep_context_format_version));
+      if (gen.embed_mode == 1) {
+        EPSTACK_ASSIGN_OR_RETURN(auto bytes, builder->serialize());
+        embedded_bytes += bytes.size();
+        a.max_size = static_cast<std::int64_t>(bytes.size());
+        a.ep_cache_context.assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+        a.main_context = 1;
+      } else if (!common) {
+        const fs::path path = binary_path(gen, b, i, true);
+        to_write.push_back({path, builder});
+        a.ep_cache_context = path.filename().string();
+        a.main_context = 1;
+      } else {
+        // One binary for all the provider's graphs: the first node carries it, the others refer to it.
+        a.main_context = i == 0 || gen.share ? 1 : 0;
+        if (a.main_context == 1) a.ep_cache_context = common_path.filename().string();
+      }
+      node_attrs.emplace(per[p][i], std::move(a));
+    }
+    if (common && (!gen.share || gen.stop_share)) {
+      to_write.push_back({common_path, common});
+      if (gen.share) clear_shared.push_back(key);
+    }
+  }
+  // protobuf's 2 GB limit on a whole model (less room for the rest of it), or a lower one the options set.
+  std::uint64_t embed_limit = (std::uint64_t{1} << 31) - (std::uint64_t{64} << 20);
+  if (auto x = options.config(config_keys::ep_context_embed_limit_bytes); x && !x->empty()) {
+    std::uint64_t v = 0;
+    const auto [end, ec] = std::from_chars(x->data(), x->data() + x->size(), v);
+    if (ec != std::errc() || end != x->data() + x->size())
+      return Status(errc::invalid_argument, cat(config_keys::ep_context_embed_limit_bytes,
+                                                " must be a number of bytes, found '", *x, "'"));
+    embed_limit = std::min(embed_limit, v);
+  }
+  if (embedded_bytes > embed_limit)
+    return Status(errc::invalid_argument,
+                  cat("the compiled contexts take ", std::to_string(embedded_bytes), " bytes, more than an ONNX model ",
+                      "can hold with ep.context_embed_mode 1 (", std::to_string(embed_limit >> 20), " MiB of 2 GB): use "
+                      "ep.context_embed_mode 0 (a context binary beside the model)"));
+
+  // The EPContext model: the source's header, inputs and outputs in order, EPContext nodes in place of the cached
+  // partitions, every other node copied with the initializers it uses.
+  model out;
+  out.ir_version = m.ir_version;
+  out.opsets = m.opsets;
+  if (m.opset(ep_context_domain) < 0) out.opsets.push_back({std::string(ep_context_domain), 1});
+  out.producer_name = m.producer_name;
+  out.producer_version = m.producer_version;
+  out.domain = m.domain;
+  out.model_version = m.model_version;
+  out.doc_string = m.doc_string;
+  out.metadata = m.metadata;
+  out.functions = m.functions;
+  graph cg(g.name());
+  cg.set_doc_string(g.doc_string());
+  // The inputs in their order. An initializer that is also a graph input (a default the caller may override) stays an
+  // input when a node copied to the CPU reads it; one that only compiled partitions read is part of their context.
+  std::vector<bool> cpu_reads(g.value_count());
+  for (std::size_t k : gp.execution_order) {
+    if (node_attrs.count(k)) continue;
+    for (node_id n : gp.partitions[k].nodes) {
+      for (value_id v : g.node(n).inputs)
+        if (v != no_id) cpu_reads[v] = true;
+      for (value_id v : g.node(n).implicit_inputs)
+        if (v != no_id) cpu_reads[v] = true;
+    }
+  }
+  for (value_id v : g.inputs())
+    if (!g.value(v).initializer || cpu_reads[v]) cg.add_input(g.value(v).name, g.value(v).type);
+  std::vector<bool> init_added(g.value_count());
+  const auto use_initializer = [&](value_id v) {
+    if (v == no_id || !g.value(v).initializer || init_added[v]) return;
+    init_added[v] = true;
+    cg.add_initializer(g.value(v).name, *g.value(v).initializer);
+  };
+  const auto names_of = [&](const auto& ids) {
+    std::vector<std::string> r;
+    for (value_id v : ids) r.push_back(v == no_id ? std::string() : g.value(v).name);
+    return r;
+  };
+  for (std::size_t k : gp.execution_order) {
+    const auto& part = gp.partitions[k];
+    if (auto it = node_attrs.find(k); it != node_attrs.end()) {
+      node en;
+      en.name = it->second.partition_name;
+      en.op_type = std::string(ep_context_op_type);
+      en.domain = std::string(ep_context_domain);
+      write_attributes(it->second, en.attributes);
+      cg.add_node(std::move(en), io_names(g, part.inputs, true), io_names(g, part.outputs, false));
+      continue;
+    }
+    for (node_id n : part.nodes) {
+      const auto& nd = g.node(n);
+      for (value_id v : nd.inputs) use_initializer(v);
+      for (value_id v : nd.implicit_inputs) use_initializer(v);
+      node copy = nd;
+      copy.implicit_inputs.clear();
+      cg.add_node(std::move(copy), names_of(nd.inputs), names_of(nd.outputs));
+    }
+  }
+  for (value_id v : g.outputs()) cg.add_output(g.value(v).name, g.value(v).type);
+  for (value_id v = 0; v < cg.value_count(); ++v) {
+    auto& rec = cg.value(v);
+    if (rec.is_graph_input || rec.is_graph_output || rec.initializer) continue;
+    const value_id s = g.find_value(rec.name);
+    if (s != no_id && g.value(s).type.is_defined()) {
+      rec.type = g.value(s).type;
+      rec.in_value_info = true;
+    }
+  }
+  if (!cg.problems().empty())
+    return Status(errc::fail, cat("building the EP context model: ", cg.problems().front()));
+  out.graph = std::move(cg);
+
+  // Binaries first, then the model that names them; each written under a temporary name and renamed.
+  EPSTACK_RETURN_IF_ERROR(progress(options, "write", 0, to_write.size() + 1, gen.model_path.string()));
+  std::vector<fs::path> written;
+  const auto undo = [&] {
+    std::error_code ec;
+    for (const auto& w : written) fs::remove(w, ec);
+  };
+  for (const auto& w : to_write) {
+    if (auto st = w.builder->write(w.path); !st) {
+      undo();
+      return st;
+    }
+    written.push_back(w.path);
+  }
+  save_options so;
+  if (!gen.external_initializers.empty()) {
+    so.mode = external_data_mode::all_external;
+    so.external_file_name = gen.external_initializers;
+  }
+  if (auto st = save_model(out, gen.model_path, so); !st) {
+    undo();
+    return st.with_context("writing the EP context model");
+  }
+  guard.armed = false;
+  if (!clear_shared.empty()) {
+    std::lock_guard lock(ws.mu);
+    for (const auto& k : clear_shared) ws.gen.erase(k);
+  }
+  report.model_written = gen.model_path;
+  report.binaries_written = written;
+  report.nodes_written = node_attrs.size();
+  return {};
+}
+
+}  // namespace epstack::ctx

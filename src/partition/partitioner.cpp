@@ -1,0 +1,314 @@
+// The partitioner: ONNX Runtime's rules over a provider stack, checked acyclic (partitioner.hpp).
+#include <epstack/partition/partitioner.hpp>
+
+#include <epstack/detail/cat.hpp>
+#include <epstack/ir/graph_algorithms.hpp>
+#include <epstack/ir/graph_view.hpp>
+
+#include <boost/graph/adjacency_list.hpp>
+#include <boost/graph/topological_sort.hpp>
+
+#include <algorithm>
+#include <iterator>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace epstack {
+
+namespace detail {
+
+// Units of the quotient graph: each partition is one unit, each unassigned node its own.
+std::vector<std::size_t> units_of(const graph_plan& gp, std::size_t& count) {
+  std::vector<std::size_t> unit(gp.nodes.size());
+  count = gp.partitions.size();
+  for (node_id n = 0; n < gp.nodes.size(); ++n) unit[n] = gp.nodes[n].partition != no_index ? gp.nodes[n].partition : count++;
+  return unit;
+}
+
+// The quotient graph: one vertex per unit, an edge wherever a flow crosses from one unit to another.
+using quotient_graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS>;
+quotient_graph quotient_of(const graph_plan& gp, const std::vector<std::size_t>& unit, std::size_t count) {
+  quotient_graph q(count);
+  const auto& bg = gp.g->boost_graph();
+  auto [eb, ee] = boost::edges(bg);
+  for (; eb != ee; ++eb) {
+    const auto a = unit[boost::source(*eb, bg)], b = unit[boost::target(*eb, bg)];
+    if (a != b) boost::add_edge(a, b, q);
+  }
+  return q;
+}
+
+// True when contracting the current partitions plus `group` (as one more unit) leaves the graph acyclic.
+bool contraction_is_acyclic(const graph_plan& gp, const std::vector<node_id>& group) {
+  std::size_t count = 0;
+  auto unit = units_of(gp, count);
+  const std::size_t gu = count++;
+  for (node_id n : group) unit[n] = gu;
+  return find_cycle(quotient_of(gp, unit, count)).empty();
+}
+
+// Partitions in an order where every producer runs before its consumers.
+std::vector<std::size_t> partition_order(const graph_plan& gp) {
+  std::size_t count = 0;
+  const auto unit = units_of(gp, count);
+  std::vector<std::size_t> order;
+  const auto q = quotient_of(gp, unit, count);
+  boost::topological_sort(q, std::back_inserter(order));
+  std::vector<std::size_t> r;
+  for (auto it = order.rbegin(); it != order.rend(); ++it)
+    if (*it < gp.partitions.size()) r.push_back(*it);
+  return r;
+}
+
+Result<std::unique_ptr<graph_plan>> make_graph_plan(const graph& g) {
+  auto gp = std::make_unique<graph_plan>();
+  gp->g = &g;
+  gp->nodes.resize(g.node_count());
+  EPSTACK_ASSIGN_OR_RETURN(auto order, topological_order(g));
+  gp->rank.resize(g.node_count());
+  for (std::size_t i = 0; i < order.size(); ++i) gp->rank[order[i]] = i;
+  for (node_id n = 0; n < g.node_count(); ++n)
+    for (const auto& a : g.node(n).attributes) {
+      if (const auto* sg = std::get_if<subgraph>(&a.value); sg && *sg) {
+        EPSTACK_ASSIGN_OR_RETURN(auto sub, make_graph_plan(**sg));
+        gp->subgraphs.push_back({n, a.name, 0, std::move(sub)});
+      }
+      if (const auto* sgs = std::get_if<std::vector<subgraph>>(&a.value))
+        for (std::size_t i = 0; i < sgs->size(); ++i)
+          if ((*sgs)[i]) {
+            EPSTACK_ASSIGN_OR_RETURN(auto sub, make_graph_plan(*(*sgs)[i]));
+            gp->subgraphs.push_back({n, a.name, i, std::move(sub)});
+          }
+    }
+  return gp;
+}
+
+// The nodes in the whole graph's topological order (dependencies through nodes outside the set count).
+std::vector<node_id> in_topological_order(const graph_plan& gp, std::vector<node_id> nodes) {
+  std::sort(nodes.begin(), nodes.end(), [&](node_id a, node_id b) { return gp.rank[a] < gp.rank[b]; });
+  return nodes;
+}
+
+Status resolve_boundary(const graph& g, partition& part, const std::string& provider) {
+  if (!part.meta) {
+    const auto& nd = g.node(part.nodes.front());
+    part.inputs.assign(nd.inputs.begin(), nd.inputs.end());
+    part.outputs.assign(nd.outputs.begin(), nd.outputs.end());
+    return {};
+  }
+  std::vector<bool> keep(g.node_count());
+  for (auto n : part.nodes) keep[n] = true;
+  graph_view<graph> v(g, std::move(keep));
+  const auto resolve = [&](const std::vector<std::string>& names, std::vector<value_id>& out) -> Status {
+    for (const auto& name : names) {
+      const auto id = g.find_value(name);
+      if (id == no_id)
+        return Status(errc::ep_fail, cat("provider ", provider, ": meta definition '", part.meta->name,
+                                         "' names value '", name, "', which graph '", g.name(), "' does not have"));
+      out.push_back(id);
+    }
+    return {};
+  };
+  if (part.meta->inputs.empty()) part.inputs = v.inputs();
+  else EPSTACK_RETURN_IF_ERROR(resolve(part.meta->inputs, part.inputs));
+  if (part.meta->outputs.empty()) part.outputs = v.outputs();
+  else EPSTACK_RETURN_IF_ERROR(resolve(part.meta->outputs, part.outputs));
+  part.meta->inputs.clear();
+  part.meta->outputs.clear();
+  for (auto v2 : part.inputs) part.meta->inputs.push_back(g.value(v2).name);
+  for (auto v2 : part.outputs) part.meta->outputs.push_back(g.value(v2).name);
+  return {};
+}
+
+struct partition_state {
+  std::span<const provider_binding> providers;
+  std::size_t fused_counter = 0;
+};
+
+Status add_partition(graph_plan& gp, std::size_t p, std::vector<node_id> nodes, std::optional<meta_def> meta,
+                            partition_state& st) {
+  const auto& g = *gp.g;
+  partition part;
+  part.g = &g;
+  part.nodes = in_topological_order(gp, std::move(nodes));
+  part.meta = std::move(meta);
+  const std::string key(st.providers[p].type_key);
+  part.name = part.meta ? cat(key, "_", part.meta->name, "_", std::to_string(st.fused_counter++))
+                        : (g.node(part.nodes.front()).name.empty() ? cat(key, "_node_", std::to_string(part.nodes.front()))
+                                                                   : g.node(part.nodes.front()).name);
+  EPSTACK_RETURN_IF_ERROR(resolve_boundary(g, part, key));
+  const std::size_t k = gp.partitions.size();
+  gp.partitions.push_back(std::move(part));
+  gp.partition_provider.push_back(p);
+  for (node_id n : gp.partitions[k].nodes) gp.nodes[n] = {p, k, {}};
+  return {};
+}
+
+// Removes single-node partition k (a node a group of the same provider now takes); indices above k shift down.
+void drop_single(graph_plan& gp, std::size_t k) {
+  gp.partitions.erase(gp.partitions.begin() + static_cast<std::ptrdiff_t>(k));
+  gp.partition_provider.erase(gp.partition_provider.begin() + static_cast<std::ptrdiff_t>(k));
+  for (auto& e : gp.nodes) {
+    if (e.partition == k) e = {};
+    else if (e.partition != no_index && e.partition > k) --e.partition;
+  }
+}
+
+Status take_group(graph_plan& gp, std::size_t p, capability cap, partition_state& st) {
+  const auto& g = *gp.g;
+  const std::string key(st.providers[p].type_key);
+  for (node_id n : cap.nodes) {
+    const auto& e = gp.nodes[n];
+    if (e.provider != no_index && (e.provider != p || gp.partitions[e.partition].is_fused())) {
+      gp.refused.push_back({p, cap.meta->name, cap.nodes,
+                            cat("node ", g.describe(n), " is already assigned to ", st.providers[e.provider].type_key,
+                                e.provider == p ? " in another group" : ""),
+                            0});
+      return {};
+    }
+  }
+  // Nodes this provider took singly in the same round join the group.
+  for (node_id n : cap.nodes)
+    if (gp.nodes[n].provider == p) drop_single(gp, gp.nodes[n].partition);
+  if (contraction_is_acyclic(gp, cap.nodes)) return add_partition(gp, p, cap.nodes, std::move(cap.meta), st);
+  // The group would make the graph cyclic: take it as maximal acyclic pieces, walking it in topological order.
+  const auto ordered = in_topological_order(gp, cap.nodes);
+  std::vector<std::vector<node_id>> pieces;
+  std::vector<node_id> current;
+  std::vector<bool> placed(g.node_count());
+  for (std::size_t i = 0; i < ordered.size(); ++i) {
+    if (placed[ordered[i]]) continue;
+    current = {ordered[i]};
+    placed[ordered[i]] = true;
+    for (std::size_t j = i + 1; j < ordered.size(); ++j) {
+      if (placed[ordered[j]]) continue;
+      current.push_back(ordered[j]);
+      if (contraction_is_acyclic(gp, current)) placed[ordered[j]] = true;
+      else current.pop_back();
+    }
+    pieces.push_back(current);
+    // Reserve the piece now so later pieces are checked against it.
+    meta_def m = *cap.meta;
+    m.name = cat(cap.meta->name, "_part", std::to_string(pieces.size() - 1));
+    m.inputs.clear();
+    m.outputs.clear();
+    EPSTACK_RETURN_IF_ERROR(add_partition(gp, p, current, std::move(m), st));
+  }
+  gp.refused.push_back({p, cap.meta->name, cap.nodes, "fused whole, it would make the graph cyclic", pieces.size()});
+  return {};
+}
+
+Status partition_graph_for(graph_plan& gp, std::size_t p, partition_state& st) {
+  for (auto& s : gp.subgraphs) EPSTACK_RETURN_IF_ERROR(partition_graph_for(*s.plan, p, st));
+  const auto& g = *gp.g;
+  const std::string key(st.providers[p].type_key);
+  std::vector<bool> unassigned(g.node_count());
+  for (node_id n = 0; n < g.node_count(); ++n) unassigned[n] = gp.nodes[n].provider == no_index;
+  graph_view<graph> view(g, std::move(unassigned));
+  auto caps = st.providers[p].get_capability(view);
+  for (auto& cap : caps) {
+    if (cap.nodes.empty()) return Status(errc::ep_fail, cat("provider ", key, " returned an empty capability"));
+    for (node_id n : cap.nodes)
+      if (n >= g.node_count())
+        return Status(errc::ep_fail, cat("provider ", key, " returned node ", std::to_string(n), ", but graph '", g.name(),
+                                         "' has ", std::to_string(g.node_count()), " nodes"));
+    if (!cap.meta) {
+      if (cap.nodes.size() != 1)
+        return Status(errc::ep_fail, cat("provider ", key, " returned a capability of ", std::to_string(cap.nodes.size()),
+                                         " nodes without a meta definition (a single node, or a group with one)"));
+      if (gp.nodes[cap.nodes[0]].provider == no_index)
+        EPSTACK_RETURN_IF_ERROR(add_partition(gp, p, cap.nodes, std::nullopt, st));
+      continue;
+    }
+    EPSTACK_RETURN_IF_ERROR(take_group(gp, p, std::move(cap), st));
+  }
+  return {};
+}
+
+void note_fallbacks(graph_plan& gp, std::size_t cpu, std::span<const provider_binding> providers) {
+  for (auto& s : gp.subgraphs) note_fallbacks(*s.plan, cpu, providers);
+  if (cpu == no_index || providers.size() < 2) return;
+  for (node_id n = 0; n < gp.nodes.size(); ++n) {
+    auto& e = gp.nodes[n];
+    if (e.provider != cpu) continue;
+    std::string reason;
+    for (const auto& r : gp.refused)
+      if (r.pieces == 0 && std::find(r.nodes.begin(), r.nodes.end(), n) != r.nodes.end())
+        reason = cat("group '", r.meta_name, "' of ", providers[r.provider].type_key, " was refused: ", r.reason);
+    for (std::size_t p = 0; p < providers.size() && reason.empty(); ++p)
+      if (p != cpu && providers[p].why_not)
+        if (auto why = providers[p].why_not(*gp.g, n); !why.empty()) reason = cat(providers[p].type_key, ": ", why);
+    e.fallback_reason = reason.empty() ? std::string("no provider before the CPU provider claimed it") : reason;
+  }
+}
+
+Status check_all_assigned(const graph_plan& gp, std::span<const provider_binding> providers) {
+  for (const auto& s : gp.subgraphs) EPSTACK_RETURN_IF_ERROR(check_all_assigned(*s.plan, providers));
+  std::string missing;
+  for (node_id n = 0; n < gp.nodes.size(); ++n)
+    if (gp.nodes[n].provider == no_index) {
+      const auto& nd = gp.g->node(n);
+      missing += cat(missing.empty() ? "" : ", ", gp.g->describe(n), nd.domain.empty() ? "" : cat(" domain '", nd.domain, "'"));
+      // Why each provider that can say so did not take it: a provider that has the operator but refused this node
+      // is the usual cause.
+      std::string why;
+      for (const auto& r : gp.refused)
+        if (std::find(r.nodes.begin(), r.nodes.end(), n) != r.nodes.end())
+          why += cat(why.empty() ? "" : "; ", providers[r.provider].type_key, " refused its group: ", r.reason);
+      for (const auto& p : providers)
+        if (p.why_not)
+          if (auto w = p.why_not(*gp.g, n); !w.empty()) why += cat(why.empty() ? "" : "; ", p.type_key, ": ", w);
+      if (!why.empty()) missing += cat(" [", why, "]");
+    }
+  if (missing.empty()) return {};
+  std::string stack;
+  for (const auto& p : providers) stack += cat(stack.empty() ? "" : ", ", p.type_key);
+  return Status(errc::not_implemented, cat("graph '", gp.g->name(), "': no provider of the stack [", stack,
+                                           "] can run: ", missing));
+}
+
+void cpu_nodes(const graph_plan& gp, std::size_t cpu, std::string& out) {
+  for (const auto& s : gp.subgraphs) cpu_nodes(*s.plan, cpu, out);
+  for (node_id n = 0; n < gp.nodes.size(); ++n)
+    if (gp.nodes[n].provider == cpu) out += cat(out.empty() ? "" : ", ", gp.g->describe(n));
+}
+
+void order_all(graph_plan& gp) {
+  for (auto& s : gp.subgraphs) order_all(*s.plan);
+  gp.execution_order = partition_order(gp);
+}
+
+}  // namespace detail
+
+/// @brief Partitions graph `g` over `providers` (priority order; the CPU provider, if present, is the fallback).
+/// Errors: invalid_argument for an empty stack; ep_fail when a provider answers nonsense; not_implemented when a node
+/// is left that no provider can run; fail when CPU fallback is disabled and nodes went to the CPU provider.
+Result<partition_plan> partition_graph(const graph& g, std::span<const provider_binding> providers,
+                                       const partition_options& options) {
+  if (providers.empty()) return Status(errc::invalid_argument, "No provider specified");
+  partition_plan plan;
+  for (std::size_t p = 0; p < providers.size(); ++p) {
+    plan.providers.emplace_back(providers[p].type_key);
+    if (providers[p].type_key == cpu_provider_key) plan.cpu_provider = p;
+  }
+  EPSTACK_ASSIGN_OR_RETURN(auto main_plan, detail::make_graph_plan(g));
+  plan.main = std::move(*main_plan);
+  detail::partition_state st{providers, 0};
+  for (std::size_t p = 0; p < providers.size(); ++p) EPSTACK_RETURN_IF_ERROR(detail::partition_graph_for(plan.main, p, st));
+  EPSTACK_RETURN_IF_ERROR(detail::check_all_assigned(plan.main, providers));
+  detail::note_fallbacks(plan.main, plan.cpu_provider, providers);
+  if (options.disable_cpu_fallback && plan.cpu_provider != no_index && providers.size() > 1) {
+    std::string nodes;
+    detail::cpu_nodes(plan.main, plan.cpu_provider, nodes);
+    if (!nodes.empty())
+      return Status(errc::fail, detail::cat("session.disable_cpu_ep_fallback is set, but these nodes are assigned to the "
+                                            "CPU provider: ", nodes));
+  }
+  detail::order_all(plan.main);
+  return plan;
+}
+
+}  // namespace epstack

@@ -1,0 +1,326 @@
+#include <epstack/partition/partitioner.hpp>
+
+#include "../support/test_providers.hpp"
+
+#include "../support/graphs.hpp"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+using namespace epstack;
+using test::op;
+using test::ops_provider;
+using test::scripted_provider;
+using test::test_cpu_provider;
+
+namespace {
+
+
+// x -> a(Relu) -> b(Exp) -> c(Neg) -> d(Add, with x) -> y
+graph chain() {
+  graph g("chain");
+  g.add_input("x", type_info::tensor_of(element_type::float32, shape{4}));
+  g.add_node(op("a", "Relu"), {"x"}, {"va"});
+  g.add_node(op("b", "Exp"), {"va"}, {"vb"});
+  g.add_node(op("c", "Neg"), {"vb"}, {"vc"});
+  g.add_node(op("d", "Add"), {"vc", "x"}, {"y"});
+  g.add_output("y");
+  return g;
+}
+
+meta_def meta(std::string name) {
+  meta_def m;
+  m.name = std::move(name);
+  return m;
+}
+
+using prov_a = scripted_provider<"AExecutionProvider">;
+using prov_b = scripted_provider<"BExecutionProvider">;
+
+// Every edge between partitions goes forward in the execution order.
+void check_order(const graph_plan& gp) {
+  std::vector<std::size_t> pos(gp.partitions.size());
+  REQUIRE(gp.execution_order.size() == gp.partitions.size());
+  for (std::size_t i = 0; i < gp.execution_order.size(); ++i) pos[gp.execution_order[i]] = i;
+  const auto& bg = gp.g->boost_graph();
+  auto [eb, ee] = boost::edges(bg);
+  for (; eb != ee; ++eb) {
+    const auto a = gp.nodes[boost::source(*eb, bg)].partition, b = gp.nodes[boost::target(*eb, bg)].partition;
+    if (a != b) CHECK(pos[a] < pos[b]);
+  }
+}
+
+}  // namespace
+
+static_assert(execution_provider<prov_a>);
+static_assert(execution_provider<test_cpu_provider>);
+static_assert(!execution_provider<int>);
+
+TEST_CASE("no provider at all is invalid_argument") {
+  auto g = chain();
+  auto r = partition_graph(g, {});
+  CHECK(r.code() == errc::invalid_argument);
+  CHECK(r.status().message() == "No provider specified");
+}
+
+TEST_CASE("providers are asked in priority order and single nodes go first come first served") {
+  auto g = chain();
+  ops_provider<"AExecutionProvider"> a{{"Relu", "Exp"}};
+  ops_provider<"BExecutionProvider"> b{{"Exp", "Neg"}};
+  auto plan = partition_with(g, std::tuple{a, b, test_cpu_provider{}});
+  REQUIRE_MESSAGE(plan.has_value(), plan.status().to_string());
+  const auto& gp = plan->main;
+  CHECK(plan->providers == std::vector<std::string>{"AExecutionProvider", "BExecutionProvider", "CPUExecutionProvider"});
+  CHECK(gp.nodes[0].provider == 0);  // Relu: A
+  CHECK(gp.nodes[1].provider == 0);  // Exp: A first, B too late
+  CHECK(gp.nodes[2].provider == 1);  // Neg: B
+  CHECK(gp.nodes[3].provider == 2);  // Add: the CPU fallback
+  CHECK(gp.partitions.size() == 4);
+  CHECK(gp.partitions[0].name == "a");  // single partitions keep the node's name
+  CHECK_FALSE(gp.partitions[0].is_fused());
+  CHECK(gp.nodes[3].fallback_reason == "no provider before the CPU provider claimed it");
+  CHECK(plan->fallback_count() == 1);
+  check_order(gp);
+}
+
+TEST_CASE("a group becomes one fused partition named <type>_<meta>_<n> with its boundary") {
+  auto g = chain();
+  prov_a a;
+  a.script = [](const graph_view<graph>&) { return std::vector<capability>{capability::group({1, 2}, meta("exp_neg"))}; };
+  auto plan = partition_with(g, std::tuple{a, test_cpu_provider{}});
+  REQUIRE(plan.has_value());
+  const auto& gp = plan->main;
+  REQUIRE(gp.partitions.size() == 3);  // the group, then the CPU's a and d
+  const auto& fused = gp.partitions[0];
+  CHECK(fused.is_fused());
+  CHECK(fused.name == "AExecutionProvider_exp_neg_0");
+  CHECK(fused.nodes == std::vector<node_id>{1, 2});
+  REQUIRE(fused.inputs.size() == 1);
+  CHECK(g.value(fused.inputs[0]).name == "va");
+  REQUIRE(fused.outputs.size() == 1);
+  CHECK(g.value(fused.outputs[0]).name == "vc");
+  CHECK(fused.meta->inputs == std::vector<std::string>{"va"});
+  CHECK(fused.meta->outputs == std::vector<std::string>{"vc"});
+  check_order(gp);
+  const auto table = plan->to_table();
+  CHECK(table.find("partition AExecutionProvider_exp_neg_0 [AExecutionProvider]: 2 nodes, 1 inputs, 1 outputs") !=
+        std::string::npos);
+  CHECK(table.find("'b' (Exp) -> AExecutionProvider in AExecutionProvider_exp_neg_0") != std::string::npos);
+  const auto dot = plan->to_dot();
+  CHECK(dot.rfind("digraph partition_plan {", 0) == 0);
+  CHECK(dot.find("subgraph cluster_p0 { label=\"AExecutionProvider_exp_neg_0\"") != std::string::npos);
+  CHECK(dot.find("n1 -> n2 [label=\"vb\"") != std::string::npos);
+}
+
+TEST_CASE("a group overlapping nodes already taken is skipped whole and the plan says why") {
+  auto g = chain();
+  prov_a a;
+  a.script = [](const graph_view<graph>&) { return std::vector<capability>{capability::single(1)}; };
+  prov_b b;
+  b.script = [](const graph_view<graph>& v) {
+    CHECK_FALSE(v.contains(1));  // B sees only the nodes still unassigned
+    return std::vector<capability>{capability::group({0, 1, 2}, meta("big"))};
+  };
+  auto plan = partition_with(g, std::tuple{a, b, test_cpu_provider{}});
+  REQUIRE(plan.has_value());
+  const auto& gp = plan->main;
+  CHECK(gp.nodes[0].provider == 2);
+  CHECK(gp.nodes[2].provider == 2);
+  REQUIRE(gp.refused.size() == 1);
+  CHECK(gp.refused[0].meta_name == "big");
+  CHECK(gp.refused[0].reason == "node 'b' (Exp) is already assigned to AExecutionProvider");
+  CHECK(gp.nodes[0].fallback_reason ==
+        "group 'big' of BExecutionProvider was refused: node 'b' (Exp) is already assigned to AExecutionProvider");
+}
+
+TEST_CASE("a provider's own single nodes join its group") {
+  auto g = chain();
+  prov_a a;
+  a.script = [](const graph_view<graph>&) {
+    return std::vector<capability>{capability::single(1), capability::group({1, 2}, meta("g"))};
+  };
+  auto plan = partition_with(g, std::tuple{a, test_cpu_provider{}});
+  REQUIRE(plan.has_value());
+  CHECK(plan->main.nodes[1].partition == plan->main.nodes[2].partition);
+  CHECK(plan->main.partitions[plan->main.nodes[1].partition].is_fused());
+  CHECK(plan->main.partitions.size() == 3);
+  check_order(plan->main);
+}
+
+TEST_CASE("a group that would make the graph cyclic is split into acyclic pieces") {
+  // a -> b -> c: fusing {a, c} without b would give fused -> b -> fused.
+  auto g = chain();
+  prov_a a;
+  a.script = [](const graph_view<graph>&) { return std::vector<capability>{capability::group({0, 2}, meta("ac"))}; };
+  auto plan = partition_with(g, std::tuple{a, test_cpu_provider{}});
+  REQUIRE(plan.has_value());
+  const auto& gp = plan->main;
+  REQUIRE(gp.refused.size() == 1);
+  CHECK(gp.refused[0].pieces == 2);
+  CHECK(gp.refused[0].reason == "fused whole, it would make the graph cyclic");
+  CHECK(gp.nodes[0].partition != gp.nodes[2].partition);
+  CHECK(gp.partitions[gp.nodes[0].partition].name == "AExecutionProvider_ac_part0_0");
+  CHECK(gp.partitions[gp.nodes[2].partition].name == "AExecutionProvider_ac_part1_1");
+  check_order(gp);
+  CHECK(plan->to_table().find("split group 'ac' of AExecutionProvider (2 nodes): fused whole, it would make the graph "
+                              "cyclic; taken as 2 acyclic pieces") != std::string::npos);
+}
+
+TEST_CASE("two groups that are acyclic alone but cyclic together are caught") {
+  // x -> p -> q -> t and x -> r -> s -> t.
+  graph g("pair");
+  g.add_input("x");
+  g.add_node(op("p", "Relu"), {"x"}, {"vp"});
+  g.add_node(op("q", "Exp"), {"vp"}, {"vq"});
+  g.add_node(op("r", "Neg"), {"x"}, {"vr"});
+  g.add_node(op("s", "Add"), {"vr", "x"}, {"vs"});
+  g.add_node(op("t", "Add"), {"vq", "vs"}, {"y"});
+  g.add_output("y");
+  // G1 = {p, s} is acyclic alone (no path p ~> s outside); G2 = {q, r} too. Together: G1 -> G2 (p -> q) and
+  // G2 -> G1 (r -> s): a cycle. The partitioner checks the second group against the first.
+  prov_a a;
+  a.script = [](const graph_view<graph>&) {
+    return std::vector<capability>{capability::group({0, 3}, meta("ps")), capability::group({1, 2}, meta("qr"))};
+  };
+  auto plan = partition_with(g, std::tuple{a, test_cpu_provider{}});
+  REQUIRE(plan.has_value());
+  const auto& gp = plan->main;
+  CHECK(gp.nodes[0].partition == gp.nodes[3].partition);  // the first group was taken whole
+  CHECK(gp.nodes[1].partition != gp.nodes[2].partition);  // the second was split
+  REQUIRE(gp.refused.size() == 1);
+  CHECK(gp.refused[0].meta_name == "qr");
+  check_order(gp);
+}
+
+TEST_CASE("fused names are unique model-wide and subgraphs are partitioned before their parent") {
+  graph body("body");
+  body.add_node(op("inner_relu", "Relu"), {"x"}, {"r1"});
+  body.add_node(op("inner_exp", "Exp"), {"r1"}, {"r"});
+  body.add_output("r");
+  graph g("main");
+  g.add_input("cond");
+  g.add_input("x");
+  g.add_node(op("pre", "Relu"), {"x"}, {"px"});
+  g.add_node(op("post", "Exp"), {"px"}, {"py"});
+  node ifn = op("if", "If");
+  ifn.attributes.set("then_branch", make_subgraph(body));
+  ifn.attributes.set("else_branch", make_subgraph(body));
+  g.add_node(std::move(ifn), {"cond"}, {"y"});
+  g.add_output("y");
+  g.add_output("py");
+  REQUIRE(validate(g).is_ok());
+
+  prov_a a;
+  a.script = [](const graph_view<graph>& v) {
+    std::vector<node_id> relu_exp;
+    for (node_id n : v.nodes())
+      if (v.graph().node(n).op_type != "If") relu_exp.push_back(n);
+    return std::vector<capability>{capability::group(relu_exp, meta("blk"))};
+  };
+  auto plan = partition_with(g, std::tuple{a, test_cpu_provider{}});
+  REQUIRE_MESSAGE(plan.has_value(), plan.status().to_string());
+  CHECK(*a.asked == std::vector<std::string>{"body", "body", "main"});
+  REQUIRE(plan->main.subgraphs.size() == 2);
+  std::vector<std::string> names;
+  for (const auto& s : plan->main.subgraphs)
+    for (const auto& p : s.plan->partitions) names.push_back(p.name);
+  for (const auto& p : plan->main.partitions) names.push_back(p.name);
+  CHECK(names == std::vector<std::string>{"AExecutionProvider_blk_0", "AExecutionProvider_blk_1",
+                                          "AExecutionProvider_blk_2", "if"});
+  // In the subgraph the outer value x is an input of the fused partition.
+  const auto& sp = plan->main.subgraphs[0].plan->partitions[0];
+  REQUIRE(sp.inputs.size() == 1);
+  CHECK(body.value(sp.inputs[0]).name == "x");
+  CHECK(plan->to_table().find("subgraph of 'if' (If) attribute 'then_branch':") != std::string::npos);
+}
+
+TEST_CASE("nodes no provider takes are not_implemented, naming them and the stack") {
+  auto g = chain();
+  ops_provider<"AExecutionProvider"> a{{"Relu", "Exp", "Neg"}};
+  auto r = partition_with(g, std::tuple{a});
+  CHECK(r.code() == errc::not_implemented);
+  CHECK(r.status().message() == "graph 'chain': no provider of the stack [AExecutionProvider] can run: 'd' (Add)");
+}
+
+TEST_CASE("session.disable_cpu_ep_fallback fails when nodes are left for the CPU provider") {
+  auto g = chain();
+  ops_provider<"AExecutionProvider"> a{{"Relu", "Exp"}};
+  partition_options o;
+  o.disable_cpu_fallback = true;
+  auto r = partition_with(g, std::tuple{a, test_cpu_provider{}}, o);
+  CHECK(r.code() == errc::fail);
+  CHECK(r.status().message().find("'c' (Neg), 'd' (Add)") != std::string::npos);
+  // A stack of the CPU provider alone has nothing to fall back from.
+  CHECK(partition_with(g, std::tuple{test_cpu_provider{}}, o).has_value());
+}
+
+TEST_CASE("explicit meta inputs and outputs are kept in order and unknown names are ep_fail") {
+  auto g = chain();
+  prov_a a;
+  a.script = [](const graph_view<graph>&) {
+    meta_def m = meta("ordered");
+    m.inputs = {"x", "vb"};
+    m.outputs = {"y"};
+    return std::vector<capability>{capability::group({2, 3}, m)};
+  };
+  auto plan = partition_with(g, std::tuple{a, test_cpu_provider{}});
+  REQUIRE(plan.has_value());
+  const auto& p = plan->main.partitions[0];
+  CHECK(p.meta->inputs == std::vector<std::string>{"x", "vb"});
+
+  prov_a bad;
+  bad.script = [](const graph_view<graph>&) {
+    meta_def m = meta("bad");
+    m.inputs = {"nowhere"};
+    return std::vector<capability>{capability::group({2}, m)};
+  };
+  auto r = partition_with(g, std::tuple{bad, test_cpu_provider{}});
+  CHECK(r.code() == errc::ep_fail);
+  CHECK(r.status().message().find("names value 'nowhere'") != std::string::npos);
+}
+
+TEST_CASE("a provider answering nonsense is ep_fail") {
+  auto g = chain();
+  prov_a out_of_range;
+  out_of_range.script = [](const graph_view<graph>&) { return std::vector<capability>{capability::single(99)}; };
+  CHECK(partition_with(g, std::tuple{out_of_range}).status().message() ==
+        "provider AExecutionProvider returned node 99, but graph 'chain' has 4 nodes");
+  prov_a two_singles;
+  two_singles.script = [](const graph_view<graph>&) { return std::vector<capability>{capability{{0, 1}, std::nullopt}}; };
+  CHECK(partition_with(g, std::tuple{two_singles}).code() == errc::ep_fail);
+}
+
+TEST_CASE("compiled partitions run: the fused and single functions compute the chain") {
+  auto g = chain();
+  prov_a a;
+  a.script = [](const graph_view<graph>&) { return std::vector<capability>{capability::group({0, 1, 2}, meta("abc"))}; };
+  auto plan = partition_with(g, std::tuple{a, test_cpu_provider{}});
+  REQUIRE(plan.has_value());
+  const auto& gp = plan->main;
+  // Compile each provider's partitions in one call, as the session will.
+  std::vector<partition> for_a, for_cpu;
+  for (std::size_t k = 0; k < gp.partitions.size(); ++k) (gp.partition_provider[k] == 0 ? for_a : for_cpu).push_back(gp.partitions[k]);
+  auto fa = a.compile(for_a);
+  auto fc = test_cpu_provider{}.compile(for_cpu);
+  REQUIRE(fa.has_value());
+  REQUIRE(fc.has_value());
+  CHECK(*a.compile_calls == 1);
+  std::vector<tensor> env(g.value_count());
+  env[g.find_value("x")] = tensor::from<float>({4}, {-1.0f, 0.0f, 1.0f, 2.0f});
+  std::size_t ia = 0, ic = 0;
+  for (std::size_t k : gp.execution_order) {
+    const auto& part = gp.partitions[k];
+    std::vector<ivalue> ins, outs(part.outputs.size());
+    for (auto v : part.inputs) ins.emplace_back(env[v]);
+    compute_context ctx(ins, outs);
+    const auto& fn = gp.partition_provider[k] == 0 ? (*fa)[ia++] : (*fc)[ic++];
+    REQUIRE(fn(ctx).is_ok());
+    for (std::size_t i = 0; i < outs.size(); ++i) env[part.outputs[i]] = outs[i].as_tensor();
+  }
+  const auto y = env[g.find_value("y")].view<float>();
+  const float xs[] = {-1, 0, 1, 2};
+  for (int i = 0; i < 4; ++i) CHECK(y[i] == doctest::Approx(-std::exp(std::max(0.0f, xs[i])) + xs[i]));
+}

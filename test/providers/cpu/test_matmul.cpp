@@ -1,0 +1,135 @@
+// Gemm, MatMul and FusedMatMul against a double-precision reference: transposes, alpha and beta, C broadcasting,
+// numpy batching with 1-D operands and broadcast batch dims, and products large enough to be split across threads.
+#include "../../support/kernel_harness.hpp"
+
+#include <epstack/providers/cpu/kernels.hpp>
+
+#include <epstack/testing/model_zoo.hpp>
+
+using namespace epstack;
+namespace ops = epstack::cpu::ops;
+using test::kernel_node;
+using test::run1;
+
+namespace {
+tensor rnd(std::vector<std::int64_t> s, std::uint64_t seed) {
+  tensor t(element_type::float32, s);
+  for (std::size_t i = 0; i < t.element_count(); ++i) t.typed<float>()[i] = zoo::uniform_at(seed, i);
+  return t;
+}
+// C[b][i][j] = alpha * sum_k A(b, i, k) * B(b, k, j), with accessors for any layout.
+template <class FA, class FB>
+std::vector<float> product(std::int64_t batches, std::int64_t M, std::int64_t N, std::int64_t K, FA a, FB b, double alpha = 1) {
+  std::vector<float> r;
+  for (std::int64_t bt = 0; bt < batches; ++bt)
+    for (std::int64_t i = 0; i < M; ++i)
+      for (std::int64_t j = 0; j < N; ++j) {
+        double acc = 0;
+        for (std::int64_t k = 0; k < K; ++k) acc += double(a(bt, i, k)) * double(b(bt, k, j));
+        r.push_back(static_cast<float>(alpha * acc));
+      }
+  return r;
+}
+}  // namespace
+
+TEST_CASE("Gemm: every transpose combination, alpha, beta and C broadcast") {
+  const std::int64_t M = 5, N = 7, K = 3;
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb) {
+      const auto A = rnd(ta ? std::vector<std::int64_t>{K, M} : std::vector<std::int64_t>{M, K}, 1);
+      const auto B = rnd(tb ? std::vector<std::int64_t>{N, K} : std::vector<std::int64_t>{K, N}, 2);
+      const auto C = rnd({N}, 3);
+      kernel_node kn{"Gemm"};
+      kn.set("transA", std::int64_t{ta}).set("transB", std::int64_t{tb}).set("alpha", 0.5f).set("beta", 2.0f);
+      auto want = product(1, M, N, K,
+                          [&](auto, auto i, auto k) { return A.typed<float>()[ta ? k * M + i : i * K + k]; },
+                          [&](auto, auto k, auto j) { return B.typed<float>()[tb ? j * K + k : k * N + j]; }, 0.5);
+      for (std::int64_t i = 0; i < M; ++i)
+        for (std::int64_t j = 0; j < N; ++j) want[static_cast<std::size_t>(i * N + j)] += 2.0f * C.typed<float>()[j];
+      test::check_tensor<float>(run1<ops::gemm>(kn, {{A}, {B, true}, {C, true}}), {M, N}, want, 1e-5, 1e-5);
+    }
+  // C of shape [M, 1] broadcasts along columns; no C at all.
+  const auto A = rnd({2, 3}, 4), B = rnd({3, 2}, 5), C = tensor::from<float>({2, 1}, {1, -1});
+  auto want = product(1, 2, 2, 3, [&](auto, auto i, auto k) { return A.typed<float>()[i * 3 + k]; },
+                      [&](auto, auto k, auto j) { return B.typed<float>()[k * 2 + j]; });
+  test::check_tensor<float>(run1<ops::gemm>(kernel_node{"Gemm"}, {{A}, {B}}), {2, 2}, want, 1e-6, 1e-6);
+  for (std::size_t i = 0; i < 4; ++i) want[i] += i < 2 ? 1.0f : -1.0f;
+  test::check_tensor<float>(run1<ops::gemm>(kernel_node{"Gemm"}, {{A}, {B}, {C}}), {2, 2}, want, 1e-6, 1e-6);
+  auto bad = test::run_kernel<ops::gemm>(kernel_node{"Gemm"}, {{A}, {rnd({4, 2}, 6)}});
+  CHECK(bad.code() == errc::invalid_argument);
+  CHECK(bad.status().message().find("inner dimensions differ") != std::string::npos);
+}
+
+TEST_CASE("MatMul: 1-D operands, batch broadcasting, and stacked batches against a shared weight") {
+  const auto v = rnd({4}, 1), m = rnd({4, 3}, 2);
+  test::check_tensor<float>(run1<ops::matmul>(kernel_node{"MatMul"}, {{v}, {m}}), {3},
+                            product(1, 1, 3, 4, [&](auto, auto, auto k) { return v.typed<float>()[k]; },
+                                    [&](auto, auto k, auto j) { return m.typed<float>()[k * 3 + j]; }), 1e-6, 1e-6);
+  const auto m2 = rnd({3, 4}, 3);
+  test::check_tensor<float>(run1<ops::matmul>(kernel_node{"MatMul"}, {{m2}, {v}}), {3},
+                            product(1, 3, 1, 4, [&](auto, auto i, auto k) { return m2.typed<float>()[i * 4 + k]; },
+                                    [&](auto, auto k, auto) { return v.typed<float>()[k]; }), 1e-6, 1e-6);
+  // [2,1,3,4] x [5,4,2] -> [2,5,3,2]
+  const auto P = rnd({2, 1, 3, 4}, 4), Q = rnd({5, 4, 2}, 5);
+  test::check_tensor<float>(run1<ops::matmul>(kernel_node{"MatMul"}, {{P}, {Q}}), {2, 5, 3, 2},
+                            product(10, 3, 2, 4, [&](auto b, auto i, auto k) { return P.typed<float>()[(b / 5) * 12 + i * 4 + k]; },
+                                    [&](auto b, auto k, auto j) { return Q.typed<float>()[(b % 5) * 8 + k * 2 + j]; }), 1e-5, 1e-5);
+  // [2,3,8,16] x [16,24]: the batches stacked into one product.
+  thread_pool pool(2);
+  const auto X = rnd({2, 3, 8, 16}, 6), W = rnd({16, 24}, 7);
+  test::check_tensor<float>(run1<ops::matmul>(kernel_node{"MatMul"}, {{X}, {W, true}}, &pool), {2, 3, 8, 24},
+                            product(1, 48, 24, 16, [&](auto, auto i, auto k) { return X.typed<float>()[i * 16 + k]; },
+                                    [&](auto, auto k, auto j) { return W.typed<float>()[k * 24 + j]; }), 1e-5, 1e-5);
+}
+
+TEST_CASE("MatMul splits large products across threads (by columns, by rows, by batch) with the same result") {
+  thread_pool pool(3);
+  const auto check = [&](std::vector<std::int64_t> sa, std::vector<std::int64_t> sb, bool constant_b = false) {
+    const auto A = rnd(sa, 8), B = rnd(sb, 9);
+    const auto M = sa[sa.size() - 2], K = sa.back(), N = sb.back();
+    const std::int64_t batches = sa.size() == 3 ? sa[0] : 1;
+    auto want = product(batches, M, N, K, [&](auto b, auto i, auto k) { return A.typed<float>()[(b * M + i) * K + k]; },
+                        [&](auto b, auto k, auto j) { return B.typed<float>()[(sb.size() == 3 ? b * K * N : 0) + k * N + j]; });
+    std::vector<std::int64_t> out = sa;
+    out.back() = N;
+    test::check_tensor<float>(run1<ops::matmul>(kernel_node{"MatMul"}, {{A}, {B, constant_b}}, &pool), out, want, 1e-4,
+                              1e-4);
+  };
+  check({4, 300}, {300, 500});      // N larger: column blocks
+  check({400, 64}, {64, 16});       // M larger: row blocks
+  check({6, 20, 32}, {6, 32, 20});  // batches in parallel
+  check({1, 1, 512}, {1, 512, 200});
+  // Prepacked B: A packed by all threads then split by columns; or each thread packing the rows it multiplies.
+  check({40, 300}, {300, 500}, true);
+  check({1024, 64}, {64, 64}, true);
+  check({401, 300}, {300, 40}, true);  // a partial last panel, two K blocks
+}
+
+TEST_CASE("FusedMatMul transposes either operand and scales") {
+  const auto A = rnd({2, 4, 3}, 1), B = rnd({2, 5, 4}, 2);  // op(A) = A^T: [2,3,4]; op(B) = B^T: [2,4,5]
+  kernel_node kn{"FusedMatMul", 1, "com.microsoft"};
+  kn.set("transA", std::int64_t{1}).set("transB", std::int64_t{1}).set("alpha", 0.25f);
+  test::check_tensor<float>(run1<ops::fused_matmul>(kn, {{A}, {B}}), {2, 3, 5},
+                            product(2, 3, 5, 4, [&](auto b, auto i, auto k) { return A.typed<float>()[b * 12 + k * 3 + i]; },
+                                    [&](auto b, auto k, auto j) { return B.typed<float>()[b * 20 + j * 4 + k]; }, 0.25),
+                            1e-5, 1e-5);
+}
+
+// The packed SGEMM's edges: row counts around its 12-row panels (pairs of panels go through the narrow kernel when a
+// column panel has at most 16 columns), column counts around its 16- and 32-wide panels, K around its 256 blocks;
+// B read in place (a graph input) and prepacked (an initializer).
+TEST_CASE("MatMul at every panel edge of the packed SGEMM, B read in place and prepacked") {
+  for (const std::int64_t M : {1, 12, 13, 24, 25, 37})
+    for (const std::int64_t N : {1, 5, 16, 17, 31, 32, 33, 48})
+      for (const std::int64_t K : {1, 7, 256, 257})
+        for (const bool constant_b : {false, true}) {
+          CAPTURE(M);
+          CAPTURE(N);
+          CAPTURE(K);
+          CAPTURE(constant_b);
+          const auto A = rnd({M, K}, 10), B = rnd({K, N}, 11);
+          const auto want = product(1, M, N, K, [&](auto, auto i, auto k) { return A.typed<float>()[i * K + k]; },
+                                    [&](auto, auto k, auto j) { return B.typed<float>()[k * N + j]; });
+          test::check_tensor<float>(run1<ops::matmul>(kernel_node{"MatMul"}, {{A}, {B, constant_b}}), {M, N}, want, 1e-4, 1e-4);
+        }
+}

@@ -1,0 +1,366 @@
+// The oneDNN provider: what it takes and why it refuses, the groups it forms, the fusions it makes, and that
+// `session<dnnl_provider, cpu_provider>` computes what the CPU stack computes.
+#include <epstack/testing/model_zoo.hpp>
+#include <epstack/providers/cpu.hpp>
+#include <epstack/providers/dnnl.hpp>
+#include <epstack/runtime/session.hpp>
+
+#include "../../support/compare.hpp"
+#include "../../support/graphs.hpp"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+using namespace epstack;
+using test::op;
+
+// libgomp's (linked through epstack::dnnl): how many OpenMP threads this thread's next parallel region would use.
+extern "C" int omp_get_max_threads();
+
+namespace {
+
+using dnnl_session = session<dnnl_provider, cpu_provider>;
+using cpu_session = session<cpu_provider>;
+static_assert(execution_provider<dnnl_provider>);
+static_assert(provider_traits<dnnl_provider>::has_why_not);
+static_assert(provider_traits<dnnl_provider>::short_name == "dnnl");
+
+session_options with_level(graph_optimization_level level, int threads = 2) {
+  session_options so;
+  so.set_graph_optimization_level(level);
+  so.set_intra_op_threads(threads);
+  return so;
+}
+
+/// Runs `m` on the CPU stack and on the oneDNN stack and checks every output agrees.
+void agree(const model& m, const std::vector<named_tensor>& feeds, const session_options& so, double atol = 1e-4,
+           double rtol = 1e-4) {
+  auto c = cpu_session::create(m, so);
+  REQUIRE_MESSAGE(c.has_value(), c.status().to_string());
+  auto d = dnnl_session::create(m, so);
+  REQUIRE_MESSAGE(d.has_value(), d.status().to_string());
+  auto want = c->run(feeds);
+  REQUIRE_MESSAGE(want.has_value(), want.status().to_string());
+  auto got = d->run(feeds);
+  REQUIRE_MESSAGE(got.has_value(), got.status().to_string());
+  REQUIRE(got->size() == want->size());
+  for (std::size_t k = 0; k < got->size(); ++k) {
+    const tensor& a = (*got)[k];
+    const tensor& b = (*want)[k];
+    REQUIRE(std::vector<std::int64_t>(a.sizes().begin(), a.sizes().end()) ==
+            std::vector<std::int64_t>(b.sizes().begin(), b.sizes().end()));
+    REQUIRE(a.type() == element_type::float32);
+    INFO("output ", k);
+    EPSTACK_CHECK_CLOSE(a, b, atol, rtol);
+  }
+}
+
+/// The partitions of the main graph that went to the oneDNN provider.
+std::vector<const partition*> dnnl_partitions(const dnnl_session& s) {
+  const auto& plan = s.plan();
+  std::vector<const partition*> r;
+  for (std::size_t i = 0; i < plan.main.partitions.size(); ++i)
+    if (plan.providers[plan.main.partition_provider[i]] == dnnl_provider::type_key) r.push_back(&plan.main.partitions[i]);
+  return r;
+}
+
+std::string provider_of(const dnnl_session& s, std::string_view node_name) {
+  const auto& plan = s.plan();
+  const graph& g = *plan.main.g;
+  for (node_id n = 0; n < g.node_count(); ++n)
+    if (g.node(n).name == node_name) return plan.providers[plan.main.nodes[n].provider];
+  return "(no such node)";
+}
+std::string reason_of(const dnnl_session& s, std::string_view node_name) {
+  const auto& plan = s.plan();
+  const graph& g = *plan.main.g;
+  for (node_id n = 0; n < g.node_count(); ++n)
+    if (g.node(n).name == node_name) return plan.main.nodes[n].fallback_reason;
+  return "(no such node)";
+}
+
+bool has_line(const std::vector<std::string>& lines, std::initializer_list<std::string_view> parts) {
+  return std::any_of(lines.begin(), lines.end(), [&](const std::string& l) {
+    return std::all_of(parts.begin(), parts.end(), [&](std::string_view p) { return l.find(p) != std::string::npos; });
+  });
+}
+
+tensor ids_tensor(std::int64_t batch, std::int64_t seq) {
+  tensor ids(element_type::int64, {batch, seq});
+  for (std::size_t i = 0; i < ids.element_count(); ++i) ids.typed<std::int64_t>()[i] = static_cast<std::int64_t>(i * 37 % 512);
+  return ids;
+}
+
+type_info f32(shape s) { return type_info::tensor_of(element_type::float32, std::move(s)); }
+
+}  // namespace
+
+TEST_CASE("oneDNN reports its version and the ISA it dispatches to") {
+  CHECK(dnnl_ep::library_version().rfind("2.", 0) == 0);
+  CHECK_FALSE(dnnl_ep::cpu_isa().empty());
+}
+
+TEST_CASE("the oneDNN stack agrees with the CPU stack on the zoo MLP, batch 1 and 7 (a plan per shape)") {
+  const auto m = zoo::make_mlp({64, 128, 96, 10});
+  for (auto level : {graph_optimization_level::all, graph_optimization_level::disable}) {
+    agree(m, {{"input", zoo::random_tensor({1, 64}, 3, 1.0f)}}, with_level(level));
+    auto d = dnnl_session::create(m, with_level(level));
+    REQUIRE(d.has_value());
+    // One session, two batch sizes: each gets its own plan, and the first is still right afterwards.
+    auto a1 = d->run({{"input", zoo::random_tensor({1, 64}, 3, 1.0f)}});
+    auto a7 = d->run({{"input", zoo::random_tensor({7, 64}, 4, 1.0f)}});
+    auto b1 = d->run({{"input", zoo::random_tensor({1, 64}, 3, 1.0f)}});
+    REQUIRE((a1 && a7 && b1));
+    CHECK((*a7)[0].sizes()[0] == 7);
+    CHECK((*a1)[0].same_content((*b1)[0]));
+    CHECK(dnnl_partitions(*d).size() == 1);
+  }
+}
+
+TEST_CASE("the residual convnet runs as one oneDNN partition, with and without graph optimisation") {
+  const auto m = zoo::make_convnet({8, 16}, 32, 10);
+  const auto image = zoo::random_tensor({2, 3, 32, 32}, 5, 1.0f);
+  for (auto level : {graph_optimization_level::all, graph_optimization_level::disable}) {
+    CAPTURE(static_cast<int>(level));
+    agree(m, {{"image", image}}, with_level(level));
+    auto d = dnnl_session::create(m, with_level(level));
+    REQUIRE(d.has_value());
+    const auto parts = dnnl_partitions(*d);
+    REQUIRE(parts.size() == 1);
+    CHECK(parts[0]->nodes.size() == d->plan().main.g->node_count());  // every node, Flatten and Gemm included
+  }
+}
+
+TEST_CASE("fusion: Conv + BatchNormalization + Add + Relu becomes one convolution with post-ops") {
+  const auto m = zoo::make_convnet({8}, 16, 4);
+  auto d = dnnl_session::create(m, with_level(graph_optimization_level::disable));
+  REQUIRE(d.has_value());
+  const auto parts = dnnl_partitions(*d);
+  REQUIRE(parts.size() == 1);
+  const auto lines = dnnl_ep::describe(*parts[0]);
+  std::string all;
+  for (const auto& l : lines) all += l + "\n";
+  INFO("compiled partition:\n", all);
+  // stage0.conv2 has no Relu of its own: its BatchNormalization folds in, the residual Add and the Relu after it
+  // become post-ops (the Add runs as oneDNN's sum post-op, in place).
+  CHECK(has_line(lines, {"convolution <- ", "stage0.conv2", "BatchNormalization", "/stage0/Add", "/stage0/Relu",
+                         "[post-ops: binary_add eltwise_relu]"}));
+  // Conv + BatchNormalization + Relu: one convolution with a ReLU post-op.
+  CHECK(has_line(lines, {"convolution <- ", "stage0.conv1", "BatchNormalization", "Relu", "[post-ops: eltwise_relu]"}));
+  // No BatchNormalization, Add or Relu is left as an operation of its own.
+  for (const auto& l : lines) {
+    CHECK(l.rfind("batch_normalization", 0) != 0);
+    CHECK(l.rfind("binary", 0) != 0);
+    CHECK(l.rfind("eltwise", 0) != 0);
+  }
+  // Gemm takes its bias as a post-op too.
+  CHECK(has_line(lines, {"matmul <- /head/Gemm", "binary_add"}));
+  // With the graph optimiser on, the same block arrives as a FusedConv and compiles to the same single primitive.
+  auto o = dnnl_session::create(m, with_level(graph_optimization_level::all));
+  REQUIRE(o.has_value());
+  const auto olines = dnnl_ep::describe(*dnnl_partitions(*o).at(0));
+  CHECK(has_line(olines, {"convolution <- ", "[post-ops: binary_add eltwise_relu]"}));
+}
+
+TEST_CASE("the transformer agrees with the CPU stack, the Erf form of Gelu is recognised") {
+  zoo::transformer_config cfg;
+  cfg.layers = 2;
+  const auto m = zoo::make_transformer(cfg);
+  for (auto level : {graph_optimization_level::all, graph_optimization_level::disable}) {
+    CAPTURE(static_cast<int>(level));
+    agree(m, {{"input_ids", ids_tensor(2, 16)}}, with_level(level), 2e-4, 2e-4);
+  }
+  auto d = dnnl_session::create(m, with_level(graph_optimization_level::disable));
+  REQUIRE(d.has_value());
+  bool gelu = false, erf_on_dnnl = false;
+  for (const auto* p : dnnl_partitions(*d)) {
+    const auto lines = dnnl_ep::describe(*p);
+    gelu = gelu || has_line(lines, {"eltwise_gelu_erf"});
+    for (node_id n : p->nodes) erf_on_dnnl = erf_on_dnnl || p->g->node(n).op_type == "Erf";
+  }
+  CHECK(gelu);
+  CHECK(erf_on_dnnl);
+  // Optimised, the encoder is one oneDNN partition: the attention's Shape -> Gather -> Unsqueeze -> Concat ->
+  // Reshape chains are evaluated when planning instead of splitting it.
+  auto o = dnnl_session::create(m, with_level(graph_optimization_level::all));
+  REQUIRE(o.has_value());
+  CHECK(dnnl_partitions(*o).size() == 1);
+}
+
+TEST_CASE("groups never make the graph cyclic: a path through a CPU node splits them") {
+  // a = x W1 -> c = Erf(a) on the CPU -> Add(a, c) -> y = (.) W2: a and the Add cannot share a partition.
+  model m;
+  m.opsets = {{"", 13}};
+  auto& g = m.graph;
+  g.set_name("split");
+  g.add_input("x", f32(shape{4, 8}));
+  g.add_initializer("W1", zoo::random_tensor({8, 8}, 1, 0.5f));
+  g.add_initializer("W2", zoo::random_tensor({8, 8}, 2, 0.5f));
+  g.add_node(op("mm1", "MatMul"), {"x", "W1"}, {"a"});
+  g.add_node(op("erf", "Erf"), {"a"}, {"c"});
+  g.add_node(op("add", "Add"), {"a", "c"}, {"s"});
+  g.add_node(op("mm2", "MatMul"), {"s", "W2"}, {"y"});
+  g.add_output("y", f32(shape{4, 8}));
+  const auto so = with_level(graph_optimization_level::disable);
+  agree(m, {{"x", zoo::random_tensor({4, 8}, 3, 1.0f)}}, so);
+  auto d = dnnl_session::create(m, so);
+  REQUIRE(d.has_value());
+  CHECK(provider_of(*d, "mm1") == "DnnlExecutionProvider");
+  CHECK(provider_of(*d, "erf") == "CPUExecutionProvider");
+  CHECK(provider_of(*d, "add") == "DnnlExecutionProvider");
+  const auto& plan = d->plan().main;
+  const graph& pg = *plan.g;
+  node_id mm1 = no_id, add = no_id;
+  for (node_id n = 0; n < pg.node_count(); ++n) {
+    if (pg.node(n).name == "mm1") mm1 = n;
+    if (pg.node(n).name == "add") add = n;
+  }
+  CHECK(plan.nodes[mm1].partition != plan.nodes[add].partition);
+  CHECK(plan.refused.empty());  // the provider formed legal groups itself
+  CHECK(reason_of(*d, "erf").find("Erf outside the Erf form of Gelu") != std::string::npos);
+}
+
+TEST_CASE("nodes oneDNN cannot take with their attributes, types or inputs fall back, and the plan says why") {
+  model m;
+  m.opsets = {{"", 11}};
+  auto& g = m.graph;
+  g.set_name("refusals");
+  g.add_input("x", f32(shape{1, 4, 6, 6}));
+  g.add_input("wx", f32(shape{4, 4, 3, 3}));  // weights given at run time
+  g.add_initializer("w", zoo::random_tensor({4, 4, 3, 3}, 1, 0.3f));
+  attribute_list pads;
+  pads.set("pads", std::vector<std::int64_t>{1, 1, 1, 1});
+  g.add_node(op("conv_ok", "Conv", pads), {"x", "w"}, {"c1"});
+  g.add_node(op("conv_runtime_w", "Conv", pads), {"c1", "wx"}, {"c2"});
+  attribute_list mp;
+  mp.set("kernel_shape", std::vector<std::int64_t>{2, 2});
+  mp.set("strides", std::vector<std::int64_t>{2, 2});
+  g.add_node(op("pool_indices", "MaxPool", mp), {"c2"}, {"p", "idx"});
+  attribute_list sm;
+  sm.set("axis", std::int64_t{1});
+  g.add_node(op("softmax_2d", "Softmax", sm), {"p"}, {"s"});  // opset 11: over axes 1..3 together
+  g.add_output("s", f32(shape{1, 4, 3, 3}));
+  g.add_output("idx", type_info::tensor_of(element_type::int64, shape{1, 4, 3, 3}));
+  // An int64 product and a lone element-wise island.
+  g.add_input("i", type_info::tensor_of(element_type::int64, shape{3}));
+  g.add_node(op("int_add", "Add"), {"i", "i"}, {"i2"});
+  g.add_output("i2", type_info::tensor_of(element_type::int64, shape{3}));
+  g.add_input("z", f32(shape{3}));
+  g.add_node(op("lonely_relu", "Relu"), {"z"}, {"zr"});
+  g.add_output("zr", f32(shape{3}));
+  const auto so = with_level(graph_optimization_level::disable);
+  auto d = dnnl_session::create(m, so);
+  REQUIRE_MESSAGE(d.has_value(), d.status().to_string());
+  CHECK(provider_of(*d, "conv_ok") == "DnnlExecutionProvider");
+  CHECK(provider_of(*d, "conv_runtime_w") == "CPUExecutionProvider");
+  CHECK(reason_of(*d, "conv_runtime_w").find("DnnlExecutionProvider: the weight or bias (input 1) is not a constant initializer") !=
+        std::string::npos);
+  CHECK(reason_of(*d, "pool_indices").find("its output 1 is used") != std::string::npos);
+  CHECK(reason_of(*d, "softmax_2d").find("opset < 13 Softmax over several axes") != std::string::npos);
+  CHECK(reason_of(*d, "int_add").find("int64") != std::string::npos);
+  CHECK(reason_of(*d, "lonely_relu").find("no group worth a oneDNN partition") != std::string::npos);
+  // The plan's text carries the reasons too.
+  const std::string text = d->plan().to_table();
+  CHECK(text.find("not a constant initializer") != std::string::npos);
+  // And the session still computes the right thing.
+  tensor ints = tensor::from<std::int64_t>({3}, {1, 2, 3});
+  auto out = d->run({{"x", zoo::random_tensor({1, 4, 6, 6}, 4, 1.0f)}, {"wx", zoo::random_tensor({4, 4, 3, 3}, 5, 0.3f)},
+                     {"i", ints}, {"z", tensor::from<float>({3}, {-1, 0, 2})}});
+  REQUIRE_MESSAGE(out.has_value(), out.status().to_string());
+  CHECK((*out)[2].typed<std::int64_t>()[2] == 6);
+  CHECK((*out)[3].typed<float>()[0] == 0.0f);
+}
+
+TEST_CASE("refusals by attribute: LayerNormalization over several axes, training BatchNormalization, Gemm beta") {
+  model m;
+  m.opsets = {{"", 17}};
+  auto& g = m.graph;
+  g.set_name("attrs");
+  g.add_input("x", f32(shape{2, 3, 8}));
+  g.add_initializer("scale", zoo::random_tensor({3, 8}, 1, 1.0f));
+  attribute_list ax;
+  ax.set("axis", std::int64_t{1});
+  g.add_node(op("ln_two_axes", "LayerNormalization", ax), {"x", "scale"}, {"y"});
+  g.add_output("y", f32(shape{2, 3, 8}));
+  g.add_input("a", f32(shape{2, 4}));
+  g.add_input("cc", f32(shape{2, 5}));
+  g.add_initializer("B", zoo::random_tensor({4, 5}, 2, 1.0f));
+  attribute_list beta;
+  beta.set("beta", 0.5f);
+  g.add_node(op("gemm_beta", "Gemm", beta), {"a", "B", "cc"}, {"q"});
+  g.add_output("q", f32(shape{2, 5}));
+  auto d = dnnl_session::create(m, with_level(graph_optimization_level::disable));
+  REQUIRE_MESSAGE(d.has_value(), d.status().to_string());
+  CHECK(reason_of(*d, "ln_two_axes").find("axis is not the last one") != std::string::npos);
+  // Gemm with a C computed at run time and beta != 1 (a constant C is scaled once, at compile time).
+  CHECK(reason_of(*d, "gemm_beta").find("beta") != std::string::npos);
+}
+
+TEST_CASE("shape computations are evaluated when planning and keep a reshape in the partition, Split is taken") {
+  // x [batch, 12] -> MatMul -> y [batch, 12]; Shape(y)[0] -> Unsqueeze -> Concat with [3, 4] -> Reshape(y) to
+  // [batch, 3, 4]; Split along axis 2 into [batch,3,1] and [batch,3,3]; the computed shape is an output too.
+  model m;
+  m.opsets = {{"", 13}};
+  auto& g = m.graph;
+  g.set_name("shapes");
+  g.add_input("x", f32(shape{dimension("batch"), 12}));
+  g.add_initializer("W", zoo::random_tensor({12, 12}, 1, 0.5f));
+  g.add_initializer("zero", tensor::from<std::int64_t>({1}, {0}));
+  g.add_initializer("rest", tensor::from<std::int64_t>({2}, {3, 4}));
+  g.add_initializer("parts", tensor::from<std::int64_t>({2}, {1, 3}));
+  g.add_node(op("mm", "MatMul"), {"x", "W"}, {"y"});
+  g.add_node(op("shape", "Shape"), {"y"}, {"s"});
+  attribute_list ax0;
+  ax0.set("axis", std::int64_t{0});
+  g.add_node(op("gather", "Gather", ax0), {"s", "zero"}, {"b"});
+  g.add_node(op("concat", "Concat", ax0), {"b", "rest"}, {"target"});
+  g.add_node(op("reshape", "Reshape"), {"y", "target"}, {"r"});
+  attribute_list ax2;
+  ax2.set("axis", std::int64_t{2});
+  g.add_node(op("split", "Split", ax2), {"r", "parts"}, {"p0", "p1"});
+  g.add_node(op("relu", "Relu"), {"p1"}, {"q1"});
+  g.add_output("p0", f32(shape{dimension("batch"), 3, 1}));
+  g.add_output("q1", f32(shape{dimension("batch"), 3, 3}));
+  g.add_output("target", type_info::tensor_of(element_type::int64, shape{3}));
+  const auto so = with_level(graph_optimization_level::disable);
+  auto d = dnnl_session::create(m, so);
+  REQUIRE_MESSAGE(d.has_value(), d.status().to_string());
+  REQUIRE(dnnl_partitions(*d).size() == 1);
+  for (const char* n : {"mm", "shape", "gather", "concat", "reshape", "split", "relu"}) CHECK(provider_of(*d, n) == "DnnlExecutionProvider");
+  CHECK(has_line(dnnl_ep::describe(*dnnl_partitions(*d)[0]), {"shape computation (when planning) <- concat"}));
+  for (std::int64_t batch : {2, 5}) {
+    const auto x = zoo::random_tensor({batch, 12}, static_cast<std::uint64_t>(batch), 1.0f);
+    auto c = cpu_session::create(m, so);
+    REQUIRE(c.has_value());
+    auto want = c->run({{"x", x}});
+    auto got = d->run({{"x", x}});
+    REQUIRE_MESSAGE(got.has_value(), got.status().to_string());
+    REQUIRE(want.has_value());
+    const tensor& t = (*got)[2];
+    REQUIRE(t.type() == element_type::int64);
+    CHECK(std::vector<std::int64_t>(t.typed<std::int64_t>(), t.typed<std::int64_t>() + 3) == std::vector<std::int64_t>{batch, 3, 4});
+    for (std::size_t k = 0; k < 2; ++k) {
+      const tensor& a = (*got)[k];
+      const tensor& b = (*want)[k];
+      REQUIRE(std::vector<std::int64_t>(a.sizes().begin(), a.sizes().end()) == std::vector<std::int64_t>(b.sizes().begin(), b.sizes().end()));
+      for (std::size_t i = 0; i < a.element_count(); ++i)
+        CHECK(a.typed<float>()[i] == doctest::Approx(b.typed<float>()[i]).epsilon(1e-4));
+    }
+  }
+}
+
+TEST_CASE("the session's intra-op thread count is the OpenMP thread count oneDNN runs with") {
+  const auto m = zoo::make_mlp({16, 32, 4});
+  for (int threads : {1, 2, 3}) {
+    auto d = dnnl_session::create(m, with_level(graph_optimization_level::all, threads));
+    REQUIRE(d.has_value());
+    REQUIRE(d->intra_op_threads() == threads);
+    auto out = d->run({{"input", zoo::random_tensor({2, 16}, 1, 1.0f)}});
+    REQUIRE(out.has_value());
+    CHECK(omp_get_max_threads() == threads);  // set on the calling thread for the run's oneDNN calls
+  }
+}
