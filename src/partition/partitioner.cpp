@@ -32,12 +32,12 @@ std::vector<std::size_t> units_of(const graph_plan& gp, std::size_t& count) {
 using quotient_graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS>;
 quotient_graph quotient_of(const graph_plan& gp, const std::vector<std::size_t>& unit, std::size_t count) {
   quotient_graph q(count);
-  const auto& bg = gp.g->boost_graph();
-  auto [eb, ee] = boost::edges(bg);
-  for (; eb != ee; ++eb) {
-    const auto a = unit[boost::source(*eb, bg)], b = unit[boost::target(*eb, bg)];
-    if (a != b) boost::add_edge(a, b, q);
-  }
+  const auto& flows = gp.g->flows();
+  for (node_id n = 0; n < gp.g->node_count(); ++n)
+    for (std::size_t f : gp.g->out_flows(n)) {
+      const auto a = unit[n], b = unit[flows[f].to];
+      if (a != b) boost::add_edge(a, b, q);
+    }
   return q;
 }
 

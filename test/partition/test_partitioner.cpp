@@ -1,3 +1,4 @@
+#include <epstack/ir/graph_algorithms.hpp>
 #include <epstack/partition/partitioner.hpp>
 
 #include "../support/test_providers.hpp"
@@ -45,10 +46,8 @@ void check_order(const graph_plan& gp) {
   std::vector<std::size_t> pos(gp.partitions.size());
   REQUIRE(gp.execution_order.size() == gp.partitions.size());
   for (std::size_t i = 0; i < gp.execution_order.size(); ++i) pos[gp.execution_order[i]] = i;
-  const auto& bg = gp.g->boost_graph();
-  auto [eb, ee] = boost::edges(bg);
-  for (; eb != ee; ++eb) {
-    const auto a = gp.nodes[boost::source(*eb, bg)].partition, b = gp.nodes[boost::target(*eb, bg)].partition;
+  for (const auto& f : gp.g->flows()) {
+    const auto a = gp.nodes[f.from].partition, b = gp.nodes[f.to].partition;
     if (a != b) CHECK(pos[a] < pos[b]);
   }
 }

@@ -1,8 +1,8 @@
 #pragma once
 /// @file graph.hpp
-/// @brief The graph IR: a generic graph over `boost::adjacency_list` whose vertices are nodes and whose edges say which
-/// value flows from a producer to a consumer; values (graph inputs, initializers, node outputs, graph outputs) are
-/// records looked up by name. Subgraphs (If/Loop/Scan bodies) live in graph attributes and may use values of the
+/// @brief The graph IR: nodes, and flows (edges) that say which value goes from a producer to a consumer; values (graph
+/// inputs, initializers, node outputs, graph outputs) are records looked up by name. The header does not include
+/// Boost.Graph (kernels include it): Boost.Graph algorithms run on `make_flow_graph(g)` (flow_graph.hpp). Subgraphs (If/Loop/Scan bodies) live in graph attributes and may use values of the
 /// enclosing graphs (outer-scope references).
 
 #include <epstack/ir/attribute.hpp>
@@ -12,7 +12,6 @@
 #include <epstack/core/type_info.hpp>
 
 #include <boost/container/small_vector.hpp>
-#include <boost/graph/adjacency_list.hpp>
 
 #include <algorithm>
 #include <cstddef>
@@ -65,12 +64,19 @@ struct value {
   bool in_value_info = false;           ///< listed in the model's value_info (kept for round trips)
 };
 
-/// Edge property: the value that flows along the edge.
+/// Edge property of the Boost view (flow_graph.hpp): the value that flows along the edge.
 struct flow_edge {
   value_id value = no_id;
 };
 
-/// @brief A graph of `Node`s and `Value`s over `boost::adjacency_list` (vertices: nodes, vecS; edges: flows).
+/// An edge of the graph: value `value` goes from node `from` (its producer) to node `to` (a consumer).
+struct flow {
+  node_id from = no_id;
+  node_id to = no_id;
+  value_id value = no_id;
+};
+
+/// @brief A graph of `Node`s and `Value`s (nodes in a vector, their ids dense from 0; flows in insertion order).
 /// Build it with add_input / add_initializer / add_node / add_output, in any order; `validate()` then checks single
 /// assignment, that every use is defined (here or in an enclosing graph) and that there is no cycle.
 template <class Node, class Value>
@@ -78,7 +84,6 @@ class basic_graph {
  public:
   using node_type = Node;
   using value_type = Value;
-  using boost_graph_type = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, Node, flow_edge>;
 
   basic_graph() = default;
   explicit basic_graph(std::string name) : name_(std::move(name)) {}
@@ -159,24 +164,26 @@ class basic_graph {
   node_id add_node(Node n, std::span<const std::string> inputs, std::span<const std::string> outputs) {
     n.inputs.clear();
     n.outputs.clear();
-    const node_id id = boost::add_vertex(std::move(n), g_);
+    const node_id id = nodes_.size();
+    nodes_.push_back(std::move(n));
+    out_.emplace_back();
     for (const auto& in : inputs) {
       if (in.empty()) {
-        g_[id].inputs.push_back(no_id);
+        nodes_[id].inputs.push_back(no_id);
         continue;
       }
       const value_id v = get_or_add_value(in);
-      g_[id].inputs.push_back(v);
+      nodes_[id].inputs.push_back(v);
       values_[v].consumers.push_back(id);
-      if (values_[v].producer != no_id) boost::add_edge(values_[v].producer, id, flow_edge{v}, g_);
+      if (values_[v].producer != no_id) add_flow(values_[v].producer, id, v);
     }
     for (std::size_t i = 0; i < outputs.size(); ++i) {
       if (outputs[i].empty()) {
-        g_[id].outputs.push_back(no_id);
+        nodes_[id].outputs.push_back(no_id);
         continue;
       }
       const value_id v = get_or_add_value(outputs[i]);
-      g_[id].outputs.push_back(v);
+      nodes_[id].outputs.push_back(v);
       auto& rec = values_[v];
       if (rec.producer != no_id || rec.is_graph_input || rec.initializer || rec.is_sparse_initializer) {
         problem(redefined(rec, detail::cat("node ", describe(id))));
@@ -184,7 +191,7 @@ class basic_graph {
       }
       rec.producer = id;
       rec.producer_output = static_cast<std::uint32_t>(i);
-      for (node_id c : rec.consumers) boost::add_edge(id, c, flow_edge{v}, g_);
+      for (node_id c : rec.consumers) add_flow(id, c, v);
     }
     return id;
   }
@@ -198,11 +205,11 @@ class basic_graph {
   /// an input, with the flow edge from its producer. Idempotent.
   value_id add_implicit_input(node_id n, std::string_view name) {
     const value_id v = get_or_add_value(name);
-    auto& imp = g_[n].implicit_inputs;
+    auto& imp = nodes_[n].implicit_inputs;
     if (std::find(imp.begin(), imp.end(), v) != imp.end()) return v;
     imp.push_back(v);
     values_[v].consumers.push_back(n);
-    if (values_[v].producer != no_id) boost::add_edge(values_[v].producer, n, flow_edge{v}, g_);
+    if (values_[v].producer != no_id) add_flow(values_[v].producer, n, v);
     return v;
   }
 
@@ -233,17 +240,20 @@ class basic_graph {
   }
 
   // ---- nodes ----
-  [[nodiscard]] std::size_t node_count() const noexcept { return boost::num_vertices(g_); }
-  [[nodiscard]] const Node& node(node_id n) const { return g_[n]; }
-  [[nodiscard]] Node& node(node_id n) { return g_[n]; }
+  [[nodiscard]] std::size_t node_count() const noexcept { return nodes_.size(); }
+  [[nodiscard]] const Node& node(node_id n) const { return nodes_[n]; }
+  [[nodiscard]] Node& node(node_id n) { return nodes_[n]; }
   /// "'name' (OpType)", or "#3 (OpType)" for an unnamed node; for messages.
   [[nodiscard]] std::string describe(node_id n) const {
-    const auto& nd = g_[n];
+    const auto& nd = nodes_[n];
     return nd.name.empty() ? detail::cat("#", std::to_string(n), " (", nd.op_type, ")")
                            : detail::cat("'", nd.name, "' (", nd.op_type, ")");
   }
-  /// The underlying Boost graph, for Boost.Graph algorithms.
-  [[nodiscard]] const boost_graph_type& boost_graph() const noexcept { return g_; }
+  /// Every flow (edge), in the order they were made: one per use of a value produced by a node (a node reading a
+  /// value twice has two flows from its producer).
+  [[nodiscard]] const std::vector<flow>& flows() const noexcept { return flows_; }
+  /// The flows out of node `n` (indices into `flows()`), in the order they were made.
+  [[nodiscard]] std::span<const std::size_t> out_flows(node_id n) const noexcept { return {out_[n].data(), out_[n].size()}; }
 
   /// True when `v` is defined in this graph (graph input, initializer or node output).
   [[nodiscard]] bool is_defined_here(value_id v) const {
@@ -262,6 +272,10 @@ class basic_graph {
     return detail::cat("value '", rec.name, "' is defined twice: by ", first, " and by ", by);
   }
   void problem(std::string p) { problems_.push_back(std::move(p)); }
+  void add_flow(node_id from, node_id to, value_id v) {
+    out_[from].push_back(flows_.size());
+    flows_.push_back({from, to, v});
+  }
 
   struct string_hash {
     using is_transparent = void;
@@ -270,7 +284,9 @@ class basic_graph {
 
   std::string name_;
   std::string doc_string_;
-  boost_graph_type g_;
+  std::vector<Node> nodes_;
+  std::vector<flow> flows_;
+  std::vector<boost::container::small_vector<std::size_t, 2>> out_;  // per node: its flows out
   std::vector<Value> values_;
   std::unordered_map<std::string, value_id, string_hash, std::equal_to<>> index_;
   std::vector<value_id> inputs_, outputs_, initializers_;

@@ -2,7 +2,9 @@
 /// @file graph_algorithms.hpp
 /// @brief Topological order, cycle detection and validation of graphs, with Boost.Graph algorithms.
 
+#include <epstack/ir/flow_graph.hpp>
 #include <epstack/ir/graph.hpp>
+#include <epstack/ir/graph_view.hpp>
 
 #include <boost/graph/depth_first_search.hpp>
 #include <boost/graph/topological_sort.hpp>
@@ -34,7 +36,7 @@ struct cycle_visitor : boost::default_dfs_visitor {
 }  // namespace detail
 
 /// @brief The nodes of one cycle in dependency order (first ... last, last feeds first), or empty when the (Boost)
-/// graph `bg` is acyclic. Works on `basic_graph::boost_graph()` and on filtered views of it.
+/// graph `bg` is acyclic. Works on `make_flow_graph(g)` and on `view_flow_graph(view).get()`.
 template <class BoostGraph>
 [[nodiscard]] std::vector<std::size_t> find_cycle(const BoostGraph& bg) {
   const std::size_t n = num_vertices(bg);  // unqualified: found by ADL for adjacency_list and filtered_graph
@@ -59,7 +61,8 @@ template <class BoostGraph>
 /// invalid_graph naming the nodes of a cycle when there is one.
 template <class N, class V>
 [[nodiscard]] Result<std::vector<node_id>> topological_order(const basic_graph<N, V>& g) {
-  if (auto cycle = find_cycle(g.boost_graph()); !cycle.empty()) {
+  const flow_graph fg = make_flow_graph(g);
+  if (auto cycle = find_cycle(fg); !cycle.empty()) {
     std::string msg = "graph '" + g.name() + "' has a cycle:";
     // append() rather than operator+: g++-12 -O3 reports a false -Wrestrict on `" " + std::string`.
     for (auto n : cycle) msg.append(" ").append(g.describe(n)).append(" ->");
@@ -68,7 +71,22 @@ template <class N, class V>
   }
   std::vector<node_id> order;
   order.reserve(g.node_count());
-  boost::topological_sort(g.boost_graph(), std::back_inserter(order));
+  boost::topological_sort(fg, std::back_inserter(order));
+  std::reverse(order.begin(), order.end());
+  return order;
+}
+
+/// @brief Topological order of a view's nodes (edges to nodes outside the view are ignored); invalid_graph when they
+/// form a cycle.
+template <class G>
+[[nodiscard]] Result<std::vector<node_id>> topological_order(const graph_view<G>& v) {
+  const view_flow_graph<G> vfg(v);
+  const auto& fg = vfg.get();
+  if (!find_cycle(fg).empty()) return Status(errc::invalid_graph, "the view of graph '" + v.graph().name() + "' has a cycle");
+  std::vector<node_id> order;
+  std::vector<boost::default_color_type> color(v.graph().node_count());
+  boost::topological_sort(fg, std::back_inserter(order),
+                          boost::color_map(boost::make_iterator_property_map(color.begin(), get(boost::vertex_index, fg))));
   std::reverse(order.begin(), order.end());
   return order;
 }

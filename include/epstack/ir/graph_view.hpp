@@ -1,13 +1,14 @@
 #pragma once
 /// @file graph_view.hpp
-/// @brief A view of some nodes of a graph (what a provider may see): a `boost::filtered_graph` plus the view's
-/// boundary values (used inside but produced outside; produced inside and used outside or as graph outputs).
+/// @brief A view of some nodes of a graph (what a provider may see) and the view's boundary values (used inside but
+/// produced outside; produced inside and used outside or as graph outputs). As a Boost graph: `view_flow_graph`
+/// (flow_graph.hpp); in topological order: `topological_order(view)` (graph_algorithms.hpp).
 
 #include <epstack/ir/graph.hpp>
-#include <epstack/ir/graph_algorithms.hpp>
 
-#include <boost/graph/filtered_graph.hpp>
-
+#include <algorithm>
+#include <concepts>
+#include <cstddef>
 #include <memory>
 #include <vector>
 
@@ -17,12 +18,6 @@ namespace epstack {
 template <class G>
 class graph_view {
  public:
-  struct node_filter {
-    std::shared_ptr<const std::vector<bool>> keep;
-    bool operator()(std::size_t v) const { return keep && (*keep)[v]; }
-  };
-  using filtered_type = boost::filtered_graph<typename G::boost_graph_type, boost::keep_all, node_filter>;
-
   /// The whole graph.
   explicit graph_view(const G& g) : graph_view(g, std::vector<bool>(g.node_count(), true)) {}
   /// The nodes whose `keep` entry is true (`keep.size()` must be the graph's node count).
@@ -49,10 +44,8 @@ class graph_view {
   [[nodiscard]] std::size_t node_count() const {
     return static_cast<std::size_t>(std::count(keep_->begin(), keep_->end(), true));
   }
-  /// The Boost filtered graph, for Boost.Graph algorithms.
-  [[nodiscard]] filtered_type boost_graph() const {
-    return filtered_type(g_->boost_graph(), boost::keep_all{}, node_filter{keep_});
-  }
+  /// The view's node set, by node id (shared by copies of the view).
+  [[nodiscard]] const std::shared_ptr<const std::vector<bool>>& node_set() const noexcept { return keep_; }
   /// Values used by nodes of the view (implicit inputs of control-flow nodes included) and not produced inside it, in
   /// first-use order.
   [[nodiscard]] std::vector<value_id> inputs() const {
@@ -82,17 +75,6 @@ class graph_view {
         if (outside) r.push_back(v);
       }
     return r;
-  }
-  /// Topological order of the view's nodes (edges to nodes outside the view are ignored).
-  [[nodiscard]] Result<std::vector<node_id>> topological_order() const {
-    const auto fg = boost_graph();
-    if (!find_cycle(fg).empty()) return Status(errc::invalid_graph, "the view of graph '" + g_->name() + "' has a cycle");
-    std::vector<node_id> order;
-    std::vector<boost::default_color_type> color(g_->node_count());
-    boost::topological_sort(fg, std::back_inserter(order),
-                            boost::color_map(boost::make_iterator_property_map(color.begin(), get(boost::vertex_index, fg))));
-    std::reverse(order.begin(), order.end());
-    return order;
   }
 
  private:

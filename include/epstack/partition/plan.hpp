@@ -91,10 +91,10 @@ struct partition_plan {
     }
     for (node_id n = 0; n < g.node_count(); ++n)
       if (gp.nodes[n].partition == no_index) os << "  " << id(n) << " [label=\"" << escape(g.node(n).op_type) << "\", fillcolor=white];\n";
-    auto [eb, ee] = boost::edges(g.boost_graph());
-    for (; eb != ee; ++eb)
-      os << "  " << id(boost::source(*eb, g.boost_graph())) << " -> " << id(boost::target(*eb, g.boost_graph()))
-         << " [label=\"" << escape(g.value(g.boost_graph()[*eb].value).name) << "\", fontsize=9];\n";
+    for (node_id n = 0; n < g.node_count(); ++n)
+      for (std::size_t f : g.out_flows(n))
+        os << "  " << id(n) << " -> " << id(g.flows()[f].to) << " [label=\"" << escape(g.value(g.flows()[f].value).name)
+           << "\", fontsize=9];\n";
     os << "}\n";
     return os.str();
   }

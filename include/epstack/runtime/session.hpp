@@ -66,8 +66,7 @@ class basic_session {
   /// @brief From a model built in memory (validated, and its value types inferred first).
   [[nodiscard]] static Result<basic_session> create(model m, const session_options& options = {},
                                                     providers_type providers = {}) {
-    EPSTACK_RETURN_IF_ERROR(validate(m.graph));
-    EPSTACK_RETURN_IF_ERROR(infer_shapes(m));
+    EPSTACK_RETURN_IF_ERROR(session_core::validate_and_infer(m));
     return create_prepared(std::move(m), options, std::move(providers));
   }
 

@@ -49,6 +49,9 @@ class session_core {
   /// `ep.context_enable` = 1 an EPContext model is written (ep-context-design.md; the README lists the rules).
   [[nodiscard]] static Result<std::shared_ptr<const session_core>> build(model m, std::vector<provider_binding> providers,
                                                                          const session_options& options);
+  /// @brief A model built in memory made ready for `build`: validated (single assignment, every use defined, no
+  /// cycle) and its value types inferred.
+  [[nodiscard]] static Status validate_and_infer(model& m);
   /// @brief Checks, without building a session, that every EPContext node of `m` would load on `providers`: its
   /// source recognised, its context found, verified and made by the same SDK for hardware this machine has. OK for a
   /// model without EPContext nodes; otherwise the error a session would report.

@@ -1,0 +1,469 @@
+// The fusions of the extended level: Conv+BatchNormalization, FusedConv, Gelu/BiasGelu, LayerNormalization,
+// SkipLayerNormalization, MatMul+Add into Gemm (ONNX Runtime's transformers of the same names).
+#include "egraph.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <set>
+
+namespace epstack::opt {
+namespace {
+
+// ---------------------------------------------------------------------------------------------------------------
+// Fusions.
+
+std::optional<float> scalar_value(const egraph& e, const std::string& v) {
+  const tensor* t = e.constant(v);
+  if (t == nullptr || t->element_count() != 1) return std::nullopt;
+  if (t->type() == element_type::float32) return *t->typed<float>();
+  if (t->type() == element_type::float64) return static_cast<float>(*t->typed<double>());
+  return std::nullopt;
+}
+bool near(float a, float b) { return std::fabs(a - b) <= 1e-4f * std::max(1.0f, std::fabs(b)); }
+
+// The other input of a two-input node, given one of them.
+std::optional<std::string> other_input(const enode& en, const std::string& one) {
+  if (en.inputs.size() != 2) return std::nullopt;
+  if (en.inputs[0] == one) return en.inputs[1];
+  if (en.inputs[1] == one) return en.inputs[0];
+  return std::nullopt;
+}
+
+bool same_static_dims(const type_info* a, const type_info* b) {
+  if (a == nullptr || b == nullptr || !a->is_tensor() || !b->is_tensor() || !a->dims || !b->dims) return false;
+  if (a->dims->rank() != b->dims->rank()) return false;
+  for (std::size_t i = 0; i < a->dims->rank(); ++i) {
+    const auto& x = (*a->dims)[i];
+    const auto& y = (*b->dims)[i];
+    if (x.is_known() && y.is_known()) {
+      if (x.value != y.value) return false;
+    } else if (!(x.is_symbolic() && y.is_symbolic() && x.param == y.param)) {
+      return false;
+    }
+  }
+  return true;
+}
+// False when shape inference proves the two shapes differ (a rank, a size, or a broadcast 1 against another size).
+bool may_be_equal(const type_info* a, const type_info* b) {
+  if (a == nullptr || b == nullptr || !a->dims || !b->dims) return true;
+  if (a->dims->rank() != b->dims->rank()) return false;
+  for (std::size_t i = 0; i < a->dims->rank(); ++i) {
+    const auto& x = (*a->dims)[i];
+    const auto& y = (*b->dims)[i];
+    if (x.is_known() && y.is_known() && x.value != y.value) return false;
+    if ((x.is_known() && x.value == 1) != (y.is_known() && y.value == 1) && (x.is_known() || y.is_known())) return false;
+  }
+  return true;
+}
+bool is_float_tensor(const egraph& e, const std::string& v) {
+  const type_info* t = e.type_of(v);
+  return t != nullptr && t->is_tensor() && t->elem == element_type::float32;
+}
+
+}  // namespace
+
+// Conv(X, W[, B]) -> BatchNormalization  ==>  Conv(X, W', B').
+void fuse_conv_bn(egraph& e, optimization_report& rep) {
+  for (std::size_t i = 0; i < e.nodes.size(); ++i) {
+    auto& conv = e.nodes[i];
+    if (!is_op(conv, "Conv") || conv.inputs.size() < 2 || !is_float_tensor(e, conv.outputs[0])) continue;
+    const auto c = e.sole_consumer(conv.outputs[0]);
+    if (!c) continue;
+    auto& bn = e.nodes[*c];
+    if (!is_op(bn, "BatchNormalization") || bn.inputs.size() != 5 || bn.inputs[0] != conv.outputs[0]) continue;
+    bool extra_outputs = false;
+    for (std::size_t k = 1; k < bn.outputs.size(); ++k) extra_outputs = extra_outputs || (!bn.outputs[k].empty() && e.uses(bn.outputs[k]) > 0);
+    if (extra_outputs) continue;
+    if (const auto* tm = bn.n.attributes.find("training_mode"); tm && std::holds_alternative<std::int64_t>(tm->value) &&
+                                                                  std::get<std::int64_t>(tm->value) != 0)
+      continue;
+    const tensor* w = e.constant(conv.inputs[1]);
+    const tensor* b = conv.inputs.size() > 2 && !conv.inputs[2].empty() ? e.constant(conv.inputs[2]) : nullptr;
+    if (w == nullptr || w->type() != element_type::float32 || w->rank() < 3) continue;
+    if (conv.inputs.size() > 2 && !conv.inputs[2].empty() && b == nullptr) continue;
+    const tensor* p[4];
+    bool ok = true;
+    const auto M = w->sizes()[0];
+    for (int k = 0; k < 4; ++k) {
+      p[k] = e.constant(bn.inputs[static_cast<std::size_t>(k) + 1]);
+      ok = ok && p[k] != nullptr && p[k]->type() == element_type::float32 && p[k]->element_count() == static_cast<std::size_t>(M);
+    }
+    if (!ok || (b != nullptr && (b->type() != element_type::float32 || b->element_count() != static_cast<std::size_t>(M)))) continue;
+    float eps = 1e-5f;
+    if (const auto* a = bn.n.attributes.find("epsilon"); a && std::holds_alternative<float>(a->value)) eps = std::get<float>(a->value);
+    const float* scale = p[0]->typed<float>();
+    const float* beta = p[1]->typed<float>();
+    const float* mean = p[2]->typed<float>();
+    const float* var = p[3]->typed<float>();
+    tensor nw = tensor::uninitialized(element_type::float32, w->sizes());
+    tensor nb = tensor::uninitialized(element_type::float32, std::span<const std::int64_t>(&M, 1));
+    const std::size_t per = w->element_count() / static_cast<std::size_t>(M);
+    // The weights may sit unaligned in a mapped model file: copied bytewise first, then scaled in place.
+    std::memcpy(nw.mutable_data(), w->data(), w->byte_size());
+    for (std::int64_t m = 0; m < M; ++m) {
+      const float f = scale[m] / std::sqrt(var[m] + eps);
+      float* dst = nw.typed<float>() + static_cast<std::size_t>(m) * per;
+      for (std::size_t k = 0; k < per; ++k) dst[k] *= f;
+      nb.typed<float>()[m] = ((b != nullptr ? b->typed<float>()[m] : 0.0f) - mean[m]) * f + beta[m];
+    }
+    const std::string wname = e.fresh(conv.inputs[1] + "_bn"), bname = e.fresh(bn.outputs[0] + "_bias");
+    e.add_init(wname, std::move(nw));
+    e.add_init(bname, std::move(nb));
+    conv.inputs.resize(3);
+    conv.inputs[1] = wname;
+    conv.inputs[2] = bname;
+    conv.outputs[0] = bn.outputs[0];
+    bn.dead = true;
+    rep.fusions.push_back(cat("Conv+BatchNormalization: ", conv.n.name, " + ", bn.n.name));
+    e.index();
+  }
+}
+
+namespace {
+
+// The FusedConv activation for an activation node, or nullopt.
+std::optional<std::pair<std::string, std::vector<float>>> activation_of(const egraph& e, const enode& act) {
+  if (act.dead || !is_onnx(act.n)) return std::nullopt;
+  const auto& op = act.n.op_type;
+  if (op == "Relu" || op == "Sigmoid" || op == "Tanh") return std::pair{op, std::vector<float>{}};
+  if (op == "LeakyRelu") {
+    float alpha = 0.01f;
+    if (const auto* a = act.n.attributes.find("alpha"); a && std::holds_alternative<float>(a->value)) alpha = std::get<float>(a->value);
+    return std::pair{op, std::vector<float>{alpha}};
+  }
+  if (op == "Clip") {
+    float lo = std::numeric_limits<float>::lowest(), hi = std::numeric_limits<float>::max();
+    if (act.n.since_version < 11) {
+      if (const auto* a = act.n.attributes.find("min"); a && std::holds_alternative<float>(a->value)) lo = std::get<float>(a->value);
+      if (const auto* a = act.n.attributes.find("max"); a && std::holds_alternative<float>(a->value)) hi = std::get<float>(a->value);
+    } else {
+      if (act.inputs.size() > 1 && !act.inputs[1].empty()) {
+        auto v = scalar_value(e, act.inputs[1]);
+        if (!v) return std::nullopt;
+        lo = *v;
+      }
+      if (act.inputs.size() > 2 && !act.inputs[2].empty()) {
+        auto v = scalar_value(e, act.inputs[2]);
+        if (!v) return std::nullopt;
+        hi = *v;
+      }
+    }
+    return std::pair{op, std::vector<float>{lo, hi}};
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+// Conv [-> Add(Z)] [-> activation]  ==>  com.microsoft FusedConv(X, W, B, Z) with the activation.
+void fuse_conv_activation(egraph& e, optimization_report& rep) {
+  for (std::size_t i = 0; i < e.nodes.size(); ++i) {
+    auto& conv = e.nodes[i];
+    if (!is_op(conv, "Conv") || !is_float_tensor(e, conv.outputs[0])) continue;
+    std::string y = conv.outputs[0];
+    std::vector<std::size_t> absorbed;
+    std::string z;
+    std::size_t last = i;
+    auto c = e.sole_consumer(y);
+    if (c && is_op(e.nodes[*c], "Add")) {
+      const auto other = other_input(e.nodes[*c], y);
+      if (other && *other != y && e.constant(*other) == nullptr && same_static_dims(e.type_of(*other), e.type_of(y)) &&
+          same_static_dims(e.type_of(e.nodes[*c].outputs[0]), e.type_of(y))) {
+        z = *other;
+        absorbed.push_back(*c);
+        last = std::max(last, *c);
+        y = e.nodes[*c].outputs[0];
+        c = e.sole_consumer(y);
+      }
+    }
+    std::optional<std::pair<std::string, std::vector<float>>> act;
+    if (c) act = activation_of(e, e.nodes[*c]);
+    if (act) {
+      absorbed.push_back(*c);
+      last = std::max(last, *c);
+      y = e.nodes[*c].outputs[0];
+    }
+    if (absorbed.empty()) continue;
+    enode fused;
+    fused.n = conv.n;
+    fused.n.op_type = "FusedConv";
+    fused.n.domain = std::string(contrib_domain);
+    fused.n.since_version = 1;
+    if (act) {
+      fused.n.attributes.set("activation", act->first);
+      if (!act->second.empty()) fused.n.attributes.set("activation_params", act->second);
+    }
+    fused.inputs = conv.inputs;
+    fused.inputs.resize(3);
+    if (!z.empty()) fused.inputs.push_back(z);
+    fused.outputs = {y};
+    std::string desc = cat("FusedConv: ", conv.n.name);
+    for (auto k : absorbed) {
+      desc += cat(" + ", e.nodes[k].n.op_type);
+      e.nodes[k].dead = true;
+    }
+    conv.dead = true;
+    // The fused node takes the place of the last node it replaces, where every input (Z included) is available.
+    e.nodes[last] = std::move(fused);
+    rep.fusions.push_back(std::move(desc));
+    e.index();
+  }
+}
+
+// x -> Div(sqrt 2) | Mul(1/sqrt 2) -> Erf -> Add(1) -> Mul(x) -> Mul(0.5)   ==>  Gelu(x)   (BiasGelu when x = Add(y, bias))
+void fuse_gelu(egraph& e, optimization_report& rep) {
+  for (std::size_t i = 0; i < e.nodes.size(); ++i) {
+    const auto& first = e.nodes[i];
+    if (first.dead || !is_onnx(first.n) || first.inputs.size() != 2) continue;
+    const bool div = first.n.op_type == "Div" && scalar_value(e, first.inputs[1]).has_value() && near(*scalar_value(e, first.inputs[1]), 1.41421356f);
+    const bool mul = first.n.op_type == "Mul" && scalar_value(e, first.inputs[1]).has_value() && near(*scalar_value(e, first.inputs[1]), 0.70710678f);
+    if (!div && !mul) continue;
+    const std::string x = first.inputs[0];
+    if (!is_float_tensor(e, x)) continue;
+    const auto erf_i = e.sole_consumer(first.outputs[0]);
+    if (!erf_i || !is_op(e.nodes[*erf_i], "Erf")) continue;
+    const auto add_i = e.sole_consumer(e.nodes[*erf_i].outputs[0]);
+    if (!add_i || !is_op(e.nodes[*add_i], "Add")) continue;
+    const auto one = other_input(e.nodes[*add_i], e.nodes[*erf_i].outputs[0]);
+    if (!one || !scalar_value(e, *one) || !near(*scalar_value(e, *one), 1.0f)) continue;
+    const auto m1_i = e.sole_consumer(e.nodes[*add_i].outputs[0]);
+    if (!m1_i || !is_op(e.nodes[*m1_i], "Mul")) continue;
+    const auto m1_other = other_input(e.nodes[*m1_i], e.nodes[*add_i].outputs[0]);
+    if (!m1_other) continue;
+    std::size_t last;
+    std::string y;
+    if (*m1_other == x) {  // (x * (1 + erf)) * 0.5
+      const auto m2_i = e.sole_consumer(e.nodes[*m1_i].outputs[0]);
+      if (!m2_i || !is_op(e.nodes[*m2_i], "Mul")) continue;
+      const auto half = other_input(e.nodes[*m2_i], e.nodes[*m1_i].outputs[0]);
+      if (!half || !scalar_value(e, *half) || !near(*scalar_value(e, *half), 0.5f)) continue;
+      last = *m2_i;
+    } else if (scalar_value(e, *m1_other) && near(*scalar_value(e, *m1_other), 0.5f)) {  // x * ((1 + erf) * 0.5)
+      const auto m2_i = e.sole_consumer(e.nodes[*m1_i].outputs[0]);
+      if (!m2_i || !is_op(e.nodes[*m2_i], "Mul")) continue;
+      const auto xx = other_input(e.nodes[*m2_i], e.nodes[*m1_i].outputs[0]);
+      if (!xx || *xx != x) continue;
+      last = *m2_i;
+    } else {
+      continue;
+    }
+    y = e.nodes[last].outputs[0];
+    // x must be used only by the pattern (Div/Mul and the Mul by x).
+    if (e.uses(x) != 2) continue;
+    enode g;
+    g.n.name = e.nodes[last].n.name.empty() ? first.n.name : e.nodes[last].n.name;
+    g.n.domain = std::string(contrib_domain);
+    g.n.since_version = 1;
+    g.outputs = {y};
+    std::string desc;
+    const enode* xp = e.producer_of(x);
+    std::optional<std::string> bias;
+    if (xp != nullptr && is_op(*xp, "Add")) {
+      for (int k = 0; k < 2 && !bias; ++k) {
+        // BiasGelu broadcasts its bias like Add: a constant of rank 1 is all it needs.
+        const tensor* t = e.constant(xp->inputs[static_cast<std::size_t>(k)]);
+        if (t != nullptr && t->type() == element_type::float32 && t->rank() == 1 &&
+            e.constant(xp->inputs[static_cast<std::size_t>(1 - k)]) == nullptr)
+          bias = xp->inputs[static_cast<std::size_t>(k)];
+      }
+    }
+    if (bias) {
+      const auto xi = *e.producer_index(x);
+      const std::string a = e.nodes[xi].inputs[0] == *bias ? e.nodes[xi].inputs[1] : e.nodes[xi].inputs[0];
+      g.n.op_type = "BiasGelu";
+      g.inputs = {a, *bias};
+      e.nodes[xi].dead = true;
+      desc = cat("BiasGelu: ", e.nodes[xi].n.name, " + Gelu(erf) ", g.n.name);
+    } else {
+      g.n.op_type = "Gelu";
+      g.inputs = {x};
+      desc = cat("Gelu: ", g.n.name);
+    }
+    for (auto k : {i, *erf_i, *add_i, *m1_i}) e.nodes[k].dead = true;
+    e.nodes[last] = std::move(g);
+    rep.fusions.push_back(std::move(desc));
+    e.index();
+  }
+}
+
+namespace {
+
+// The decomposed LayerNorm of opset-13 exporters over the last axis  ==>  LayerNormalization (the ONNX op from
+// opset 17, else com.microsoft's), then Add(a, b) feeding it  ==>  SkipLayerNormalization.
+bool last_axis_reduce(const egraph& e, const enode& en, const std::string& input) {
+  if (!is_op(en, "ReduceMean") || en.inputs.empty() || en.inputs[0] != input) return false;
+  const auto* ax = en.n.attributes.find("axes");
+  const auto* kd = en.n.attributes.find("keepdims");
+  if (kd && (!std::holds_alternative<std::int64_t>(kd->value) || std::get<std::int64_t>(kd->value) != 1)) return false;
+  if (!ax || !std::holds_alternative<std::vector<std::int64_t>>(ax->value)) return false;
+  const auto& axes = std::get<std::vector<std::int64_t>>(ax->value);
+  if (axes.size() != 1) return false;
+  if (axes[0] == -1) return true;
+  const type_info* t = e.type_of(input);
+  return t != nullptr && t->dims && static_cast<std::int64_t>(t->dims->rank()) - 1 == axes[0];
+}
+
+}  // namespace
+
+void fuse_layer_norm(egraph& e, std::int64_t onnx_opset, optimization_report& rep) {
+  for (std::size_t i = 0; i < e.nodes.size(); ++i) {
+    const auto& rm1 = e.nodes[i];
+    if (rm1.dead || rm1.inputs.empty()) continue;
+    const std::string x = rm1.inputs[0];
+    if (!last_axis_reduce(e, rm1, x) || !is_float_tensor(e, x)) continue;
+    const auto sub_i = e.sole_consumer(rm1.outputs[0]);
+    if (!sub_i || !is_op(e.nodes[*sub_i], "Sub") || e.nodes[*sub_i].inputs[0] != x || e.nodes[*sub_i].inputs[1] != rm1.outputs[0]) continue;
+    const std::string d = e.nodes[*sub_i].outputs[0];
+    if (e.uses(d) != 2) continue;
+    std::optional<std::size_t> sq_i, div_i;
+    for (auto k : e.consumers[d]) {
+      const auto& en = e.nodes[k];
+      if (is_op(en, "Pow") && en.inputs[0] == d && scalar_value(e, en.inputs[1]) && near(*scalar_value(e, en.inputs[1]), 2.0f)) sq_i = k;
+      else if (is_op(en, "Mul") && en.inputs.size() == 2 && en.inputs[0] == d && en.inputs[1] == d) sq_i = k;
+      else if (is_op(en, "Div") && en.inputs[0] == d) div_i = k;
+    }
+    if (!sq_i || !div_i) continue;
+    const auto rm2_i = e.sole_consumer(e.nodes[*sq_i].outputs[0]);
+    if (!rm2_i || !last_axis_reduce(e, e.nodes[*rm2_i], e.nodes[*sq_i].outputs[0])) continue;
+    const auto add_i = e.sole_consumer(e.nodes[*rm2_i].outputs[0]);
+    if (!add_i || !is_op(e.nodes[*add_i], "Add")) continue;
+    const auto eps_v = other_input(e.nodes[*add_i], e.nodes[*rm2_i].outputs[0]);
+    if (!eps_v || !scalar_value(e, *eps_v)) continue;
+    const float eps = *scalar_value(e, *eps_v);
+    const auto sqrt_i = e.sole_consumer(e.nodes[*add_i].outputs[0]);
+    if (!sqrt_i || !is_op(e.nodes[*sqrt_i], "Sqrt")) continue;
+    if (e.nodes[*div_i].inputs[1] != e.nodes[*sqrt_i].outputs[0] || e.uses(e.nodes[*sqrt_i].outputs[0]) != 1) continue;
+    const auto mul_i = e.sole_consumer(e.nodes[*div_i].outputs[0]);
+    if (!mul_i || !is_op(e.nodes[*mul_i], "Mul")) continue;
+    const auto gamma = other_input(e.nodes[*mul_i], e.nodes[*div_i].outputs[0]);
+    if (!gamma) continue;
+    // Scale and bias are vectors over the last dim; when shape inference knows that dim, their length must match it
+    // (when it does not, the LayerNormalization kernel checks at run time).
+    const type_info* xt = e.type_of(x);
+    const dimension* last_dim = xt != nullptr && xt->dims && xt->dims->rank() > 0 ? &(*xt->dims)[xt->dims->rank() - 1] : nullptr;
+    const auto is_vec = [&](const std::string& v) {
+      const tensor* t = e.constant(v);
+      return t != nullptr && t->type() == element_type::float32 && t->rank() == 1 &&
+             (last_dim == nullptr || !last_dim->is_known() || t->sizes()[0] == last_dim->value);
+    };
+    if (!is_vec(*gamma)) continue;
+    std::size_t last = *mul_i;
+    std::string beta;
+    if (const auto badd = e.sole_consumer(e.nodes[*mul_i].outputs[0]); badd && is_op(e.nodes[*badd], "Add")) {
+      const auto b = other_input(e.nodes[*badd], e.nodes[*mul_i].outputs[0]);
+      if (b && is_vec(*b)) {
+        beta = *b;
+        last = *badd;
+      }
+    }
+    enode ln;
+    ln.n.name = e.nodes[last].n.name;
+    ln.n.op_type = "LayerNormalization";
+    if (onnx_opset >= 17) {
+      ln.n.since_version = 17;
+    } else {
+      ln.n.domain = std::string(contrib_domain);
+      ln.n.since_version = 1;
+    }
+    ln.n.attributes.set("axis", std::int64_t{-1});
+    ln.n.attributes.set("epsilon", eps);
+    ln.inputs = {x, *gamma};
+    if (!beta.empty()) ln.inputs.push_back(beta);
+    ln.outputs = {e.nodes[last].outputs[0]};
+    for (auto k : {i, *sub_i, *sq_i, *rm2_i, *add_i, *sqrt_i, *div_i, *mul_i}) e.nodes[k].dead = true;
+    e.nodes[last] = std::move(ln);
+    rep.fusions.push_back(cat("LayerNormalization: decomposed pattern ending at ", e.nodes[last].n.name));
+    e.index();
+  }
+}
+
+void fuse_skip_layer_norm(egraph& e, optimization_report& rep) {
+  for (std::size_t i = 0; i < e.nodes.size(); ++i) {
+    auto& ln = e.nodes[i];
+    if (ln.dead || ln.n.op_type != "LayerNormalization" || ln.inputs.size() < 2 || ln.outputs.size() != 1) continue;
+    if (!(is_onnx(ln.n) || ln.n.domain == contrib_domain)) continue;
+    const auto* ax = ln.n.attributes.find("axis");
+    if (ax && (!std::holds_alternative<std::int64_t>(ax->value) || std::get<std::int64_t>(ax->value) != -1)) {
+      const type_info* t = e.type_of(ln.inputs[0]);
+      if (!(ax && std::holds_alternative<std::int64_t>(ax->value) && t && t->dims &&
+            std::get<std::int64_t>(ax->value) == static_cast<std::int64_t>(t->dims->rank()) - 1))
+        continue;
+    }
+    const std::string x = ln.inputs[0];
+    const auto ai = e.producer_index(x);
+    if (!ai || !is_op(e.nodes[*ai], "Add") || e.implicit.count(x)) continue;
+    const auto& add = e.nodes[*ai];
+    if (add.inputs.size() != 2 || e.constant(add.inputs[0]) || e.constant(add.inputs[1])) continue;
+    // Both operands the sum's shape when shape inference knows them; when it does not, the kernel takes the larger
+    // operand as the input and checks that the other broadcasts over its rows.
+    if (!may_be_equal(e.type_of(add.inputs[0]), e.type_of(add.inputs[1]))) continue;
+    std::string a = add.inputs[0], b = add.inputs[1], bias;
+    // A bias added to either operand just before (Linear's Add(bias, MatMul)) joins too.
+    for (int side = 0; side < 2 && bias.empty(); ++side) {
+      const std::string& v = side == 0 ? a : b;
+      const auto pi = e.producer_index(v);
+      if (!pi || !is_op(e.nodes[*pi], "Add") || !e.sole_consumer(v)) continue;
+      const auto& pa = e.nodes[*pi];
+      for (int k = 0; k < 2; ++k) {
+        const tensor* t = e.constant(pa.inputs[static_cast<std::size_t>(k)]);
+        const tensor* g = e.constant(ln.inputs[1]);
+        if (t && t->type() == element_type::float32 && t->rank() == 1 && g && g->element_count() == t->element_count()) {
+          bias = pa.inputs[static_cast<std::size_t>(k)];
+          const std::string rest = pa.inputs[static_cast<std::size_t>(1 - k)];
+          e.nodes[*pi].dead = true;
+          (side == 0 ? a : b) = rest;
+          break;
+        }
+      }
+    }
+    enode s;
+    s.n.name = ln.n.name;
+    s.n.op_type = "SkipLayerNormalization";
+    s.n.domain = std::string(contrib_domain);
+    s.n.since_version = 1;
+    float eps = 1e-5f;
+    if (const auto* ea = ln.n.attributes.find("epsilon"); ea && std::holds_alternative<float>(ea->value)) eps = std::get<float>(ea->value);
+    s.n.attributes.set("epsilon", eps);
+    s.inputs = {a, b, ln.inputs[1], ln.inputs.size() > 2 ? ln.inputs[2] : std::string()};
+    if (!bias.empty()) s.inputs.push_back(bias);
+    // The sum stays available (pre-LN transformers use it again) as output 3.
+    const bool sum_used = e.uses(x) > 1;
+    s.outputs = {ln.outputs[0], std::string(), std::string(), sum_used ? x : std::string()};
+    while (!s.outputs.empty() && s.outputs.back().empty()) s.outputs.pop_back();
+    e.nodes[*ai].dead = true;
+    rep.fusions.push_back(cat("SkipLayerNormalization: ", add.n.name, " + ", ln.n.name, bias.empty() ? "" : " (+ bias)"));
+    ln = std::move(s);
+    e.index();
+  }
+}
+
+// MatMul(A [M,K], B const [K,N]) -> Add(bias const [N])  ==>  Gemm   (2-D A only, as ONNX Runtime's MatMulAddFusion).
+void fuse_matmul_add(egraph& e, optimization_report& rep) {
+  for (std::size_t i = 0; i < e.nodes.size(); ++i) {
+    auto& mm = e.nodes[i];
+    if (!is_op(mm, "MatMul") || mm.inputs.size() != 2) continue;
+    const type_info* at = e.type_of(mm.inputs[0]);
+    const tensor* b = e.constant(mm.inputs[1]);
+    if (at == nullptr || !at->is_tensor() || at->elem != element_type::float32 || !at->dims || at->dims->rank() != 2 ||
+        b == nullptr || b->rank() != 2 || b->type() != element_type::float32)
+      continue;
+    const auto ai = e.sole_consumer(mm.outputs[0]);
+    if (!ai || !is_op(e.nodes[*ai], "Add")) continue;
+    const auto bias = other_input(e.nodes[*ai], mm.outputs[0]);
+    const tensor* bt = bias ? e.constant(*bias) : nullptr;
+    if (bt == nullptr || bt->type() != element_type::float32 || bt->rank() != 1 || bt->sizes()[0] != b->sizes()[1]) continue;
+    enode g;
+    g.n.name = mm.n.name;
+    g.n.op_type = "Gemm";
+    g.n.since_version = 13;
+    g.inputs = {mm.inputs[0], mm.inputs[1], *bias};
+    g.outputs = {e.nodes[*ai].outputs[0]};
+    rep.fusions.push_back(cat("Gemm: ", mm.n.name, " + ", e.nodes[*ai].n.name));
+    mm.dead = true;
+    e.nodes[*ai] = std::move(g);
+    e.index();
+  }
+}
+
+
+}  // namespace epstack::opt
