@@ -2,6 +2,9 @@
 // valid, with the output dims computed here (so the next operation can be chosen); the ONNX checker and shape
 // inference still see every graph when a session loads it, and a graph both stacks refuse is counted as invalid
 // (a generator fault), never as a finding.
+//
+// Over 700 lines on purpose: one generator whose operation emitters share the shape bookkeeping and the random
+// stream; split, its choices would be harder to follow from one seed.
 #include "graph_fuzz.hpp"
 
 #include <epstack/testing/model_zoo.hpp>

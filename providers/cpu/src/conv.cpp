@@ -5,6 +5,9 @@
 // is im2col + matrix product. Large outputs are cut into column tiles computed independently on the intra-op
 // threads (im2col of the tile, product, then bias/residual/activation while the tile is in cache); small ones run one
 // product split across the threads.
+//
+// Over 700 lines on purpose: the three algorithms, their tiling and the fused epilogue are one kernel's choices and
+// share its geometry and packed weights (Winograd's transforms live in winograd.cpp).
 #include "gemm.hpp"
 #include "kernel_util.hpp"
 #include "sgemm.hpp"

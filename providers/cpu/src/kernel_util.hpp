@@ -45,6 +45,9 @@ inline bool is_integer(element_type e) {
 }
 /// float or double: the element types of kernels that compute in floating point only at those precisions.
 inline bool f32_or_f64(element_type e) { return e == element_type::float32 || e == element_type::float64; }
+/// The 16-bit floating-point types (float16, bfloat16), which kernels compute in float.
+template <class T>
+inline constexpr bool is_half_v = std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>;
 /// True when every present input of the node has element type `e`.
 inline bool all_inputs(const graph& g, node_id n, element_type e) {
   const auto& nd = g.node(n);
@@ -62,6 +65,11 @@ struct type_tag {
 template <class... Ts, class F>
 bool dispatch(element_type e, F&& f) {
   return ((element_type_of_v<Ts> == e ? (f(type_tag<Ts>{}), true) : false) || ...);
+}
+/// dispatch over float and double.
+template <class F>
+bool float_dispatch(element_type e, F&& f) {
+  return dispatch<float, double>(e, std::forward<F>(f));
 }
 /// The numeric types most kernels handle.
 #define EPSTACK_NUMERIC_TYPES float, double, std::int32_t, std::int64_t, std::int8_t, std::uint8_t, std::int16_t, \
@@ -204,6 +212,8 @@ inline int q_at(const tensor& t, std::size_t i) {
   return t.type() == element_type::uint8 ? static_cast<int>(t.typed<std::uint8_t>()[i]) : static_cast<int>(t.typed<std::int8_t>()[i]);
 }
 
+/// invalid_argument with the message `msg`.
+inline Status invalid(std::string msg) { return Status(errc::invalid_argument, std::move(msg)); }
 /// invalid_argument "Op: what", the run-time error of a kernel given inputs it cannot take.
 inline Status op_error(std::string_view op, std::string_view what) {
   return Status(errc::invalid_argument, cat(op, ": ", what));

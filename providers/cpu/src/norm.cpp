@@ -1,5 +1,5 @@
 // Normalisation kernels: BatchNormalization (inference and training mode), LayerNormalization (opset 17 and the com.microsoft contrib
-// op), the contrib SkipLayerNormalization, Softmax and LogSoftmax.
+// op), the contrib SkipLayerNormalization, InstanceNormalization, LRN, Softmax and LogSoftmax.
 //
 // Every kernel works on contiguous rows where it can (LayerNorm over its normalised dims, Softmax over the last axis):
 // rows go to the intra-op threads, and each row is reduced with several independent accumulators so that the
@@ -575,6 +575,74 @@ Result<compute_function> skip_layer_normalization::compile(const graph& g, node_
     using T = typename decltype(tt)::type;
     using U = typename decltype(tu)::type;
     return make_fn("SkipLayerNormalization", [p](compute_context& ctx) { return skip_layer_norm_compute<T, U>(p, ctx); });
+  });
+}
+
+// ---- InstanceNormalization: per (n, c), over the spatial dims: scale * (x - mean) / sqrt(var + epsilon) + B ----
+bool instance_normalization::supports(const graph& g, node_id n) { return f32_or_f64(in_type(g, n, 0)); }
+Result<compute_function> instance_normalization::compile(const graph& g, node_id n) {
+  const double eps = attr_f(g.node(n), "epsilon", 1e-5f);
+  return make_fn("InstanceNormalization", [eps](compute_context& ctx) -> Status {
+    const tensor& x = ctx.input(0);
+    if (x.rank() < 2) return op_error("InstanceNormalization", "the input needs rank 2 or more");
+    const std::int64_t N = x.sizes()[0], C = x.sizes()[1], S = product(x.sizes(), 2);
+    if (static_cast<std::int64_t>(ctx.input(1).element_count()) != C || static_cast<std::int64_t>(ctx.input(2).element_count()) != C)
+      return op_error("InstanceNormalization", "scale and B must have one value per channel");
+    tensor& y = ctx.allocate_output(0, x.type(), x.sizes());
+    float_dispatch(x.type(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* in = x.typed<T>();
+      const T* sc = ctx.input(1).typed<T>();
+      const T* b = ctx.input(2).typed<T>();
+      T* out = y.typed<T>();
+      parallel_items(ctx, static_cast<std::size_t>(N * C), static_cast<std::size_t>(S), [&](std::size_t r0, std::size_t r1) {
+        for (std::size_t r = r0; r < r1; ++r) {
+          const T* p = in + r * static_cast<std::size_t>(S);
+          double mean = 0, var = 0;
+          for (std::int64_t i = 0; i < S; ++i) mean += p[i];
+          mean /= static_cast<double>(std::max<std::int64_t>(S, 1));
+          for (std::int64_t i = 0; i < S; ++i) var += (p[i] - mean) * (p[i] - mean);
+          var /= static_cast<double>(std::max<std::int64_t>(S, 1));
+          const std::size_t c = r % static_cast<std::size_t>(C);
+          const double k = sc[c] / std::sqrt(var + eps);
+          for (std::int64_t i = 0; i < S; ++i) out[r * static_cast<std::size_t>(S) + static_cast<std::size_t>(i)] = static_cast<T>((p[i] - mean) * k + b[c]);
+        }
+      });
+    });
+    return {};
+  });
+}
+
+// ---- LRN: x / (bias + alpha / size * sum of squares over the channel window)^beta ----
+bool lrn::supports(const graph& g, node_id n) { return f32_or_f64(in_type(g, n, 0)) && has_attr(g.node(n), "size"); }
+Result<compute_function> lrn::compile(const graph& g, node_id n) {
+  const auto& nd = g.node(n);
+  const double alpha = attr_f(nd, "alpha", 1e-4f), beta = attr_f(nd, "beta", 0.75f), bias = attr_f(nd, "bias", 1.0f);
+  const std::int64_t size = attr_i(nd, "size", 0);
+  if (size < 1) return Status(errc::invalid_graph, "LRN: size must be positive");
+  return make_fn("LRN", [=](compute_context& ctx) -> Status {
+    const tensor& x = ctx.input(0);
+    if (x.rank() < 2) return op_error("LRN", "the input needs rank 2 or more");
+    const std::int64_t N = x.sizes()[0], C = x.sizes()[1], S = product(x.sizes(), 2);
+    const std::int64_t lo = (size - 1) / 2, hi = size - 1 - lo;
+    tensor& y = ctx.allocate_output(0, x.type(), x.sizes());
+    float_dispatch(x.type(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* in = x.typed<T>();
+      T* out = y.typed<T>();
+      for (std::int64_t nn = 0; nn < N; ++nn)
+        for (std::int64_t c = 0; c < C; ++c)
+          for (std::int64_t s = 0; s < S; ++s) {
+            double sum = 0;
+            for (std::int64_t k = std::max<std::int64_t>(0, c - lo); k <= std::min(C - 1, c + hi); ++k) {
+              const double v = in[(nn * C + k) * S + s];
+              sum += v * v;
+            }
+            const std::int64_t at = (nn * C + c) * S + s;
+            out[at] = static_cast<T>(in[at] / std::pow(bias + alpha / static_cast<double>(size) * sum, beta));
+          }
+    });
+    return {};
   });
 }
 

@@ -1,4 +1,4 @@
-// Pooling: MaxPool (with the optional Indices output), AveragePool, GlobalAveragePool and GlobalMaxPool.
+// Pooling: MaxPool (with the optional Indices output), AveragePool, GlobalAveragePool, GlobalMaxPool and MaxUnpool.
 //
 // Layout NCHW with any number of spatial dims. The window of every output position along each spatial dim is worked
 // out once per call (first and last valid kernel taps, taps inside the padded extent); planes (one image and channel)
@@ -9,6 +9,8 @@
 namespace epstack::cpu {
 namespace impl {
 namespace {
+
+using dims = std::vector<std::int64_t>;
 
 struct pool_attrs {
   std::string auto_pad = "NOTSET";
@@ -440,6 +442,50 @@ bool global_max_pool::supports(const graph& g, node_id n) { return f32_or_f64(in
 Result<compute_function> global_max_pool::compile(const graph& g, node_id n) {
   if (in_type(g, n, 0) == element_type::float32) return make_fn("GlobalMaxPool", global_pool_compute<float, true>);
   return make_fn("GlobalMaxPool", global_pool_compute<double, true>);
+}
+
+// ---- MaxUnpool: zeros, with each value of X at its index (flat over the whole output) ----
+bool max_unpool::supports(const graph& g, node_id n) { return f32_or_f64(in_type(g, n, 0)) && has_attr(g.node(n), "kernel_shape"); }
+Result<compute_function> max_unpool::compile(const graph& g, node_id n) {
+  const auto& nd = g.node(n);
+  const auto kernel = attr_ints(nd, "kernel_shape");
+  const auto strides_attr = attr_ints(nd, "strides"), pads_attr = attr_ints(nd, "pads");
+  return make_fn("MaxUnpool", [=](compute_context& ctx) -> Status {
+    const tensor& x = ctx.input(0);
+    const auto idx = to_int64s(ctx.input(1));
+    const std::size_t sp = kernel.size();
+    if (x.rank() != sp + 2 || idx.size() != x.element_count()) return op_error("MaxUnpool", "X, I and kernel_shape do not agree");
+    // The indices (MaxPool's) are flat over the default output shape; a larger output_shape keeps each value at the
+    // same coordinates (the reference's reading, not ONNX Runtime's).
+    dims def(x.sizes().begin(), x.sizes().end());
+    for (std::size_t d = 0; d < sp; ++d) {
+      const std::int64_t s = d < strides_attr.size() ? strides_attr[d] : 1;
+      const std::int64_t pb = d < pads_attr.size() ? pads_attr[d] : 0, pe = d + sp < pads_attr.size() ? pads_attr[d + sp] : 0;
+      def[d + 2] = (x.sizes()[d + 2] - 1) * s - pb - pe + kernel[d];
+    }
+    dims out = def;
+    if (ctx.has_input(2) && !ctx.input(2).empty()) {
+      out = to_int64s(ctx.input(2));
+      if (out.size() != x.rank()) return op_error("MaxUnpool", "output_shape has the wrong rank");
+      for (std::size_t d = 0; d < out.size(); ++d)
+        if (out[d] < def[d]) return op_error("MaxUnpool", "output_shape is smaller than the unpooled shape");
+    }
+    tensor& y = ctx.allocate_output(0, x.type(), out);
+    std::memset(y.mutable_data(), 0, y.byte_size());
+    const std::int64_t total = product(def);
+    const std::size_t es = element_size(x.type());
+    for (std::size_t i = 0; i < idx.size(); ++i) {
+      if (idx[i] < 0 || idx[i] >= total) return op_error("MaxUnpool", cat("index ", std::to_string(idx[i]), " is outside the output"));
+      std::int64_t rest = idx[i], flat = 0, stride = 1;
+      for (std::size_t d = def.size(); d-- > 0;) {
+        flat += (rest % def[d]) * stride;
+        rest /= def[d];
+        stride *= out[d];
+      }
+      std::memcpy(y.mutable_data() + static_cast<std::size_t>(flat) * es, x.data() + i * es, es);
+    }
+    return {};
+  });
 }
 
 }  // namespace ops

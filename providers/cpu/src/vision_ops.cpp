@@ -1,4 +1,4 @@
-// Quantized convolutions (ConvInteger, QLinearConv) and RoiAlign.
+// Quantized convolutions (ConvInteger, QLinearConv), RoiAlign and GridSample.
 #include "kernel_util.hpp"
 
 namespace epstack::cpu {
@@ -162,6 +162,28 @@ roi_sample sample_at(double y, double x, std::int64_t H, std::int64_t W) {
   s.w1 = hy * hx, s.w2 = hy * lx, s.w3 = ly * hx, s.w4 = ly * lx;
   return s;
 }
+
+// GridSample: coordinates through the padding mode, and the bicubic weights.
+double reflect_coord(double x, double twice_low, double twice_high) {
+  if (twice_low == twice_high) return 0;
+  const double lo = twice_low / 2, span = (twice_high - twice_low) / 2;
+  x = std::fabs(x - lo);
+  const double extra = std::fmod(x, span);
+  const auto flips = static_cast<std::int64_t>(std::floor(x / span));
+  return flips % 2 == 0 ? extra + lo : span - extra + lo;
+}
+enum class grid_pad { zeros, border, reflection };
+double pad_coord(double x, std::int64_t size, grid_pad pad, bool align) {
+  const double hi = static_cast<double>(size - 1);
+  if (pad == grid_pad::border) return std::min(std::max(x, 0.0), hi);
+  if (pad == grid_pad::reflection) {
+    x = align ? reflect_coord(x, 0, 2 * hi) : reflect_coord(x, -1, 2 * static_cast<double>(size) - 1);
+    return std::min(std::max(x, 0.0), hi);
+  }
+  return x;
+}
+double cubic1(double x, double a) { return ((a + 2) * x - (a + 3)) * x * x + 1; }
+double cubic2(double x, double a) { return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a; }
 
 }  // namespace
 }  // namespace impl
@@ -333,6 +355,75 @@ Result<compute_function> roi_align::compile(const graph& g, node_id n) {
             }
         }
       });
+    });
+    return {};
+  });
+}
+
+// ---- GridSample (opset 16): X [N, C, H, W] sampled at grid [N, Ho, Wo, 2] of (x, y) in [-1, 1]; nearest, bilinear or
+// bicubic; zeros, border or reflection padding; PyTorch's grid_sample, which ONNX's reference reproduces ----
+bool grid_sample::supports(const graph& g, node_id n) {
+  const auto& nd = g.node(n);
+  const auto mode = attr_s(nd, "mode", "bilinear"), pad = attr_s(nd, "padding_mode", "zeros");
+  return f32_or_f64(in_type(g, n, 0)) && (mode == "bilinear" || mode == "nearest" || mode == "bicubic") &&
+         (pad == "zeros" || pad == "border" || pad == "reflection");
+}
+Result<compute_function> grid_sample::compile(const graph& g, node_id n) {
+  const auto& nd = g.node(n);
+  const std::string mode = attr_s(nd, "mode", "bilinear"), pad_s = attr_s(nd, "padding_mode", "zeros");
+  const bool align = attr_i(nd, "align_corners", 0) != 0;
+  const grid_pad pad = pad_s == "border" ? grid_pad::border : pad_s == "reflection" ? grid_pad::reflection : grid_pad::zeros;
+  return make_fn("GridSample", [=](compute_context& ctx) -> Status {
+    const tensor& x = ctx.input(0);
+    const tensor& grid = ctx.input(1);
+    if (x.rank() != 4 || grid.rank() != 4 || grid.sizes()[3] != 2 || grid.sizes()[0] != x.sizes()[0] || grid.type() != x.type())
+      return op_error("GridSample", "X must be [N, C, H, W] and grid [N, Ho, Wo, 2] of the same type");
+    const std::int64_t N = x.sizes()[0], C = x.sizes()[1], H = x.sizes()[2], W = x.sizes()[3], Ho = grid.sizes()[1], Wo = grid.sizes()[2];
+    tensor& y = ctx.allocate_output(0, x.type(), {N, C, Ho, Wo});
+    float_dispatch(x.type(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* px = x.typed<T>();
+      const T* pg = grid.typed<T>();
+      T* py = y.typed<T>();
+      const auto unnorm = [&](double c, std::int64_t size) {
+        return align ? (c + 1) / 2 * static_cast<double>(size - 1) : ((c + 1) * static_cast<double>(size) - 1) / 2;
+      };
+      for (std::int64_t nn = 0; nn < N; ++nn)
+        for (std::int64_t c = 0; c < C; ++c) {
+          const T* img = px + (nn * C + c) * H * W;
+          const auto pixel = [&](std::int64_t yy, std::int64_t xx) -> double {
+            return yy >= 0 && yy < H && xx >= 0 && xx < W ? static_cast<double>(img[yy * W + xx]) : 0.0;
+          };
+          for (std::int64_t i = 0; i < Ho; ++i)
+            for (std::int64_t j = 0; j < Wo; ++j) {
+              const T* gp = pg + ((nn * Ho + i) * Wo + j) * 2;
+              double ix = unnorm(static_cast<double>(gp[0]), W), iy = unnorm(static_cast<double>(gp[1]), H);
+              double v = 0;
+              if (mode == "bicubic") {
+                const double x0 = std::floor(ix), y0 = std::floor(iy), tx = ix - x0, ty = iy - y0;
+                const double cx[4] = {cubic2(tx + 1, -0.75), cubic1(tx, -0.75), cubic1(1 - tx, -0.75), cubic2(2 - tx, -0.75)};
+                const double cy[4] = {cubic2(ty + 1, -0.75), cubic1(ty, -0.75), cubic1(1 - ty, -0.75), cubic2(2 - ty, -0.75)};
+                for (int a = 0; a < 4; ++a)
+                  for (int b = 0; b < 4; ++b) {
+                    // Each tap goes through the padding on its own (PyTorch's get_value_bounded).
+                    const double tyc = pad_coord(y0 - 1 + a, H, pad, align), txc = pad_coord(x0 - 1 + b, W, pad, align);
+                    v += cy[a] * cx[b] * pixel(static_cast<std::int64_t>(tyc), static_cast<std::int64_t>(txc));
+                  }
+              } else {
+                ix = pad_coord(ix, W, pad, align);
+                iy = pad_coord(iy, H, pad, align);
+                if (mode == "nearest") {
+                  v = pixel(static_cast<std::int64_t>(std::nearbyint(iy)), static_cast<std::int64_t>(std::nearbyint(ix)));
+                } else {
+                  const double x0 = std::floor(ix), y0 = std::floor(iy), fx = ix - x0, fy = iy - y0;
+                  const auto X0 = static_cast<std::int64_t>(x0), Y0 = static_cast<std::int64_t>(y0);
+                  v = pixel(Y0, X0) * (1 - fx) * (1 - fy) + pixel(Y0, X0 + 1) * fx * (1 - fy) + pixel(Y0 + 1, X0) * (1 - fx) * fy +
+                      pixel(Y0 + 1, X0 + 1) * fx * fy;
+                }
+              }
+              py[((nn * C + c) * Ho + i) * Wo + j] = static_cast<T>(v);
+            }
+        }
     });
     return {};
   });

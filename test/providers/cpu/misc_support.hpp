@@ -35,7 +35,7 @@ inline tensor empty_tensor() {
   return tensor(element_type_of_v<T>, d);
 }
 template <class T>
-std::vector<T> values_of(const tensor& t) {
+inline std::vector<T> values_of(const tensor& t) {
   const T* p = t.typed<T>();
   return std::vector<T>(p, p + t.element_count());
 }

@@ -44,21 +44,21 @@ inline tensor f32(const i64s& sizes, const std::vector<float>& v) { return make<
 inline tensor i64(const i64s& sizes, const std::vector<std::int64_t>& v) { return make<std::int64_t>(sizes, v); }
 inline tensor i64v(const std::vector<std::int64_t>& v) { return i64({static_cast<std::int64_t>(v.size())}, v); }
 inline tensor strs(const i64s& sizes, const std::vector<std::string>& v) { return make<std::string>(sizes, v); }
-kernel_input in(tensor t) { return {std::move(t), false}; }
-kernel_input cst(tensor t) { return {std::move(t), true}; }
-kernel_input none() { return {}; }
+inline kernel_input in(tensor t) { return {std::move(t), false}; }
+inline kernel_input cst(tensor t) { return {std::move(t), true}; }
+inline kernel_input none() { return {}; }
 
-std::vector<float> iota_f(std::size_t n, float from = 0) {
+inline std::vector<float> iota_f(std::size_t n, float from = 0) {
   std::vector<float> v(n);
   std::iota(v.begin(), v.end(), from);
   return v;
 }
 template <class T>
-std::vector<T> values_of(const tensor& t) {
+inline std::vector<T> values_of(const tensor& t) {
   const T* p = t.typed<T>();
   return std::vector<T>(p, p + t.element_count());
 }
-i64s sizes_of(const tensor& t) { return i64s(t.sizes().begin(), t.sizes().end()); }
+inline i64s sizes_of(const tensor& t) { return i64s(t.sizes().begin(), t.sizes().end()); }
 
 // Exact floating-point values, infinities included (check_tensor's tolerance test is NaN for them); NaN matches NaN.
 template <class T>
@@ -83,7 +83,7 @@ inline void expect_error(const kernel_node& kn, const std::vector<kernel_input>&
 }
 
 // Transposes `x` by `perm` the slow, obvious way (float data).
-std::vector<float> naive_transpose(const std::vector<float>& x, const i64s& dims, const i64s& perm) {
+inline std::vector<float> naive_transpose(const std::vector<float>& x, const i64s& dims, const i64s& perm) {
   const std::size_t r = dims.size();
   i64s out(r), in_strides(r, 1);
   for (std::size_t i = r; i-- > 1;) in_strides[i - 1] = in_strides[i] * dims[i];
