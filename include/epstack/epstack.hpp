@@ -17,6 +17,7 @@
 #include <epstack/ir/attribute.hpp>
 #include <epstack/ir/graph.hpp>
 #include <epstack/ir/graph_view.hpp>
+#include <epstack/ir/graph_algorithms.hpp>
 #include <epstack/ir/model.hpp>
 // onnx: models in and out.
 #include <epstack/onnx/onnx_io.hpp>

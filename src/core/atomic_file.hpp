@@ -1,6 +1,6 @@
 #pragma once
 // A file written under a temporary name in its destination folder and renamed over the destination on commit(), so a
-// crash never leaves a partial file behind; removed if never committed. Shared by epstack::onnx_io's writers.
+// crash never leaves a partial file behind; removed if never committed. Shared by the writers of epstack::onnx (models) and epstack::provider (context binaries).
 #include <epstack/core/errors.hpp>
 
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-// Proto <-> IR conversions for epstack::onnx_io.
+// Proto <-> IR conversions for epstack::onnx.
 #include "onnx_convert.hpp"
 
 #include <epstack/core/path_rules.hpp>

@@ -1,5 +1,5 @@
 #pragma once
-// Conversions between onnx's protobuf classes and epstack's IR. Private to the epstack::onnx_io library.
+// Conversions between onnx's protobuf classes and epstack's IR. Private to the epstack::onnx library.
 
 #include <epstack/core/errors.hpp>
 #include <epstack/core/mapped_file.hpp>

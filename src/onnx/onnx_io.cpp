@@ -1,4 +1,4 @@
-// ONNX model load and save for epstack::onnx_io.
+// ONNX model load and save for epstack::onnx.
 // onnx's headers come first: <sys/mman.h> (through mapped_file.hpp) defines MAP_TYPE, a name onnx's parser.h uses.
 #include <onnx/checker.h>
 #include <onnx/defs/function.h>

@@ -3,7 +3,7 @@
 // initializers that is the whole model, copied once more. Before parsing, the serialized ModelProto is rewritten
 // (re-encoding only the lengths of the enclosing messages) so that each large initializer of the main graph becomes
 // EXTERNAL data pointing at its own bytes inside the model file; the loader then maps those bytes, as it maps any
-// external data. Private to the epstack::onnx_io library.
+// external data. Private to the epstack::onnx library.
 #include <cstddef>
 #include <optional>
 #include <span>

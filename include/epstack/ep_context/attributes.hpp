@@ -1,5 +1,5 @@
 #pragma once
-/// @file ep_context_attributes.hpp
+/// @file attributes.hpp
 /// @brief The attribute set of the `com.microsoft` `EPContext` node (EP context design, "EPContext Op Schema"),
 /// read and written through `attribute_schema`.
 

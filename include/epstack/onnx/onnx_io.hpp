@@ -2,7 +2,7 @@
 /// @file onnx_io.hpp
 /// @brief ONNX models in and out: from a path or a memory buffer into the IR (checked by the onnx checker and shape
 /// inference), external data memory-mapped, and saved with initializers embedded or external. Compiled once in the
-/// `epstack::onnx_io` library; this header does not include protobuf or onnx.
+/// `epstack::onnx` library; this header does not include protobuf or onnx.
 
 #include <epstack/core/errors.hpp>
 #include <epstack/core/ivalue.hpp>

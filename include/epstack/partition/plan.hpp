@@ -1,5 +1,5 @@
 #pragma once
-/// @file partition_plan.hpp
+/// @file plan.hpp
 /// @brief The result of partitioning, for users to read: per node, the provider and partition that took it; per
 /// provider, its partitions; the nodes that fell back to the CPU provider and why; the groups that were refused or
 /// split. Printed as a table (`to_table`) or drawn as Graphviz DOT (`to_dot`).

@@ -1,5 +1,5 @@
 #pragma once
-/// @file ep_context_binary.hpp
+/// @file context_binary.hpp
 /// @brief The EP context binary: what a provider compiled (one or more graphs, each with the provider's own payload)
 /// and the tensors those graphs use, each stored once by content, in a file (`[model]_[ep].bin`, EPContext
 /// `embed_mode` 0) or inside an EPContext node (`embed_mode` 1). Everything in it is untrusted when read back, and
