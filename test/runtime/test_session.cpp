@@ -2,6 +2,7 @@
 #include <epstack/providers/cpu.hpp>
 #include <epstack/runtime/session.hpp>
 
+#include "../support/compare.hpp"
 #include "../support/graphs.hpp"
 #include "../support/temp_dir.hpp"
 #include "../support/test_providers.hpp"
@@ -53,7 +54,9 @@ std::vector<double> reference_mlp(const model& m, const tensor& x) {
 void check_close(const tensor& got, const std::vector<double>& want, double atol = 1e-4, double rtol = 1e-4) {
   REQUIRE(got.element_count() == want.size());
   const auto v = got.view<float>();
-  for (std::size_t i = 0; i < want.size(); ++i) CHECK(std::fabs(v[i] - want[i]) <= atol + rtol * std::fabs(want[i]));
+  const auto c = test::compare_values([&](std::size_t i) { return v[i]; }, [&](std::size_t i) { return want[i]; },
+                                      want.size(), atol, rtol);
+  CHECK_MESSAGE(c.ok(), c.message());
 }
 
 using cpu_session = session<cpu_provider>;

@@ -5,6 +5,7 @@
 #include <epstack/providers/dnnl.hpp>
 #include <epstack/runtime/session.hpp>
 
+#include "../../support/compare.hpp"
 #include "../../support/graphs.hpp"
 #include "../../support/test_values.hpp"
 
@@ -45,14 +46,12 @@ std::vector<std::string> dnnl_nodes(const dnnl_session& s) {
 void check_values(const tensor& got, const std::vector<double>& want, double tol = 1e-4) {
   REQUIRE(got.type() == element_type::float32);
   REQUIRE(got.element_count() == want.size());
-  std::size_t bad = 0;
-  std::string first;
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    const double g = got.typed<float>()[i];
-    if (!(std::fabs(g - want[i]) <= tol * (1.0 + std::fabs(want[i]))) && bad++ < 3)
-      first += " [" + std::to_string(i) + "] " + std::to_string(g) + " (want " + std::to_string(want[i]) + ")";
-  }
-  CHECK_MESSAGE(bad == 0, bad, " of ", want.size(), " values differ:", first);
+  const float* g = got.typed<float>();
+  const auto c = test::compare_values([&](std::size_t i) { return g[i]; }, [&](std::size_t i) { return want[i]; },
+                                      want.size(), tol, tol);
+  CHECK_MESSAGE(c.ok(), c.message(), c.ok() ? "" : " at [" + std::to_string(c.first_bad) + "]: " +
+                                                      std::to_string(g[c.first_bad]) + " (want " +
+                                                      std::to_string(want[c.first_bad]) + ")");
 }
 
 }  // namespace
