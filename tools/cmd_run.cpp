@@ -63,9 +63,10 @@ int run_with(const args& a, const std::string& model_path) {
   std::vector<named_value> feeds;
   if (auto dir = a.get("--input-dir")) {
     for (std::size_t k = 0; k < s->inputs().size(); ++k) {
-      auto t = load_tensor(fs::path(*dir) / ("input_" + std::to_string(k) + ".pb"));
-      if (!t) return fail(t.status());
-      feeds.push_back({s->inputs()[k].name, std::move(*t)});
+      // Every value kind the test runner reads: TensorProto, SequenceProto, OptionalProto, by the input's type.
+      auto v = load_value(fs::path(*dir) / ("input_" + std::to_string(k) + ".pb"), s->inputs()[k].type);
+      if (!v) return fail(v.status());
+      feeds.push_back({s->inputs()[k].name, std::move(*v)});
     }
   } else {
     auto rule = input_rule_from(a);
@@ -120,9 +121,8 @@ int run_with(const args& a, const std::string& model_path) {
     std::error_code ec;
     fs::create_directories(*dir, ec);
     for (std::size_t k = 0; k < out->size(); ++k) {
-      if (!(*out)[k].is_tensor()) return fail(Status(errc::not_implemented, "output " + std::to_string(k) + " is not a tensor"));
       const auto path = fs::path(*dir) / ("output_" + std::to_string(k) + ".pb");
-      if (auto st = save_tensor((*out)[k].as_tensor(), path); !st) return fail(st);
+      if (auto st = save_value((*out)[k], s->outputs()[k].type, path); !st) return fail(st);
     }
     std::cout << "wrote " << out->size() << " outputs to " << *dir << "\n";
   }

@@ -508,6 +508,68 @@ Status save_tensor(const tensor& t, const fs::path& path) {
 }
 
 namespace {
+Status sequence_to_proto(const tensor_sequence& seq, onnx::SequenceProto& sp, const std::string& label) {
+  sp.set_elem_type(onnx::SequenceProto::TENSOR);
+  for (std::size_t i = 0; i < seq.items.size(); ++i)
+    EPSTACK_RETURN_IF_ERROR(detail::tensor_to_proto(seq.items[i], *sp.add_tensor_values(), {})
+                                .with_context(label + " item " + std::to_string(i)));
+  return {};
+}
+}  // namespace
+
+Result<std::string> serialize_value(const ivalue& v, const type_info& type, const std::string& label) {
+  std::string bytes;
+  const auto kind_error = [&](const char* want) {
+    return Status(errc::invalid_argument, label + ": the type is " + want + ", the value is " + v.kind_name());
+  };
+  switch (type.kind) {
+    case type_kind::undefined:
+    case type_kind::tensor: {
+      if (!v.is_tensor()) return kind_error("a tensor");
+      onnx::TensorProto tp;
+      EPSTACK_RETURN_IF_ERROR(detail::tensor_to_proto(v.as_tensor(), tp, {}).with_context(label));
+      if (!tp.SerializeToString(&bytes)) return Status(errc::fail, label + ": cannot serialize");
+      return bytes;
+    }
+    case type_kind::sequence: {
+      if (!v.is_sequence()) return kind_error("a sequence");
+      onnx::SequenceProto sp;
+      sp.set_name(label);
+      EPSTACK_RETURN_IF_ERROR(sequence_to_proto(v.as_sequence(), sp, label));
+      if (!sp.SerializeToString(&bytes)) return Status(errc::fail, label + ": cannot serialize");
+      return bytes;
+    }
+    case type_kind::optional: {
+      onnx::OptionalProto op;
+      op.set_name(label);
+      const type_info* inner = type.inner.empty() ? nullptr : &type.inner.front();
+      const bool of_sequence = inner != nullptr && inner->kind == type_kind::sequence;
+      op.set_elem_type(of_sequence ? onnx::OptionalProto::SEQUENCE : onnx::OptionalProto::TENSOR);
+      if (v.is_tensor()) {
+        if (of_sequence) return kind_error("an optional sequence");
+        EPSTACK_RETURN_IF_ERROR(detail::tensor_to_proto(v.as_tensor(), *op.mutable_tensor_value(), {}).with_context(label));
+      } else if (v.is_sequence()) {
+        if (inner != nullptr && !of_sequence) return kind_error("an optional tensor");
+        op.set_elem_type(onnx::OptionalProto::SEQUENCE);
+        EPSTACK_RETURN_IF_ERROR(sequence_to_proto(v.as_sequence(), *op.mutable_sequence_value(), label));
+      }
+      if (!op.SerializeToString(&bytes)) return Status(errc::fail, label + ": cannot serialize");
+      return bytes;
+    }
+    default:
+      return Status(errc::not_implemented, label + ": values of this type (maps, sparse tensors) are not supported");
+  }
+}
+
+Status save_value(const ivalue& v, const type_info& type, const fs::path& path) {
+  EPSTACK_ASSIGN_OR_RETURN(auto bytes, serialize_value(v, type, path.string()));
+  atomic_file out(path);
+  if (!out.ok()) return out.status();
+  out.write(bytes.data(), bytes.size());
+  return out.commit();
+}
+
+namespace {
 
 /// Renames the free names of subgraph `sg` (those neither it nor an enclosing subgraph defines) by `names`: onnx's
 /// FunctionExpandHelper renames a function body's top-level nodes only, so a Loop or If body inside the function

@@ -193,6 +193,43 @@ TEST_CASE("load a model from a path and from a buffer") {
   }
 }
 
+TEST_CASE("values round-trip through serialize_value and parse_value: tensors, sequences, optionals") {
+  const auto f2 = type_info::tensor_of(element_type::float32, shape{2});
+  const auto seq_t = type_info::sequence_of(f2);
+  const auto opt_t = type_info::optional_of(f2);
+  const auto opt_seq_t = type_info::optional_of(seq_t);
+  const tensor x = tensor::from<float>({2}, {1.5f, -2});
+  tensor_sequence seq;
+  seq.elem = element_type::float32;
+  seq.items = {x, tensor::from<float>({2}, {3, 4})};
+  const auto round = [](const ivalue& v, const type_info& t) -> Result<ivalue> {
+    EPSTACK_ASSIGN_OR_RETURN(auto bytes, serialize_value(v, t, "v"));
+    return parse_value(std::as_bytes(std::span<const char>(bytes.data(), bytes.size())), t, "v");
+  };
+  auto a = round(x, f2);
+  REQUIRE(a.has_value());
+  CHECK(a->as_tensor().same_content(x));
+  auto b = round(ivalue(seq), seq_t);
+  REQUIRE(b.has_value());
+  REQUIRE(b->as_sequence().items.size() == 2);
+  CHECK(b->as_sequence().items[1].same_content(seq.items[1]));
+  auto c = round(x, opt_t);
+  REQUIRE(c.has_value());
+  CHECK(c->as_tensor().same_content(x));
+  auto d = round(ivalue(), opt_t);  // an empty optional
+  REQUIRE(d.has_value());
+  CHECK(d->is_none());
+  auto e = round(ivalue(seq), opt_seq_t);
+  REQUIRE(e.has_value());
+  CHECK(e->as_sequence().items.size() == 2);
+  // The value must be of the type's kind.
+  auto bad = serialize_value(x, seq_t, "out");
+  REQUIRE_FALSE(bad.has_value());
+  CHECK(bad.code() == errc::invalid_argument);
+  CHECK(bad.status().message() == "out: the type is a sequence, the value is tensor");
+  CHECK(serialize_value(ivalue(seq), opt_t, "o").code() == errc::invalid_argument);
+}
+
 TEST_CASE("shape inference types the intermediate values") {
   auto p = test::relu_model();
   auto* g = p.mutable_graph();

@@ -93,6 +93,67 @@ TEST_CASE("epstack run reads inputs from input_K.pb files") {
   CHECK(missing.out.find("input_0.pb") != std::string::npos);
 }
 
+TEST_CASE("epstack run reads and writes sequences and optionals as the test runner does") {
+  // y = ConcatFromSequence(s, axis 0); t = SequenceInsert(s, x): a sequence input, a tensor and a sequence output; and
+  // o = Optional(x) (opset 15), an optional output.
+  test::temp_dir dir;
+  model m;
+  m.opsets = {{"", 15}};
+  m.graph.set_name("seq");
+  const auto f2 = type_info::tensor_of(element_type::float32, shape{2});
+  m.graph.add_input("s", type_info::sequence_of(f2));
+  m.graph.add_input("x", f2);
+  node concat;
+  concat.name = "concat";
+  concat.op_type = "ConcatFromSequence";
+  concat.attributes.set("axis", std::int64_t{0});
+  m.graph.add_node(std::move(concat), {"s"}, {"y"});
+  node insert;
+  insert.name = "insert";
+  insert.op_type = "SequenceInsert";
+  m.graph.add_node(std::move(insert), {"s", "x"}, {"t"});
+  node opt;
+  opt.name = "opt";
+  opt.op_type = "Optional";
+  m.graph.add_node(std::move(opt), {"x"}, {"o"});
+  m.graph.add_output("y", type_info::tensor_of(element_type::float32, shape{4}));
+  m.graph.add_output("t", type_info::sequence_of(f2));
+  m.graph.add_output("o", type_info::optional_of(f2));
+  REQUIRE(save_model(m, dir / "seq.onnx").is_ok());
+  auto loaded = load_model(dir / "seq.onnx");
+  REQUIRE_MESSAGE(loaded.has_value(), loaded.status().to_string());
+  const auto& g = loaded->graph;
+
+  fs::create_directories(dir / "in");
+  tensor_sequence seq;
+  seq.elem = element_type::float32;
+  seq.items = {tensor::from<float>({2}, {1, 2}), tensor::from<float>({2}, {3, 4})};
+  REQUIRE(save_value(ivalue(seq), g.value(g.inputs()[0]).type, dir / "in" / "input_0.pb").is_ok());
+  REQUIRE(save_value(tensor::from<float>({2}, {5, 6}), f2, dir / "in" / "input_1.pb").is_ok());
+  auto r = epstack_cli("run " + (dir / "seq.onnx").string() + " --input-dir " + (dir / "in").string() + " --output-dir " +
+                       (dir / "out").string());
+  REQUIRE_MESSAGE(r.code == 0, r.out);
+  auto y = load_value(dir / "out" / "output_0.pb", g.value(g.outputs()[0]).type);
+  REQUIRE_MESSAGE(y.has_value(), y.status().to_string());
+  CHECK(y->as_tensor().same_content(tensor::from<float>({4}, {1, 2, 3, 4})));
+  auto t = load_value(dir / "out" / "output_1.pb", g.value(g.outputs()[1]).type);
+  REQUIRE_MESSAGE(t.has_value(), t.status().to_string());
+  REQUIRE(t->is_sequence());
+  REQUIRE(t->as_sequence().items.size() == 3);
+  CHECK(t->as_sequence().items[2].same_content(tensor::from<float>({2}, {5, 6})));
+  auto o = load_value(dir / "out" / "output_2.pb", g.value(g.outputs()[2]).type);
+  REQUIRE_MESSAGE(o.has_value(), o.status().to_string());
+  CHECK(o->as_tensor().same_content(tensor::from<float>({2}, {5, 6})));
+  // A file that is not a SequenceProto where the model declares a sequence is an error naming the file.
+  {
+    std::ofstream f(dir / "in" / "input_0.pb", std::ios::binary | std::ios::trunc);
+    f << "\x0a\xff\xff";  // field 1 claims a long string that is not there
+  }
+  auto bad = epstack_cli("run " + (dir / "seq.onnx").string() + " --input-dir " + (dir / "in").string());
+  CHECK(bad.code == 1);
+  CHECK(bad.out.find("input_0.pb") != std::string::npos);
+}
+
 TEST_CASE("epstack partition prints the optimisations and the plan and writes Graphviz DOT") {
   test::temp_dir dir;
   const auto model = dir / "t.onnx";

@@ -105,6 +105,12 @@ struct save_options {
 [[nodiscard]] Result<ivalue> load_value(const std::filesystem::path& path, const type_info& type);
 /// @brief Writes `t` as a serialized TensorProto (raw data; strings in string_data), atomically.
 [[nodiscard]] Status save_tensor(const tensor& t, const std::filesystem::path& path);
+/// @brief Serializes `v` as a value of type `type`, what `parse_value` reads back: a TensorProto for a tensor (and for
+/// an undefined type), a SequenceProto for a sequence, an OptionalProto for an optional (empty for none). The value
+/// must match the type's kind (invalid_argument naming `label` otherwise); not_implemented for maps and sparse tensors.
+[[nodiscard]] Result<std::string> serialize_value(const ivalue& v, const type_info& type, const std::string& label = "value");
+/// @brief `serialize_value` to a file, atomically (the backend test suite's `output_K.pb` layout).
+[[nodiscard]] Status save_value(const ivalue& v, const type_info& type, const std::filesystem::path& path);
 
 /// @brief Serializes `m` with every initializer embedded. invalid_argument when it would exceed protobuf's 2 GB.
 [[nodiscard]] Result<std::string> serialize_model(const model& m);
