@@ -11,11 +11,6 @@ namespace {
 
 using dims = std::vector<std::int64_t>;
 
-dims strides_of(std::span<const std::int64_t> s) {
-  dims st(s.size(), 1);
-  for (std::size_t i = s.size(); i-- > 1;) st[i - 1] = st[i] * s[i];
-  return st;
-}
 bool fixed_size(element_type e) { return e != element_type::string && e != element_type::undefined; }
 std::size_t esize(const tensor& t) { return element_size(t.type()); }
 

@@ -241,4 +241,17 @@ compute_function make_fn(std::string op, F&& body) {
   };
 }
 
+/// True when `e` is the element type of one of `Ts`.
+template <class... Ts>
+bool type_in(element_type e) {
+  return ((element_type_of_v<Ts> == e) || ...);
+}
+
+/// Row-major element strides of `dims`.
+inline std::vector<std::int64_t> strides_of(std::span<const std::int64_t> dims) {
+  std::vector<std::int64_t> s(dims.size(), 1);
+  for (std::size_t d = dims.size(); d-- > 1;) s[d - 1] = s[d] * dims[d];
+  return s;
+}
+
 }  // namespace epstack::cpu::impl

@@ -464,10 +464,6 @@ Status arg_compute(const arg_attrs& at, const char* op, compute_context& ctx) {
 // ---------------------------------------------------------------------------------------------------------------
 // Compile helpers
 
-template <class... Ts>
-bool type_in(element_type e) {
-  return ((element_type_of_v<Ts> == e) || ...);
-}
 #define EPSTACK_REDUCE_TYPES float, double, std::int32_t, std::int64_t
 #define EPSTACK_MINMAX_TYPES float, double, std::int32_t, std::int64_t, std::int8_t, std::uint8_t
 

@@ -15,11 +15,6 @@ inline dims_t to_dims(std::span<const std::int64_t> s) { return dims_t(s.begin()
 /// The node's resolved opset version; 0 (unknown) is read as the newest.
 inline int opset_of(const node& nd) { return nd.since_version == 0 ? 1 << 20 : nd.since_version; }
 
-template <class... Ts>
-bool type_in(element_type e) {
-  return ((element_type_of_v<Ts> == e) || ...);
-}
-
 /// A double converted to T, saturating for integers (NaN becomes 0).
 template <class T>
 T from_double(double v) {
@@ -33,13 +28,6 @@ T from_double(double v) {
   } else {
     return static_cast<T>(v);
   }
-}
-
-/// Row-major element strides of `dims`.
-inline dims_t strides_of(std::span<const std::int64_t> dims) {
-  dims_t s(dims.size(), 1);
-  for (std::size_t d = dims.size(); d-- > 1;) s[d - 1] = s[d] * dims[d];
-  return s;
 }
 
 /// How many pieces to split n items of `cost` element operations each into (1: run serially).
