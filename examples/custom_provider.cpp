@@ -89,11 +89,11 @@ struct relu_add_provider {
     std::vector<capability> caps;
     for (node_id seed : v.nodes()) {
       if (group[seed] >= 0 || !takes(g, seed)) continue;
-      std::vector<node_id> members{seed}, todo{seed};
+      std::vector<node_id> members{seed}, frontier{seed};
       group[seed] = static_cast<int>(caps.size());
-      while (!todo.empty()) {
-        const node_id n = todo.back();
-        todo.pop_back();
+      while (!frontier.empty()) {
+        const node_id n = frontier.back();
+        frontier.pop_back();
         std::vector<node_id> near;
         for (value_id x : g.node(n).inputs)
           if (x != no_id && g.value(x).producer != no_id) near.push_back(g.value(x).producer);
@@ -102,7 +102,7 @@ struct relu_add_provider {
           if (group[m] < 0 && v.contains(m) && takes(g, m)) {
             group[m] = group[seed];
             members.push_back(m);
-            todo.push_back(m);
+            frontier.push_back(m);
           }
       }
       meta_def md;

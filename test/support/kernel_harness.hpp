@@ -115,12 +115,9 @@ void check_tensor(const tensor& got, std::vector<std::int64_t> sizes, const std:
     // NaN expected: NaN required; equal infinities pass (compare.hpp).
     const auto c = compare_values([&](std::size_t i) { return p[i]; }, [&](std::size_t i) { return want[i]; },
                                   want.size(), atol, rtol, /*nan_equal=*/true);
-    if (c.ok()) {
-      CHECK(c.ok());
-    } else {
-      const std::size_t i = c.first_bad;
-      CHECK_MESSAGE(c.ok(), c.message(), ": element ", i, " got ", p[i], ", want ", want[i]);
-    }
+    const std::size_t i = c.ok() ? 0 : c.first_bad;  // the first bad element, for the message
+    CHECK_MESSAGE(c.ok(), c.message(), ": element ", i, " got ", (want.empty() ? T{} : p[i]), ", want ",
+                  (want.empty() ? T{} : want[i]));
   } else {
     for (std::size_t i = 0; i < want.size(); ++i) CHECK_MESSAGE(p[i] == want[i], "element " << i);
   }

@@ -2,16 +2,9 @@
 #include "kernel_util.hpp"
 
 namespace epstack::cpu {
-namespace impl {
-namespace {
-
-using dims = std::vector<std::int64_t>;
-
-}  // namespace
-}  // namespace impl
-
 namespace ops {
 using namespace impl;
+using dims = std::vector<std::int64_t>;
 
 bool conv_transpose::supports(const graph& g, node_id n) { return f32_or_f64(in_type(g, n, 0)); }
 Result<compute_function> conv_transpose::compile(const graph& g, node_id n) {

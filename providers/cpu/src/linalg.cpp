@@ -4,16 +4,9 @@
 #include <utility>
 
 namespace epstack::cpu {
-namespace impl {
-namespace {
-
-using dims = std::vector<std::int64_t>;
-
-}  // namespace
-}  // namespace impl
-
 namespace ops {
 using namespace impl;
+using dims = std::vector<std::int64_t>;
 
 // ---- Det: the determinant of each [M, M] matrix of [*, M, M], by LU with partial pivoting in double ----
 bool det::supports(const graph& g, node_id n) { return f32_or_f64(in_type(g, n, 0)); }
