@@ -83,14 +83,16 @@ Status check_tensor_header(const onnx::TensorProto& tp, const std::string& where
   for (auto d : tp.dims())
     if (d < 0) return bad(where, "has a negative dimension " + std::to_string(d));
   const auto count = element_count(std::span<const std::int64_t>(tp.dims().data(), static_cast<std::size_t>(tp.dims_size())));
-  const std::size_t es = element_size(et);
+  const std::size_t es = std::max<std::size_t>(element_size(et), 1);
   if (!count || static_cast<std::uint64_t>(*count) > (std::uint64_t{1} << 60) / es) return bad(where, "has too many elements");
   const auto n = static_cast<std::size_t>(*count);
   if (tp.data_location() != onnx::TensorProto::EXTERNAL && tp.has_raw_data()) {
     if (et == element_type::string) return bad(where, "is a string tensor with raw_data");
-    if (tp.raw_data().size() != n * es)
+    const std::size_t want = storage_bytes(et, n);
+    if (tp.raw_data().size() != want)
       return bad(where, "has " + std::to_string(tp.raw_data().size()) + " bytes of raw_data, expected " +
-                            std::to_string(n * es) + " (" + std::to_string(n) + " x " + std::string(to_string(et)) + ")");
+                            std::to_string(want) + " (" + std::to_string(n) + " x " + std::string(to_string(et)) +
+                            (is_packed(et) ? ", packed " + std::to_string(8 / element_bits(et)) + " to a byte)" : ")"));
   }
   return {};
 }
@@ -115,6 +117,8 @@ typed_field typed_field_of(const onnx::TensorProto& tp, element_type et) {
     default: return {tp.int32_data_size(), "int32_data", 1};
   }
 }
+// Values a typed field holds for `n` elements: the packed types store one packed byte per int32_data entry.
+std::size_t field_values(element_type et, std::size_t n, std::size_t per) { return is_packed(et) ? storage_bytes(et, n) : per * n; }
 }  // namespace
 
 Result<tensor> tensor_from_proto(onnx::TensorProto& tp, external_data_resolver& ext, const std::string& where0) {
@@ -122,12 +126,11 @@ Result<tensor> tensor_from_proto(onnx::TensorProto& tp, external_data_resolver& 
   const std::string where = where0 + " tensor '" + tp.name() + "'";
   const auto et = static_cast<element_type>(tp.data_type());
   std::vector<std::int64_t> dims(tp.dims().begin(), tp.dims().end());
-  const std::size_t es = element_size(et);
   const auto n = static_cast<std::size_t>(*element_count(dims));
   tensor t;
   if (tp.data_location() == onnx::TensorProto::EXTERNAL) {
     if (et == element_type::string) return bad(where, "is a string tensor stored externally");
-    EPSTACK_ASSIGN_OR_RETURN(auto mapped, ext.map(tp, n * es));
+    EPSTACK_ASSIGN_OR_RETURN(auto mapped, ext.map(tp, storage_bytes(et, n)));
     t = tensor::borrow_file(et, dims, mapped.first, std::move(mapped.second));
   } else if (tp.has_raw_data()) {
     if (n == 0) {
@@ -141,8 +144,9 @@ Result<tensor> tensor_from_proto(onnx::TensorProto& tp, external_data_resolver& 
   } else {
     // The values must all be there before the tensor is allocated: a few bytes of model must not claim gigabytes.
     if (et == element_type::undefined) return bad(where, "has no data type");
-    if (const auto f = typed_field_of(tp, et); static_cast<std::size_t>(f.have) != f.per * n)
-      return bad(where, "has " + std::to_string(f.have) + " values in " + f.name + ", expected " + std::to_string(f.per * n));
+    if (const auto f = typed_field_of(tp, et); static_cast<std::size_t>(f.have) != field_values(et, n, f.per))
+      return bad(where, "has " + std::to_string(f.have) + " values in " + f.name + ", expected " +
+                            std::to_string(field_values(et, n, f.per)) + (is_packed(et) ? " (packed bytes)" : ""));
     t = tensor(et, dims);
     const auto expect = [&](int have, std::size_t want, const char* field) -> Status {
       if (static_cast<std::size_t>(have) != want)
@@ -200,6 +204,14 @@ Result<tensor> tensor_from_proto(onnx::TensorProto& tp, external_data_resolver& 
         break;
       }
       case element_type::undefined: return bad(where, "has no data type");
+      default: {
+        // float8 (one per entry) and the packed types (one packed byte per entry): the low 8 bits of each value.
+        const std::size_t bytes = storage_bytes(et, n);
+        EPSTACK_RETURN_IF_ERROR(expect(tp.int32_data_size(), bytes, "int32_data"));
+        auto* out = reinterpret_cast<std::uint8_t*>(t.mutable_data());
+        for (std::size_t i = 0; i < bytes; ++i) out[i] = static_cast<std::uint8_t>(tp.int32_data(static_cast<int>(i)));
+        break;
+      }
     }
   }
   t.set_name(tp.name());

@@ -22,9 +22,9 @@ static_assert(element_size(element_type::complex64) == 8);
 static_assert(element_size(element_type::float16) == 2);
 static_assert(element_size(element_type::undefined) == 0);
 
-TEST_CASE("every ONNX 1.12 element type maps to a C++ type of the right size and back") {
+TEST_CASE("every element type of ONNX 1.12 maps to a C++ type of the right size and back") {
   int visited = 0;
-  for (int v = 1; v <= max_element_type; ++v) {
+  for (int v = 1; v <= max_computed_element_type; ++v) {
     const auto e = static_cast<element_type>(v);
     CHECK(is_valid(e));
     const bool ok = visit_element_type(e, [&](auto c) {
@@ -41,6 +41,40 @@ TEST_CASE("every ONNX 1.12 element type maps to a C++ type of the right size and
   CHECK_FALSE(visit_element_type(static_cast<element_type>(17), [](auto) {}));
   CHECK(to_string(element_type::float32) == "float");
   CHECK(to_string(element_type::bfloat16) == "bfloat16");
+}
+
+TEST_CASE("the storage types of ONNX 1.14 to 1.22: sizes, packing, names; no C++ type to visit") {
+  struct expect {
+    element_type e;
+    const char* name;
+    std::size_t bits;
+  };
+  const expect all[] = {{element_type::float8e4m3fn, "float8e4m3fn", 8}, {element_type::float8e4m3fnuz, "float8e4m3fnuz", 8},
+                        {element_type::float8e5m2, "float8e5m2", 8},     {element_type::float8e5m2fnuz, "float8e5m2fnuz", 8},
+                        {element_type::uint4, "uint4", 4},               {element_type::int4, "int4", 4},
+                        {element_type::float4e2m1, "float4e2m1", 4},     {element_type::float8e8m0, "float8e8m0", 8},
+                        {element_type::uint2, "uint2", 2},               {element_type::int2, "int2", 2}};
+  for (const auto& x : all) {
+    INFO(x.name);
+    CHECK(is_valid(x.e));
+    CHECK(to_string(x.e) == x.name);
+    CHECK(element_bits(x.e) == x.bits);
+    CHECK(is_packed(x.e) == (x.bits < 8));
+    CHECK(is_float8(x.e) == (x.bits == 8));
+    CHECK(element_size(x.e) == (x.bits == 8 ? 1u : 0u));
+    CHECK_FALSE(visit_element_type(x.e, [](auto) {}));
+  }
+  // Packed storage rounds up to whole bytes: 5 int4 -> 3 bytes, 5 int2 -> 2 bytes, 0 -> 0.
+  CHECK(storage_bytes(element_type::int4, 5) == 3);
+  CHECK(storage_bytes(element_type::uint4, 4) == 2);
+  CHECK(storage_bytes(element_type::int2, 5) == 2);
+  CHECK(storage_bytes(element_type::uint2, 8) == 2);
+  CHECK(storage_bytes(element_type::float4e2m1, 0) == 0);
+  CHECK(storage_bytes(element_type::float8e5m2, 5) == 5);
+  CHECK(storage_bytes(element_type::float32, 5) == 20);
+  CHECK(element_bits(element_type::float64) == 64);
+  CHECK_FALSE(is_valid(static_cast<element_type>(27)));
+  CHECK(to_string(static_cast<element_type>(27)) == "invalid");
 }
 
 TEST_CASE("float16 converts with round to nearest even and keeps infinities and NaN") {

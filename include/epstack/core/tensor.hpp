@@ -116,7 +116,7 @@ class tensor {
   [[nodiscard]] const std::shared_ptr<const void>& owner() const noexcept { return owner_; }
 
   /// @brief Borrows `data` (not copied). `owner` keeps the bytes alive (a mapped file, a buffer); may be null when the
-  /// caller guarantees the lifetime. `data` must hold `element_count(sizes) * element_size(type)` bytes.
+  /// caller guarantees the lifetime. `data` must hold `storage_bytes(type, element_count(sizes))` bytes.
   [[nodiscard]] static tensor borrow(element_type type, std::span<const std::int64_t> sizes, void* data,
                                      std::shared_ptr<const void> owner) {
     tensor t;
@@ -164,7 +164,7 @@ class tensor {
   [[nodiscard]] std::size_t rank() const noexcept { return sizes_.size(); }
   [[nodiscard]] std::size_t element_count() const noexcept { return count_; }
   /// Bytes of element data (for strings: count * sizeof(std::string)).
-  [[nodiscard]] std::size_t byte_size() const noexcept { return count_ * element_size(type_); }
+  [[nodiscard]] std::size_t byte_size() const noexcept { return storage_bytes(type_, count_); }
   [[nodiscard]] bool empty() const noexcept { return type_ == element_type::undefined; }
   /// True when the storage is borrowed (for example memory-mapped) rather than owned.
   [[nodiscard]] bool is_borrowed() const noexcept { return borrowed_; }
@@ -237,7 +237,7 @@ class tensor {
   void allocate(bool zero = true) {
     const std::size_t es = element_size(type_);
     if (count_ > (std::size_t{1} << 62) / std::max<std::size_t>(es, 1)) throw std::length_error("tensor: too large");
-    const std::size_t bytes = std::max<std::size_t>(count_ * es, 1);
+    const std::size_t bytes = std::max<std::size_t>(storage_bytes(type_, count_), 1);
     auto* p = static_cast<std::byte*>(detail::allocate(bytes));
     if (type_ == element_type::string) std::uninitialized_value_construct_n(reinterpret_cast<std::string*>(p), count_);
     else if (zero) std::memset(p, 0, bytes);
