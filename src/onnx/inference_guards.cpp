@@ -4,6 +4,7 @@
 // which the loader reports as invalid_graph) instead of crashing. The guards were found by the libFuzzer target
 // (test/fuzz/fuzz_load_model): add one when it finds another crash inside onnx.
 #include "inference_guards.hpp"
+#include "schema/modern_inference.hpp"
 
 #include <onnx/defs/shape_inference.h>
 
@@ -141,6 +142,14 @@ const std::unordered_map<std::string_view, guard_fn>& guards() {
 
 const onnx::OpSchema* guarded_schema_registry::GetSchema(const std::string& key, int max_inclusive_version,
                                                          const std::string& domain) const {
+  // Versions beyond onnx 1.12 (ai.onnx 18-27, ai.onnx.ml 4-5) carry the inference of modern_inference.cpp.
+  if (const auto* mine = schema::find_schema(domain, key, max_inclusive_version); mine != nullptr && beyond_onnx112(*mine))
+    return modern_schema(*mine, [this](const std::string& k, int v, const std::string& d) { return older(k, v, d); });
+  return older(key, max_inclusive_version, domain);
+}
+
+const onnx::OpSchema* guarded_schema_registry::older(const std::string& key, int max_inclusive_version,
+                                                     const std::string& domain) const {
   const onnx::OpSchema* s = onnx::OpSchemaRegistry::Instance()->GetSchema(key, max_inclusive_version, domain);
   if (s == nullptr || !(domain.empty() || domain == "ai.onnx")) return s;
   const auto g = guards().find(key);

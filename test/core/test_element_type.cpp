@@ -43,7 +43,7 @@ TEST_CASE("every element type of ONNX 1.12 maps to a C++ type of the right size 
   CHECK(to_string(element_type::bfloat16) == "bfloat16");
 }
 
-TEST_CASE("the storage types of ONNX 1.14 to 1.22: sizes, packing, names; no C++ type to visit") {
+TEST_CASE("the storage types of ONNX 1.14 to 1.22: sizes, packing and names, and no C++ type to visit") {
   struct expect {
     element_type e;
     const char* name;

@@ -1,0 +1,514 @@
+// Type and shape inference for ai.onnx 18-27 and ai.onnx.ml 4-5 (see modern_inference.hpp).
+#include "modern_inference.hpp"
+
+#include <onnx/defs/shape_inference.h>
+#include <onnx/defs/tensor_proto_util.h>
+
+#include <epstack/core/element_type.hpp>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string_view>
+#include <unordered_map>
+
+namespace epstack::detail {
+namespace {
+
+using onnx::InferenceContext;
+using onnx::TypeProto;
+
+// ---------------------------------------------------------------------------------------------------------------
+// Type strings of the schema table ("tensor(float8e4m3fn)", "seq(tensor(int64))", "map(string,tensor(float))").
+
+std::optional<int> elem_of(std::string_view name) {
+  for (int v = 1; v <= max_element_type; ++v)
+    if (to_string(static_cast<element_type>(v)) == name) return v;
+  return std::nullopt;
+}
+
+bool type_from_string(std::string_view s, TypeProto& t) {
+  const auto inner = [&](std::string_view prefix) -> std::optional<std::string_view> {
+    if (s.size() <= prefix.size() + 2 || s.substr(0, prefix.size()) != prefix || s[prefix.size()] != '(' || s.back() != ')')
+      return std::nullopt;
+    return s.substr(prefix.size() + 1, s.size() - prefix.size() - 2);
+  };
+  if (auto x = inner("tensor")) {
+    const auto e = elem_of(*x);
+    if (!e) return false;
+    t.mutable_tensor_type()->set_elem_type(*e);
+    return true;
+  }
+  if (auto x = inner("sparse_tensor")) {
+    const auto e = elem_of(*x);
+    if (!e) return false;
+    t.mutable_sparse_tensor_type()->set_elem_type(*e);
+    return true;
+  }
+  if (auto x = inner("seq")) return type_from_string(*x, *t.mutable_sequence_type()->mutable_elem_type());
+  if (auto x = inner("optional")) return type_from_string(*x, *t.mutable_optional_type()->mutable_elem_type());
+  if (auto x = inner("map")) {
+    const auto comma = x->find(',');
+    if (comma == std::string_view::npos) return false;
+    const auto k = elem_of(x->substr(0, comma));
+    if (!k) return false;
+    t.mutable_map_type()->set_key_type(*k);
+    return type_from_string(x->substr(comma + 1), *t.mutable_map_type()->mutable_value_type());
+  }
+  return false;
+}
+
+// The type of `t` without its shapes (what a type parameter binds).
+TypeProto without_shapes(const TypeProto& t) {
+  TypeProto r = t;
+  switch (r.value_case()) {
+    case TypeProto::kTensorType: r.mutable_tensor_type()->clear_shape(); break;
+    case TypeProto::kSparseTensorType: r.mutable_sparse_tensor_type()->clear_shape(); break;
+    case TypeProto::kSequenceType: *r.mutable_sequence_type()->mutable_elem_type() = without_shapes(r.sequence_type().elem_type()); break;
+    case TypeProto::kOptionalType: *r.mutable_optional_type()->mutable_elem_type() = without_shapes(r.optional_type().elem_type()); break;
+    default: break;
+  }
+  return r;
+}
+
+bool has_type(const TypeProto* t) { return t != nullptr && t->value_case() != TypeProto::VALUE_NOT_SET; }
+
+// Output types that the type constraints imply: an output whose type parameter an input also has takes that input's
+// type; a parameter (or a fixed type) that allows a single type gives it.
+void infer_from_constraints(const schema::op_schema& s, InferenceContext& ctx) {
+  for (std::size_t o = 0; o < ctx.getNumOutputs(); ++o) {
+    const auto* f = s.output(o);
+    if (f == nullptr) continue;
+    auto* out = ctx.getOutputType(o);
+    if (has_type(out)) continue;
+    bool done = false;
+    for (std::size_t i = 0; i < ctx.getNumInputs() && !done; ++i) {
+      const auto* fi = s.input(i);
+      const auto* ti = ctx.getInputType(i);
+      if (fi == nullptr || fi->type != f->type || !has_type(ti)) continue;
+      *out = without_shapes(*ti);
+      done = true;
+    }
+    if (done) continue;
+    const auto* c = s.constraint(f->type);
+    const std::string& only = c == nullptr ? f->type : (c->allowed.size() == 1 ? c->allowed[0] : std::string());
+    if (!only.empty()) {
+      TypeProto t;
+      if (type_from_string(only, t)) *out = t;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Helpers for the functions below.
+
+bool input_shape(InferenceContext& ctx, std::size_t i) { return i < ctx.getNumInputs() && onnx::hasInputShape(ctx, i); }
+
+std::optional<std::vector<std::int64_t>> const_ints(InferenceContext& ctx, std::size_t i) {
+  if (i >= ctx.getNumInputs()) return std::nullopt;
+  const auto* t = ctx.getInputData(i);
+  if (t == nullptr) return std::nullopt;
+  if (t->data_type() == onnx::TensorProto::INT64) return onnx::ParseData<std::int64_t>(t);
+  if (t->data_type() == onnx::TensorProto::INT32) {
+    const auto v = onnx::ParseData<std::int32_t>(t);
+    return std::vector<std::int64_t>(v.begin(), v.end());
+  }
+  return std::nullopt;
+}
+
+std::optional<std::vector<float>> const_floats(InferenceContext& ctx, std::size_t i) {
+  if (i >= ctx.getNumInputs()) return std::nullopt;
+  const auto* t = ctx.getInputData(i);
+  if (t == nullptr || t->data_type() != onnx::TensorProto::FLOAT) return std::nullopt;
+  return onnx::ParseData<float>(t);
+}
+
+// onnx 1.12's context has no hasInput: an absent optional input (empty name) has no type.
+bool present(InferenceContext& ctx, std::size_t i) { return i < ctx.getNumInputs() && ctx.getInputType(i) != nullptr; }
+
+std::int64_t int_attr(InferenceContext& ctx, const char* name, std::int64_t def) {
+  const auto* a = ctx.getAttribute(name);
+  return a != nullptr && a->has_i() ? a->i() : def;
+}
+
+void same_as_input(InferenceContext& ctx, std::size_t in, std::size_t out) {
+  if (in >= ctx.getNumInputs() || out >= ctx.getNumOutputs() || !has_type(ctx.getInputType(in))) return;
+  onnx::propagateElemTypeFromInputToOutput(ctx, in, out);
+  if (input_shape(ctx, in)) onnx::propagateShapeFromInputToOutput(ctx, in, out);
+}
+
+// An output of the input's shape whose element type comes from an attribute holding a TensorProto.DataType (all of
+// ONNX 1.22's, which onnx 1.12's helper would refuse).
+void elem_from_attr(InferenceContext& ctx, const char* attr, std::size_t out, int def) {
+  const int e = static_cast<int>(int_attr(ctx, attr, def));
+  if (e == 0) return;
+  if (!is_valid(static_cast<element_type>(e))) fail_type_inference("attribute '", attr, "' holds ", e, ", not an ONNX element type");
+  onnx::updateOutputElemType(ctx, out, e);
+}
+
+void rank_of(InferenceContext& ctx, std::size_t out, int rank) {
+  auto* s = ctx.getOutputType(out)->mutable_tensor_type()->mutable_shape();
+  s->clear_dim();
+  for (int i = 0; i < rank; ++i) s->add_dim();
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Operators whose inference changed after onnx 1.12, and those added since.
+
+void cast_like(InferenceContext& ctx) {  // CastLike-19+: the type of input 1, the shape of input 0
+  if (!has_type(ctx.getInputType(1))) return;
+  onnx::propagateElemTypeFromInputToOutput(ctx, 1, 0);
+  if (input_shape(ctx, 0)) onnx::propagateShapeFromInputToOutput(ctx, 0, 0);
+}
+
+void cast(InferenceContext& ctx) {  // Cast-19+: the type of 'to'
+  if (ctx.getAttribute("to") == nullptr) fail_type_inference("Cast needs the attribute 'to'");
+  elem_from_attr(ctx, "to", 0, 0);
+  if (input_shape(ctx, 0)) onnx::propagateShapeFromInputToOutput(ctx, 0, 0);
+}
+
+void quantize_linear(InferenceContext& ctx) {  // 19+: output_dtype, else the zero point's type, else uint8
+  int e = static_cast<int>(int_attr(ctx, "output_dtype", 0));
+  if (e == 0 && present(ctx, 2) && has_type(ctx.getInputType(2))) e = ctx.getInputType(2)->tensor_type().elem_type();
+  if (e == 0) e = onnx::TensorProto::UINT8;
+  if (!is_valid(static_cast<element_type>(e))) fail_type_inference("attribute 'output_dtype' holds ", e, ", not an ONNX element type");
+  onnx::updateOutputElemType(ctx, 0, e);
+  if (input_shape(ctx, 0)) onnx::propagateShapeFromInputToOutput(ctx, 0, 0);
+}
+
+void dequantize_linear(InferenceContext& ctx) {  // 21+: output_dtype, else the scale's type
+  int e = static_cast<int>(int_attr(ctx, "output_dtype", 0));
+  if (e == 0 && has_type(ctx.getInputType(1))) e = ctx.getInputType(1)->tensor_type().elem_type();
+  if (e != 0) {
+    if (!is_valid(static_cast<element_type>(e))) fail_type_inference("attribute 'output_dtype' holds ", e, ", not an ONNX element type");
+    onnx::updateOutputElemType(ctx, 0, e);
+  }
+  if (input_shape(ctx, 0)) onnx::propagateShapeFromInputToOutput(ctx, 0, 0);
+}
+
+void split18(InferenceContext& ctx) {  // Split-18: 'split' input or 'num_outputs'
+  for (std::size_t o = 0; o < ctx.getNumOutputs(); ++o) onnx::propagateElemTypeFromInputToOutput(ctx, 0, o);
+  const auto* num = ctx.getAttribute("num_outputs");
+  if (num != nullptr && present(ctx, 1)) fail_shape_inference("Split: both the 'split' input and 'num_outputs' are given");
+  if (num != nullptr && num->i() != static_cast<std::int64_t>(ctx.getNumOutputs()))
+    fail_shape_inference("Split: 'num_outputs' is ", num->i(), " but the node has ", ctx.getNumOutputs(), " outputs");
+  if (!input_shape(ctx, 0)) return;
+  const auto& in = onnx::getInputShape(ctx, 0);
+  const int rank = in.dim_size();
+  std::int64_t axis = int_attr(ctx, "axis", 0);
+  if (axis < -rank || axis >= rank) fail_shape_inference("Split: axis ", axis, " is out of range for rank ", rank);
+  if (axis < 0) axis += rank;
+  const auto& d = in.dim(static_cast<int>(axis));
+  std::vector<std::int64_t> parts;
+  if (present(ctx, 1)) {
+    auto s = const_ints(ctx, 1);
+    if (!s) {
+      for (std::size_t o = 0; o < ctx.getNumOutputs(); ++o) rank_of(ctx, o, rank);
+      return;
+    }
+    parts = *s;
+    if (parts.size() != ctx.getNumOutputs()) fail_shape_inference("Split: 'split' has ", parts.size(), " values for ", ctx.getNumOutputs(), " outputs");
+  } else if (d.has_dim_value()) {
+    const auto n = static_cast<std::int64_t>(ctx.getNumOutputs());
+    if (n == 0) return;
+    const std::int64_t each = num != nullptr ? (d.dim_value() + n - 1) / n : d.dim_value() / n;
+    for (std::int64_t i = 0; i < n; ++i) parts.push_back(i + 1 < n ? each : d.dim_value() - each * (n - 1));
+    if (num == nullptr && d.dim_value() % n != 0) fail_shape_inference("Split: dimension ", d.dim_value(), " does not divide into ", n, " outputs");
+  }
+  for (std::size_t o = 0; o < ctx.getNumOutputs(); ++o) {
+    auto* s = ctx.getOutputType(o)->mutable_tensor_type()->mutable_shape();
+    *s = in;
+    if (parts.empty()) s->mutable_dim(static_cast<int>(axis))->Clear();
+    else {
+      if (parts[o] < 0) fail_shape_inference("Split: a part of ", parts[o], " elements");
+      s->mutable_dim(static_cast<int>(axis))->Clear();
+      s->mutable_dim(static_cast<int>(axis))->set_dim_value(parts[o]);
+    }
+  }
+}
+
+void pad18(InferenceContext& ctx) {  // Pad-18+: optional 'axes' input
+  onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
+  if (!input_shape(ctx, 0)) return;
+  const auto& in = onnx::getInputShape(ctx, 0);
+  const int rank = in.dim_size();
+  auto pads = const_ints(ctx, 1);
+  std::vector<std::int64_t> axes;
+  if (present(ctx, 3)) {
+    auto a = const_ints(ctx, 3);
+    if (!a) {
+      rank_of(ctx, 0, rank);
+      return;
+    }
+    axes = *a;
+  } else {
+    for (int i = 0; i < rank; ++i) axes.push_back(i);
+  }
+  if (!pads) {
+    rank_of(ctx, 0, rank);
+    return;
+  }
+  if (pads->size() != 2 * axes.size())
+    fail_shape_inference("Pad: 'pads' has ", pads->size(), " values for ", axes.size(), " axes (2 per axis needed)");
+  auto* s = ctx.getOutputType(0)->mutable_tensor_type()->mutable_shape();
+  *s = in;
+  for (std::size_t k = 0; k < axes.size(); ++k) {
+    std::int64_t a = axes[k];
+    if (a < -rank || a >= rank) fail_shape_inference("Pad: axis ", a, " is out of range for rank ", rank);
+    if (a < 0) a += rank;
+    auto* d = s->mutable_dim(static_cast<int>(a));
+    if (d->has_dim_value()) {
+      const auto v = d->dim_value() + (*pads)[k] + (*pads)[k + axes.size()];
+      if (v < 0) fail_shape_inference("Pad: dimension ", a, " would be ", v);
+      d->set_dim_value(v);
+    } else {
+      d->Clear();
+    }
+  }
+}
+
+void resize18(InferenceContext& ctx) {  // Resize-18/19: axes, keep_aspect_ratio_policy, antialias
+  onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
+  if (!input_shape(ctx, 0)) return;
+  const auto& in = onnx::getInputShape(ctx, 0);
+  const int rank = in.dim_size();
+  rank_of(ctx, 0, rank);
+  if (ctx.getAttribute("axes") != nullptr) return;
+  auto* s = ctx.getOutputType(0)->mutable_tensor_type()->mutable_shape();
+  const auto* policy = ctx.getAttribute("keep_aspect_ratio_policy");
+  const bool stretch = policy == nullptr || policy->s() == "stretch";
+  if (present(ctx, 3)) {
+    if (!stretch) return;
+    if (auto sizes = const_ints(ctx, 3); sizes && static_cast<int>(sizes->size()) == rank)
+      for (int i = 0; i < rank; ++i) s->mutable_dim(i)->set_dim_value((*sizes)[static_cast<std::size_t>(i)]);
+  } else if (present(ctx, 2)) {
+    if (auto scales = const_floats(ctx, 2); scales && static_cast<int>(scales->size()) == rank)
+      for (int i = 0; i < rank; ++i)
+        if (in.dim(i).has_dim_value())
+          s->mutable_dim(i)->set_dim_value(static_cast<std::int64_t>(static_cast<double>(in.dim(i).dim_value()) * (*scales)[static_cast<std::size_t>(i)]));
+  }
+}
+
+void grid_sample20(InferenceContext& ctx) {  // [N, C, grid spatial...]
+  onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
+  if (!input_shape(ctx, 0) || !input_shape(ctx, 1)) return;
+  const auto& x = onnx::getInputShape(ctx, 0);
+  const auto& g = onnx::getInputShape(ctx, 1);
+  if (x.dim_size() < 3 || g.dim_size() != x.dim_size()) fail_shape_inference("GridSample: X of rank ", x.dim_size(), " and grid of rank ", g.dim_size());
+  auto* s = ctx.getOutputType(0)->mutable_tensor_type()->mutable_shape();
+  s->clear_dim();
+  *s->add_dim() = x.dim(0);
+  *s->add_dim() = x.dim(1);
+  for (int i = 1; i + 1 < g.dim_size(); ++i) *s->add_dim() = g.dim(i);
+}
+
+void optional_has_element(InferenceContext& ctx) {
+  onnx::updateOutputElemType(ctx, 0, onnx::TensorProto::BOOL);
+  ctx.getOutputType(0)->mutable_tensor_type()->mutable_shape()->clear_dim();
+}
+
+void dft20(InferenceContext& ctx) {  // the rank of the input, last dimension 2
+  onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
+  if (!input_shape(ctx, 0)) return;
+  const int rank = onnx::getInputShape(ctx, 0).dim_size();
+  rank_of(ctx, 0, rank);
+  if (rank > 0) ctx.getOutputType(0)->mutable_tensor_type()->mutable_shape()->mutable_dim(rank - 1)->set_dim_value(2);
+}
+
+void range27(InferenceContext& ctx) {
+  onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
+  rank_of(ctx, 0, 1);
+}
+
+void broadcast2(InferenceContext& ctx) {  // elementwise binary: the type of input 0, the broadcast shape
+  onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
+  if (input_shape(ctx, 0) && input_shape(ctx, 1))
+    onnx::bidirectionalBroadcastShapeInference(onnx::getInputShape(ctx, 0), onnx::getInputShape(ctx, 1),
+                                               *ctx.getOutputType(0)->mutable_tensor_type()->mutable_shape());
+}
+
+void unary(InferenceContext& ctx) { same_as_input(ctx, 0, 0); }
+
+void regex_full_match(InferenceContext& ctx) {
+  onnx::updateOutputElemType(ctx, 0, onnx::TensorProto::BOOL);
+  if (input_shape(ctx, 0)) onnx::propagateShapeFromInputToOutput(ctx, 0, 0);
+}
+
+void string_concat(InferenceContext& ctx) {
+  onnx::updateOutputElemType(ctx, 0, onnx::TensorProto::STRING);
+  if (input_shape(ctx, 0) && input_shape(ctx, 1))
+    onnx::bidirectionalBroadcastShapeInference(onnx::getInputShape(ctx, 0), onnx::getInputShape(ctx, 1),
+                                               *ctx.getOutputType(0)->mutable_tensor_type()->mutable_shape());
+}
+
+void string_split(InferenceContext& ctx) {  // Y: input shape + one dimension; Z: the input's shape, int64
+  onnx::updateOutputElemType(ctx, 0, onnx::TensorProto::STRING);
+  if (ctx.getNumOutputs() > 1) onnx::updateOutputElemType(ctx, 1, onnx::TensorProto::INT64);
+  if (!input_shape(ctx, 0)) return;
+  auto* y = ctx.getOutputType(0)->mutable_tensor_type()->mutable_shape();
+  *y = onnx::getInputShape(ctx, 0);
+  y->add_dim();
+  if (ctx.getNumOutputs() > 1) onnx::propagateShapeFromInputToOutput(ctx, 0, 1);
+}
+
+void image_decoder(InferenceContext& ctx) {
+  onnx::updateOutputElemType(ctx, 0, onnx::TensorProto::UINT8);
+  rank_of(ctx, 0, 3);
+}
+
+void bit_cast(InferenceContext& ctx) {  // BitCast-26: 'to'; the shape of the input when the sizes match
+  elem_from_attr(ctx, "to", 0, 0);
+  if (!has_type(ctx.getInputType(0)) || !input_shape(ctx, 0)) return;
+  const auto from = static_cast<element_type>(ctx.getInputType(0)->tensor_type().elem_type());
+  const auto to = static_cast<element_type>(int_attr(ctx, "to", 0));
+  if (element_bits(from) == element_bits(to)) onnx::propagateShapeFromInputToOutput(ctx, 0, 0);
+  else rank_of(ctx, 0, onnx::getInputShape(ctx, 0).dim_size() + (element_bits(from) > element_bits(to) ? 1 : -1));
+}
+
+void label_encoder4(InferenceContext& ctx) {  // the type of the values
+  static const std::pair<const char*, int> kinds[] = {{"values_strings", onnx::TensorProto::STRING},
+                                                      {"values_int64s", onnx::TensorProto::INT64},
+                                                      {"values_floats", onnx::TensorProto::FLOAT}};
+  int e = 0;
+  for (const auto& [name, type] : kinds)
+    if (ctx.getAttribute(name) != nullptr) e = type;
+  if (const auto* t = ctx.getAttribute("values_tensor"); t != nullptr && t->has_t()) e = t->t().data_type();
+  if (e != 0) onnx::updateOutputElemType(ctx, 0, e);
+  if (input_shape(ctx, 0)) onnx::propagateShapeFromInputToOutput(ctx, 0, 0);
+}
+
+// Attention-23/24: Y has Q's shape with the value head size; present key/value are [B, kv heads, total, head].
+void attention(InferenceContext& ctx) {
+  onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
+  for (std::size_t o = 1; o < std::min<std::size_t>(ctx.getNumOutputs(), 3); ++o)
+    if (has_type(ctx.getInputType(1))) onnx::propagateElemTypeFromInputToOutput(ctx, o == 1 ? 1 : 2, o);
+  if (ctx.getNumOutputs() > 3) onnx::propagateElemTypeFromInputToOutput(ctx, 0, 3);
+  if (!input_shape(ctx, 0)) return;
+  const auto& q = onnx::getInputShape(ctx, 0);
+  if (q.dim_size() != 3 && q.dim_size() != 4) fail_shape_inference("Attention: Q has rank ", q.dim_size(), "; 3 or 4 is needed");
+  auto* y = ctx.getOutputType(0)->mutable_tensor_type()->mutable_shape();
+  *y = q;
+  if (!input_shape(ctx, 2)) {
+    y->mutable_dim(q.dim_size() - 1)->Clear();
+  } else {
+    const auto& v = onnx::getInputShape(ctx, 2);
+    auto* last = y->mutable_dim(q.dim_size() - 1);
+    last->Clear();
+    if (q.dim_size() == 4 && v.dim_size() == 4) *last = v.dim(3);
+    else if (q.dim_size() == 3 && v.dim_size() == 3) {
+      const auto qh = int_attr(ctx, "q_num_heads", 0), kvh = int_attr(ctx, "kv_num_heads", 0);
+      if (qh > 0 && kvh > 0 && v.dim(2).has_dim_value()) last->set_dim_value(v.dim(2).dim_value() / kvh * qh);
+    } else if (q.dim_size() == 3 && v.dim_size() == 4) {
+      const auto qh = int_attr(ctx, "q_num_heads", 0);
+      if (qh > 0 && v.dim(3).has_dim_value()) last->set_dim_value(v.dim(3).dim_value() * qh);
+    }
+  }
+  for (std::size_t o = 1; o < std::min<std::size_t>(ctx.getNumOutputs(), 3); ++o)
+    if (!ctx.getOutputType(o)->has_tensor_type() || ctx.getOutputType(o)->tensor_type().elem_type() != 0) rank_of(ctx, o, 4);
+  if (ctx.getNumOutputs() > 3) rank_of(ctx, 3, 4);
+}
+
+using own_fn = void (*)(InferenceContext&);
+
+// Own functions by operator name (every version beyond onnx 1.12 of that operator).
+const std::unordered_map<std::string_view, own_fn>& own_functions() {
+  static const std::unordered_map<std::string_view, own_fn> table = {
+      {"Cast", cast}, {"CastLike", cast_like}, {"QuantizeLinear", quantize_linear},
+      {"DequantizeLinear", dequantize_linear}, {"Split", split18}, {"Pad", pad18}, {"Resize", resize18},
+      {"GridSample", grid_sample20}, {"OptionalHasElement", optional_has_element}, {"DFT", dft20},
+      {"Range", range27}, {"BitwiseAnd", broadcast2}, {"BitwiseOr", broadcast2}, {"BitwiseXor", broadcast2},
+      {"BitwiseNot", unary}, {"CumProd", unary}, {"Gelu", unary}, {"Mish", unary}, {"Swish", unary},
+      {"GroupNormalization", unary}, {"RMSNormalization", unary}, {"RotaryEmbedding", unary},
+      {"TensorScatter", unary}, {"RegexFullMatch", regex_full_match}, {"StringConcat", string_concat},
+      {"StringSplit", string_split}, {"ImageDecoder", image_decoder}, {"BitCast", bit_cast},
+      {"LabelEncoder", label_encoder4}, {"Attention", attention},
+  };
+  return table;
+}
+
+// Versions that take the inference function of another onnx 1.12 operator version with the same signature.
+struct borrowed {
+  const char* op;
+  int version;
+};
+const std::unordered_map<std::string_view, borrowed>& borrowed_functions() {
+  static const std::unordered_map<std::string_view, borrowed> table = {
+      // Reduce-18: axes as an optional input and noop_with_empty_axes, as ReduceSum-13.
+      {"ReduceL1", {"ReduceSum", 13}}, {"ReduceL2", {"ReduceSum", 13}}, {"ReduceLogSum", {"ReduceSum", 13}},
+      {"ReduceLogSumExp", {"ReduceSum", 13}}, {"ReduceMax", {"ReduceSum", 13}}, {"ReduceMean", {"ReduceSum", 13}},
+      {"ReduceMin", {"ReduceSum", 13}}, {"ReduceProd", {"ReduceSum", 13}}, {"ReduceSumSquare", {"ReduceSum", 13}},
+      // AveragePool-19/22 (dilations) and LpPool-18/22 (ceil_mode, dilations): the pooling inference of MaxPool-12.
+      {"AveragePool", {"MaxPool", 12}}, {"LpPool", {"MaxPool", 12}},
+      // DeformConv-19/22: the output shape of a convolution (X, W, and the same spatial attributes).
+      {"DeformConv", {"Conv", 11}},
+  };
+  return table;
+}
+
+bool same_signature(const schema::op_schema& a, const schema::op_schema& b) {
+  if (a.min_inputs != b.min_inputs || a.max_inputs != b.max_inputs || a.min_outputs != b.min_outputs ||
+      a.max_outputs != b.max_outputs || a.inputs.size() != b.inputs.size() || a.outputs.size() != b.outputs.size() ||
+      a.attributes.size() != b.attributes.size())
+    return false;
+  const auto same_params = [](const std::vector<schema::formal_parameter>& x, const std::vector<schema::formal_parameter>& y) {
+    for (std::size_t i = 0; i < x.size(); ++i)
+      if (x[i].name != y[i].name || x[i].option != y[i].option) return false;
+    return true;
+  };
+  if (!same_params(a.inputs, b.inputs) || !same_params(a.outputs, b.outputs)) return false;
+  for (const auto& at : a.attributes) {
+    const auto* bt = b.attribute(at.name);
+    if (bt == nullptr || bt->type != at.type || bt->required != at.required || bt->default_text != at.default_text) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool beyond_onnx112(const schema::op_schema& s) noexcept {
+  if (s.domain.empty()) return s.since_version > 17;
+  if (s.domain == "ai.onnx.ml") return s.since_version > 3;
+  return false;
+}
+
+const schema::op_schema* onnx112_equivalent(const schema::op_schema& s) noexcept {
+  const schema::op_schema* older = nullptr;
+  for (const auto* v : schema::versions_of(s.domain, s.name))
+    if (!beyond_onnx112(*v)) older = v;
+  return older != nullptr && !older->deprecated && same_signature(s, *older) ? older : nullptr;
+}
+
+const onnx::OpSchema* modern_schema(const schema::op_schema& s, const older_schema_fn& older) {
+  static std::mutex mu;
+  static std::map<const schema::op_schema*, std::unique_ptr<onnx::OpSchema>> made;
+  std::lock_guard lock(mu);
+  auto& slot = made[&s];
+  if (slot) return slot.get();
+  auto os = std::make_unique<onnx::OpSchema>(s.name, "epstack/onnx/schema", 0);
+  os->SetDomain(s.domain);
+  os->SinceVersion(s.since_version);
+  onnx::InferenceFunction fn;
+  onnx::DataPropagationFunction prop;
+  if (const auto own = own_functions().find(s.name); own != own_functions().end()) {
+    fn = own->second;
+  } else if (const auto b = borrowed_functions().find(s.name); b != borrowed_functions().end()) {
+    if (const auto* base = older(b->second.op, b->second.version, s.domain)) fn = base->GetTypeAndShapeInferenceFunction();
+  } else if (const auto* eq = onnx112_equivalent(s)) {
+    if (const auto* base = older(s.name, eq->since_version, s.domain)) {
+      fn = base->GetTypeAndShapeInferenceFunction();
+      if (base->has_data_propagation_function()) prop = base->GetDataPropagationFunction();
+    }
+  }
+  // After any function, the type constraints fill the output types it left unset.
+  os->TypeAndShapeInferenceFunction([fn, &s](InferenceContext& ctx) {
+    if (fn) fn(ctx);
+    infer_from_constraints(s, ctx);
+  });
+  if (prop) os->PartialDataPropagationFunction(prop);
+  slot = std::move(os);
+  return slot.get();
+}
+
+}  // namespace epstack::detail
