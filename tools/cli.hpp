@@ -341,6 +341,7 @@ class json {
 // Subcommands (one file each).
 int inspect(const std::vector<std::string>& argv);
 int generate(const std::vector<std::string>& argv);
+int convert(const std::vector<std::string>& argv);
 int run(const std::vector<std::string>& argv);
 int partition(const std::vector<std::string>& argv);
 int perf(const std::vector<std::string>& argv);

@@ -7,6 +7,7 @@
 #include <epstack/core/path_rules.hpp>
 #include <epstack/testing/model_zoo.hpp>
 #include <epstack/onnx/onnx_io.hpp>
+#include <epstack/onnx/version_convert.hpp>
 
 #include <cstdio>
 #include <iostream>
@@ -185,10 +186,24 @@ Result<std::vector<std::int64_t>> parse_sizes(const std::string& s, const char* 
   return r;
 }
 
+// --opset N [--ir N]: convert_opset on the model just built or loaded.
+Status convert_from_args(model& m, const args& a) {
+  if (!a.get("--opset")) {
+    if (a.get("--ir")) return Status(errc::invalid_argument, "--ir goes with --opset");
+    return {};
+  }
+  EPSTACK_ASSIGN_OR_RETURN(const auto opset, to_int(*a.get("--opset"), "--opset"));
+  long long ir = 0;
+  if (auto i = a.get("--ir")) {
+    EPSTACK_ASSIGN_OR_RETURN(ir, to_int(*i, "--ir"));
+  }
+  return convert_opset(m, opset, ir);
+}
+
 int generate_impl(const std::vector<std::string>& argv) {
   const char* usage = "usage: epstack generate mlp|convnet|transformer OUT.onnx [--widths 256,512,10] [--channels 16,32,64]\n"
-                      "       [--size 64] [--layers 2] [--hidden 64] [--external]";
-  auto a = args::parse(argv, {"--widths", "--channels", "--size", "--layers", "--hidden"}, {"--external"});
+                      "       [--size 64] [--layers 2] [--hidden 64] [--external] [--opset N] [--ir N]";
+  auto a = args::parse(argv, {"--widths", "--channels", "--size", "--layers", "--hidden", "--opset", "--ir"}, {"--external"});
   if (!a) return usage_error(a.status().message());
   if (a->positional.size() != 2) return usage_error(usage);
   const auto& kind = a->positional[0];
@@ -234,6 +249,7 @@ int generate_impl(const std::vector<std::string>& argv) {
   } else {
     return usage_error(usage);
   }
+  if (auto st = convert_from_args(m, *a); !st) return fail(st);
   save_options so;
   if (a->flag("--external")) so.mode = external_data_mode::all_external;
   if (auto st = save_model(m, out, so); !st) return fail(st);
@@ -241,7 +257,32 @@ int generate_impl(const std::vector<std::string>& argv) {
   return 0;
 }
 
+// convert IN OUT --opset N [--ir N]: the model at a newer opset, weights above 1 KiB in OUT.data when IN had any
+// external data (or is over 1 GiB).
+int convert_impl(const std::vector<std::string>& argv) {
+  const char* usage = "usage: epstack convert IN.onnx OUT.onnx --opset N [--ir N]";
+  auto a = args::parse(argv, {"--opset", "--ir"}, {});
+  if (!a) return usage_error(a.status().message());
+  if (a->positional.size() != 2 || !a->get("--opset")) return usage_error(usage);
+  auto m = load_model(a->positional[0]);
+  if (!m) return fail(m.status());
+  if (auto st = convert_from_args(*m, *a); !st) return fail(st);
+  save_options so;
+  std::uint64_t weights = 0;
+  bool external = false;
+  for (value_id v : m->graph.initializers()) {
+    weights += m->graph.value(v).initializer->byte_size();
+    external = external || m->graph.value(v).initializer->is_file_backed();
+  }
+  if (external || weights > (std::uint64_t{1} << 30)) so.mode = external_data_mode::above_threshold;
+  if (auto st = save_model(*m, a->positional[1], so); !st) return fail(st);
+  std::cout << "wrote " << a->positional[1] << " (opset " << m->opset("") << ", IR " << m->ir_version << ")\n";
+  return 0;
+}
+
 }  // namespace
+
+int convert(const std::vector<std::string>& argv) { return convert_impl(argv); }
 
 int inspect(const std::vector<std::string>& argv) {
   if (argv.size() != 1) return usage_error("usage: epstack inspect MODEL|CONTEXT.bin");

@@ -31,9 +31,12 @@ int usage(std::ostream& os, int code) {
         "       [--free-dims k=v,...]  (ONNX Runtime's free dimension overrides, as onnxruntime_perf_test -f)\n"
         "                                benchmark with the peer protocol (shared/bench/inputs.md): one JSON line\n"
         "  generate mlp|convnet|transformer OUT.onnx [--widths 256,512,10] [--channels 16,32,64] [--size 64]\n"
-        "           [--layers 2] [--hidden 64] [--external]\n"
+        "           [--layers 2] [--hidden 64] [--external] [--opset N] [--ir N]\n"
         "                                write a model built with epstack's own IR (epstack::zoo; weights external\n"
-        "                                with --external)\n"
+        "                                with --external; at ai.onnx opset N and IR version N with --opset/--ir)\n"
+        "  convert IN.onnx OUT.onnx --opset N [--ir N]\n"
+        "                                the model at a newer ai.onnx opset (attributes that became inputs are\n"
+        "                                rewritten; other changes refused, naming the node)\n"
         "  test-runner DIR [--providers P] [--threads N] [--report FILE] [--expected-failures FILE]\n"
         "              [--write-expected FILE] [--suite S]... [--case SUBSTRING] [--rtol R] [--atol A] [--timeout S]\n"
         "              [--no-isolate] [--skip-missing] [--verbose] [--constant-weights]\n"
@@ -64,6 +67,7 @@ int main(int argc, char** argv) {
   if (cmd == "help" || cmd == "--help" || cmd == "-h") return usage(std::cout, 0);
   if (cmd == "inspect") return epstack::cli::inspect(args);
   if (cmd == "generate") return epstack::cli::generate(args);
+  if (cmd == "convert") return epstack::cli::convert(args);
   if (cmd == "run") return epstack::cli::run(args);
   if (cmd == "partition") return epstack::cli::partition(args);
   if (cmd == "perf") return epstack::cli::perf(args);

@@ -143,7 +143,7 @@ const std::unordered_map<std::string_view, guard_fn>& guards() {
 const onnx::OpSchema* guarded_schema_registry::GetSchema(const std::string& key, int max_inclusive_version,
                                                          const std::string& domain) const {
   // Versions beyond onnx 1.12 (ai.onnx 18-27, ai.onnx.ml 4-5) carry the inference of modern_inference.cpp.
-  if (const auto* mine = schema::find_schema(domain, key, max_inclusive_version); mine != nullptr && beyond_onnx112(*mine))
+  if (const auto* mine = schema::find_schema(domain, key, max_inclusive_version); mine != nullptr && (beyond_onnx112(*mine) || replaced_onnx112(*mine)))
     return modern_schema(*mine, [this](const std::string& k, int v, const std::string& d) { return older(k, v, d); });
   return older(key, max_inclusive_version, domain);
 }

@@ -1,5 +1,6 @@
 // Proto <-> IR conversions for epstack::onnx.
 #include "onnx_convert.hpp"
+#include "newer_fields.hpp"
 
 #include <epstack/core/path_rules.hpp>
 
@@ -393,6 +394,11 @@ Status graph_from_proto(onnx::GraphProto& gp, graph& g, external_data_resolver& 
   const int original_value_info = known == ext.original_value_info.end() ? gp.value_info_size() : known->second;
   g.set_name(gp.name());
   g.set_doc_string(gp.doc_string());
+  {
+    auto extra = read_newer_fields(gp, graph_fields);
+    g.metadata() = std::move(extra.metadata);
+    g.set_ir_extra(std::move(extra.rest));
+  }
   const std::string where = "graph '" + gp.name() + "'";
   const auto set_type = [&](value_id v, const onnx::ValueInfoProto& vi) -> Status {
     if (vi.has_type()) {
@@ -424,6 +430,12 @@ Status graph_from_proto(onnx::GraphProto& gp, graph& g, external_data_resolver& 
     n.op_type = np.op_type();
     n.domain = np.domain();
     n.doc_string = np.doc_string();
+    {
+      auto extra = read_newer_fields(np, node_fields);
+      n.overload = std::move(extra.overload);
+      n.metadata = std::move(extra.metadata);
+      n.ir_extra = std::move(extra.rest);
+    }
     const std::string nwhere = where + " node '" + np.name() + "' (" + np.op_type() + ")";
     for (auto& ap : *np.mutable_attribute()) {
       EPSTACK_ASSIGN_OR_RETURN(auto a, attribute_from_proto(ap, ext, nwhere));
@@ -600,12 +612,14 @@ Status graph_to_proto(const graph& g, onnx::GraphProto& gp, const external_write
     for (value_id v : nd.inputs) np->add_input(v == no_id ? std::string() : g.value(v).name);
     for (value_id v : nd.outputs) np->add_output(v == no_id ? std::string() : g.value(v).name);
     for (const auto& a : nd.attributes) EPSTACK_RETURN_IF_ERROR(attribute_to_proto(a, *np->add_attribute(), ext));
+    write_newer_fields(*np, node_fields, nd.overload, nd.metadata, nd.ir_extra);
   }
   for (const auto& v : g.values())
     if (v.in_value_info) value_info_to_proto(v, *gp.add_value_info());
   for (const auto& qa : g.quantization_annotations())
     if (!gp.add_quantization_annotation()->ParseFromString(qa))
       return Status(errc::invalid_argument, "graph '" + g.name() + "': a quantization annotation does not parse");
+  write_newer_fields(gp, graph_fields, {}, g.metadata(), g.ir_extra());
   return {};
 }
 

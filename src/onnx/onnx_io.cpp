@@ -9,7 +9,9 @@
 #include <epstack/onnx/op_schema.hpp>
 
 #include "onnx_convert.hpp"
+#include "newer_fields.hpp"
 #include "inference_guards.hpp"
+#include "schema/modern_inference.hpp"
 #include "zero_copy.hpp"
 #include "../core/atomic_file.hpp"
 
@@ -322,7 +324,10 @@ Result<model> load_proto(std::span<const std::byte> bytes, const std::string& la
   m.model_version = mp.model_version();
   m.doc_string = mp.doc_string();
   for (const auto& kv : mp.metadata_props()) m.metadata.emplace_back(kv.key(), kv.value());
-  for (const auto& f : mp.functions()) m.functions.push_back({f.domain(), f.name(), f.SerializeAsString()});
+  for (const auto& f : mp.functions())
+    m.functions.push_back({f.domain(), f.name(), f.SerializeAsString(), detail::read_newer_fields(f, detail::function_fields).overload});
+  // A multi-device configuration (IR 11) is kept for saving; the model runs on one device, as the IR allows.
+  m.ir_extra = detail::read_newer_fields(mp, detail::model_fields).rest;
   for (const auto& t : mp.training_info()) m.training_info.push_back(t.SerializeAsString());
 
   EPSTACK_RETURN_IF_ERROR(detail::graph_from_proto(*mp.mutable_graph(), m.graph, ext).with_context(label));
@@ -386,6 +391,7 @@ Result<onnx::ModelProto> to_proto(const model& m, const detail::external_writer&
       return Status(errc::invalid_argument, "function '" + f.domain + "." + f.name + "' does not parse");
   for (const auto& t : m.training_info)
     if (!mp.add_training_info()->ParseFromString(t)) return Status(errc::invalid_argument, "a training_info entry does not parse");
+  detail::write_newer_fields(mp, detail::model_fields, {}, {}, m.ir_extra);
   return mp;
 }
 
@@ -697,6 +703,62 @@ void rename_free_names(onnx::GraphProto& sg, const std::unordered_map<std::strin
   for (auto& o : *sg.mutable_output()) rename(o.mutable_name());
 }
 
+// The nodes of function `fp` called by node `np`: formal inputs and outputs renamed to the node's, every other name
+// prefixed (unique per call), attribute references replaced by the node's attribute (or the function's default,
+// IR 9's attribute_proto), or dropped when neither has it. onnx 1.12's FunctionExpandHelper does the same for
+// schema functions but dereferences a null schema for a model-local function of a custom domain, so epstack does it.
+Status instantiate_body(const onnx::NodeProto& np, const onnx::FunctionProto& fp, onnx::GraphProto& body,
+                        const std::string& prefix) {
+  if (np.input_size() > fp.input_size())
+    return Status(errc::invalid_graph, "the node has " + std::to_string(np.input_size()) + " inputs, the function " +
+                                           std::to_string(fp.input_size()));
+  if (np.output_size() > fp.output_size())
+    return Status(errc::invalid_graph, "the node has " + std::to_string(np.output_size()) + " outputs, the function " +
+                                           std::to_string(fp.output_size()));
+  std::unordered_map<std::string, std::string> io;
+  for (int i = 0; i < fp.input_size(); ++i) io[fp.input(i)] = i < np.input_size() ? np.input(i) : std::string();
+  for (int i = 0; i < fp.output_size(); ++i) io[fp.output(i)] = i < np.output_size() ? np.output(i) : std::string();
+  const auto rename = [&](const std::string& name) {
+    if (name.empty()) return name;
+    const auto it = io.find(name);
+    return it != io.end() ? it->second : prefix + name;
+  };
+  std::unordered_map<std::string, const onnx::AttributeProto*> given, defaults;
+  for (const auto& a : np.attribute()) given[a.name()] = &a;
+  // FunctionProto.attribute_proto (field 11, IR 9): attributes with defaults; onnx 1.12 keeps it as an unknown field.
+  std::vector<onnx::AttributeProto> default_protos;
+  const auto& unknown = fp.GetReflection()->GetUnknownFields(fp);
+  for (int i = 0; i < unknown.field_count(); ++i)
+    if (unknown.field(i).number() == 11 && unknown.field(i).type() == google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
+      if (onnx::AttributeProto a; a.ParseFromString(unknown.field(i).length_delimited())) default_protos.push_back(std::move(a));
+  for (const auto& a : default_protos) defaults[a.name()] = &a;
+  for (const auto& fn : fp.node()) {
+    auto* bn = body.add_node();
+    *bn = fn;
+    bn->clear_input();
+    bn->clear_output();
+    bn->clear_attribute();
+    if (!fn.name().empty()) bn->set_name(prefix + fn.name());
+    for (const auto& i : fn.input()) bn->add_input(rename(i));
+    for (const auto& o : fn.output()) bn->add_output(rename(o));
+    for (const auto& a : fn.attribute()) {
+      if (a.ref_attr_name().empty()) {
+        *bn->add_attribute() = a;
+        continue;
+      }
+      const auto g = given.find(a.ref_attr_name());
+      const onnx::AttributeProto* src = g != given.end() ? g->second : nullptr;
+      if (src == nullptr)
+        if (const auto d = defaults.find(a.ref_attr_name()); d != defaults.end()) src = d->second;
+      if (src == nullptr) continue;
+      auto* na = bn->add_attribute();
+      *na = *src;
+      na->set_name(a.name());
+    }
+  }
+  return {};
+}
+
 }  // namespace
 
 Result<std::optional<std::vector<body_node>>> expand_function(const model& m, const graph& g, node_id n) {
@@ -714,13 +776,20 @@ Result<std::optional<std::vector<body_node>>> expand_function(const model& m, co
   onnx::FunctionProto fp;
   bool found = false;
   for (const auto& f : m.functions)
-    if (f.name == nd.op_type && (f.domain == nd.domain || (f.domain.empty() && domain.empty()))) {
+    if (f.name == nd.op_type && f.overload == nd.overload && (f.domain == nd.domain || (f.domain.empty() && domain.empty()))) {
       if (!fp.ParseFromString(f.proto)) return Status(errc::invalid_graph, where + ": its model-local function does not parse");
       found = true;
       break;
     }
   if (!found) {
-    const std::int64_t version = m.opset(domain);
+    std::int64_t version = m.opset(domain);
+    // A version beyond onnx 1.12 takes onnx 1.12's body only if it equals that version but for its type lists.
+    if (const auto* mine = version > 0 ? schema::find_schema(domain, nd.op_type, static_cast<int>(version)) : nullptr;
+        mine != nullptr && detail::beyond_onnx112(*mine)) {
+      const auto* eq = detail::onnx112_equivalent(*mine);
+      if (eq == nullptr) return std::optional<std::vector<body_node>>();
+      version = eq->since_version;
+    }
     const auto* schema = version > 0 ? onnx::OpSchemaRegistry::Instance()->GetSchema(nd.op_type, static_cast<int>(version), domain)
                                      : nullptr;
     if (schema == nullptr) return std::optional<std::vector<body_node>>();
@@ -749,11 +818,7 @@ Result<std::optional<std::vector<body_node>>> expand_function(const model& m, co
     }
   }
   onnx::GraphProto body;
-  try {
-    onnx::FunctionExpandHelper(np, fp, body, np.name() + "/");
-  } catch (const std::exception& e) {
-    return Status(errc::invalid_graph, where + ": expanding its function body: " + e.what());
-  }
+  EPSTACK_RETURN_IF_ERROR(instantiate_body(np, fp, body, np.name() + "/").with_context(where + ": expanding its function body"));
   // The names FunctionExpandHelper gave, read off its result (the body's nodes in the function's order): formal
   // inputs become the node's inputs, every other name what the expanded node that uses or makes it calls it.
   // Subgraphs of the body get the same renaming of the names they take from the function's scope.

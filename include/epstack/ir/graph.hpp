@@ -47,6 +47,13 @@ struct node {
   /// Values of this graph or an enclosing one that the node's subgraphs use (ONNX Runtime's implicit inputs): the
   /// node depends on them as on its inputs. Filled by `resolve_implicit_inputs`.
   boost::container::small_vector<value_id, 2> implicit_inputs;
+  /// `metadata_props` (IR 10), in order.
+  std::vector<std::pair<std::string, std::string>> metadata;
+  /// The overload of the model-local function the node calls (IR 10); empty for the one without an overload.
+  std::string overload;
+  /// The fields of a newer IR that epstack keeps without interpreting (a node's device configurations, IR 11), as
+  /// protobuf wire bytes: written back as they were read.
+  std::string ir_extra;
 };
 
 /// @brief A value: its name, type, where it comes from and who uses it.
@@ -92,6 +99,12 @@ class basic_graph {
   void set_name(std::string n) { name_ = std::move(n); }
   [[nodiscard]] const std::string& doc_string() const noexcept { return doc_string_; }
   void set_doc_string(std::string d) { doc_string_ = std::move(d); }
+  /// The graph's `metadata_props` (IR 10), in order.
+  [[nodiscard]] std::vector<std::pair<std::string, std::string>>& metadata() noexcept { return metadata_; }
+  [[nodiscard]] const std::vector<std::pair<std::string, std::string>>& metadata() const noexcept { return metadata_; }
+  /// Fields of a newer IR kept as wire bytes (see `node::ir_extra`).
+  [[nodiscard]] const std::string& ir_extra() const noexcept { return ir_extra_; }
+  void set_ir_extra(std::string b) { ir_extra_ = std::move(b); }
 
   // ---- values ----
   [[nodiscard]] std::size_t value_count() const noexcept { return values_.size(); }
@@ -284,6 +297,8 @@ class basic_graph {
 
   std::string name_;
   std::string doc_string_;
+  std::vector<std::pair<std::string, std::string>> metadata_;
+  std::string ir_extra_;
   std::vector<Node> nodes_;
   std::vector<flow> flows_;
   std::vector<boost::container::small_vector<std::size_t, 2>> out_;  // per node: its flows out

@@ -13,8 +13,11 @@
 
 namespace epstack {
 
-/// The ONNX IR version epstack writes by default (ONNX 1.12 reads up to 8).
+/// The ONNX IR version epstack writes by default for a model it builds (ONNX 1.12 reads up to 8); a loaded model keeps
+/// its own.
 inline constexpr std::int64_t default_ir_version = 8;
+/// The newest ONNX IR version epstack reads and writes (ONNX 1.22).
+inline constexpr std::int64_t max_ir_version = 13;
 
 /// One opset import: a domain ("" is the default ONNX domain) and its version.
 struct opset_import {
@@ -23,11 +26,13 @@ struct opset_import {
   friend bool operator==(const opset_import&, const opset_import&) = default;
 };
 
-/// @brief A model-local function (ONNX `FunctionProto`), kept serialized; the onnx package expands its body.
+/// @brief A model-local function (ONNX `FunctionProto`), kept serialized (every field, those of IR 10+ included);
+/// the onnx package expands its body. Its identity is (domain, name, overload).
 struct function_def {
   std::string domain;
   std::string name;
-  std::string proto;  ///< the serialized FunctionProto
+  std::string proto;     ///< the serialized FunctionProto
+  std::string overload;  ///< IR 10: functions of one (domain, name) told apart; a node picks one by its `overload`
 };
 
 /// @brief An ONNX model.
@@ -43,6 +48,8 @@ struct model {
   epstack::graph graph;
   std::vector<function_def> functions;
   std::vector<std::string> training_info;  ///< serialized TrainingInfoProto, kept for round trips
+  /// Fields of a newer IR kept as wire bytes (the multi-device `configuration` of IR 11): written back as read.
+  std::string ir_extra;
   std::filesystem::path path;              ///< the file it was loaded from (empty for a buffer)
 
   /// The version imported for `domain` ("" and "ai.onnx" are the same), or -1.

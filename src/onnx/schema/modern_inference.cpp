@@ -309,12 +309,54 @@ void optional_has_element(InferenceContext& ctx) {
   ctx.getOutputType(0)->mutable_tensor_type()->mutable_shape()->clear_dim();
 }
 
-void dft20(InferenceContext& ctx) {  // the rank of the input, last dimension 2
+// DFT-17 and DFT-20: the signal's shape, the last dimension 2 (1 for the real inverse of a one-sided spectrum), the
+// transformed axis dft_length long, n/2 + 1 for a one-sided forward transform, 2 (n - 1) for a one-sided inverse.
+// (onnx 1.12's DFT-17 inference refuses a one-sided inverse, which ONNX 1.22 defines.)
+void dft(InferenceContext& ctx) {
   onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
   if (!input_shape(ctx, 0)) return;
-  const int rank = onnx::getInputShape(ctx, 0).dim_size();
-  rank_of(ctx, 0, rank);
-  if (rank > 0) ctx.getOutputType(0)->mutable_tensor_type()->mutable_shape()->mutable_dim(rank - 1)->set_dim_value(2);
+  const auto& in = onnx::getInputShape(ctx, 0);
+  const int rank = in.dim_size();
+  if (rank < 2) fail_shape_inference("DFT: the signal has rank ", rank, "; at least 2 is needed");
+  const bool onesided = int_attr(ctx, "onesided", 0) != 0, inverse = int_attr(ctx, "inverse", 0) != 0;
+  std::int64_t axis;
+  if (ctx.getAttribute("axis") != nullptr || ctx.getNumInputs() < 3) {
+    axis = int_attr(ctx, "axis", 1);  // DFT-17
+  } else {
+    const auto a = const_ints(ctx, 2);
+    if (!a) {
+      rank_of(ctx, 0, rank);
+      return;
+    }
+    if (a->size() != 1) fail_shape_inference("DFT: the axis input must hold one value");
+    axis = (*a)[0];
+  }
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank - 1) fail_shape_inference("DFT: axis ", axis, " is out of range for a signal of rank ", rank);
+  auto* y = ctx.getOutputType(0)->mutable_tensor_type()->mutable_shape();
+  *y = in;
+  y->mutable_dim(rank - 1)->Clear();
+  y->mutable_dim(rank - 1)->set_dim_value(inverse && onesided ? 1 : 2);
+  std::optional<std::int64_t> n;
+  if (present(ctx, 1)) {
+    const auto l = const_ints(ctx, 1);
+    if (l && l->size() == 1) n = (*l)[0];
+    else {
+      y->mutable_dim(static_cast<int>(axis))->Clear();
+      return;
+    }
+  }
+  auto* d = y->mutable_dim(static_cast<int>(axis));
+  const auto& src = in.dim(static_cast<int>(axis));
+  std::optional<std::int64_t> len = n;
+  if (inverse && onesided) {
+    if (!len && src.has_dim_value()) len = 2 * (src.dim_value() - 1);
+  } else {
+    if (!len && src.has_dim_value()) len = src.dim_value();
+    if (len && onesided) len = *len / 2 + 1;
+  }
+  d->Clear();
+  if (len) d->set_dim_value(*len);
 }
 
 void range27(InferenceContext& ctx) {
@@ -410,6 +452,78 @@ void attention(InferenceContext& ctx) {
   if (ctx.getNumOutputs() > 3) rank_of(ctx, 3, 4);
 }
 
+// Pooling (MaxPool-22, AveragePool-19/22, LpPool-18/22): [N, C, spatial...] with the output size rule of ONNX 1.22
+// (with ceil_mode, a last window that would start in the end padding is dropped; onnx 1.12 kept it).
+void pool(InferenceContext& ctx) {
+  onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
+  if (ctx.getNumOutputs() > 1) onnx::updateOutputElemType(ctx, 1, onnx::TensorProto::INT64);
+  if (!input_shape(ctx, 0)) return;
+  const auto& x = onnx::getInputShape(ctx, 0);
+  const int rank = x.dim_size();
+  if (rank < 3) fail_shape_inference("the input has rank ", rank, "; at least 3 (N, C, spatial...) is needed");
+  const int sp = rank - 2;
+  const auto ints = [&](const char* name, std::int64_t def, int n) {
+    std::vector<std::int64_t> v;
+    if (const auto* a = ctx.getAttribute(name)) v.assign(a->ints().begin(), a->ints().end());
+    if (v.empty()) v.assign(static_cast<std::size_t>(n), def);
+    if (static_cast<int>(v.size()) != n) fail_shape_inference("attribute '", name, "' has ", v.size(), " values, expected ", n);
+    return v;
+  };
+  const auto* ks = ctx.getAttribute("kernel_shape");
+  if (ks == nullptr) fail_shape_inference("the attribute 'kernel_shape' is required");
+  const auto k = ints("kernel_shape", 1, sp), s = ints("strides", 1, sp), d = ints("dilations", 1, sp);
+  const auto pads = ints("pads", 0, 2 * sp);
+  for (int i = 0; i < sp; ++i)
+    if (k[static_cast<std::size_t>(i)] < 1 || s[static_cast<std::size_t>(i)] < 1 || d[static_cast<std::size_t>(i)] < 1 ||
+        pads[static_cast<std::size_t>(i)] < 0 || pads[static_cast<std::size_t>(i + sp)] < 0)
+      fail_shape_inference("kernel_shape, strides and dilations must be positive and pads non-negative");
+  const bool ceil_mode = int_attr(ctx, "ceil_mode", 0) != 0;
+  const auto* ap = ctx.getAttribute("auto_pad");
+  const std::string auto_pad = ap != nullptr ? ap->s() : "NOTSET";
+  for (std::size_t o = 0; o < std::min<std::size_t>(ctx.getNumOutputs(), 2); ++o) {
+    auto* y = ctx.getOutputType(o)->mutable_tensor_type()->mutable_shape();
+    y->clear_dim();
+    *y->add_dim() = x.dim(0);
+    *y->add_dim() = x.dim(1);
+    for (int i = 0; i < sp; ++i) {
+      auto* out = y->add_dim();
+      const auto& in = x.dim(i + 2);
+      if (!in.has_dim_value()) continue;
+      const auto iu = static_cast<std::size_t>(i);
+      const std::int64_t n = in.dim_value(), eff = (k[iu] - 1) * d[iu] + 1;
+      std::int64_t r;
+      if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+        r = (n + s[iu] - 1) / s[iu];
+      } else {
+        const std::int64_t total = auto_pad == "VALID" ? n : n + pads[iu] + pads[iu + static_cast<std::size_t>(sp)];
+        if (total < eff) fail_shape_inference("the window (", eff, ") is larger than the padded input (", total, ")");
+        r = (ceil_mode ? (total - eff + s[iu] - 1) / s[iu] : (total - eff) / s[iu]) + 1;
+        if (ceil_mode && auto_pad != "VALID" && (r - 1) * s[iu] >= n + pads[iu]) --r;
+      }
+      out->set_dim_value(r);
+    }
+  }
+}
+
+// OptionalGetElement-18: an optional's element, or the tensor or sequence itself.
+void optional_get_element(InferenceContext& ctx) {
+  const auto* t = ctx.getInputType(0);
+  if (!has_type(t)) return;
+  if (t->has_optional_type()) *ctx.getOutputType(0) = t->optional_type().elem_type();
+  else *ctx.getOutputType(0) = *t;
+}
+
+// FlexAttention-1 (ai.onnx.preview): Y is Q's shape with V's head size.
+void flex_attention(InferenceContext& ctx) {
+  onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
+  if (!input_shape(ctx, 0)) return;
+  auto* y = ctx.getOutputType(0)->mutable_tensor_type()->mutable_shape();
+  *y = onnx::getInputShape(ctx, 0);
+  if (y->dim_size() != 4) fail_shape_inference("FlexAttention: Q must be 4-D, got rank ", y->dim_size());
+  y->mutable_dim(3)->Clear();
+  if (input_shape(ctx, 2) && onnx::getInputShape(ctx, 2).dim_size() == 4) *y->mutable_dim(3) = onnx::getInputShape(ctx, 2).dim(3);
+}
+
 using own_fn = void (*)(InferenceContext&);
 
 // Own functions by operator name (every version beyond onnx 1.12 of that operator).
@@ -417,13 +531,15 @@ const std::unordered_map<std::string_view, own_fn>& own_functions() {
   static const std::unordered_map<std::string_view, own_fn> table = {
       {"Cast", cast}, {"CastLike", cast_like}, {"QuantizeLinear", quantize_linear},
       {"DequantizeLinear", dequantize_linear}, {"Split", split18}, {"Pad", pad18}, {"Resize", resize18},
-      {"GridSample", grid_sample20}, {"OptionalHasElement", optional_has_element}, {"DFT", dft20},
-      {"Range", range27}, {"BitwiseAnd", broadcast2}, {"BitwiseOr", broadcast2}, {"BitwiseXor", broadcast2},
+      {"GridSample", grid_sample20}, {"OptionalHasElement", optional_has_element},
+      {"DFT", dft}, {"Range", range27}, {"BitwiseAnd", broadcast2}, {"BitwiseOr", broadcast2}, {"BitwiseXor", broadcast2},
       {"BitwiseNot", unary}, {"CumProd", unary}, {"Gelu", unary}, {"Mish", unary}, {"Swish", unary},
       {"GroupNormalization", unary}, {"RMSNormalization", unary}, {"RotaryEmbedding", unary},
       {"TensorScatter", unary}, {"RegexFullMatch", regex_full_match}, {"StringConcat", string_concat},
       {"StringSplit", string_split}, {"ImageDecoder", image_decoder}, {"BitCast", bit_cast},
-      {"LabelEncoder", label_encoder4}, {"Attention", attention},
+      {"LabelEncoder", label_encoder4}, {"Attention", attention}, {"MaxPool", pool}, {"AveragePool", pool},
+      {"LpPool", pool}, {"OptionalGetElement", optional_get_element},
+      {"FlexAttention", flex_attention},
   };
   return table;
 }
@@ -439,8 +555,6 @@ const std::unordered_map<std::string_view, borrowed>& borrowed_functions() {
       {"ReduceL1", {"ReduceSum", 13}}, {"ReduceL2", {"ReduceSum", 13}}, {"ReduceLogSum", {"ReduceSum", 13}},
       {"ReduceLogSumExp", {"ReduceSum", 13}}, {"ReduceMax", {"ReduceSum", 13}}, {"ReduceMean", {"ReduceSum", 13}},
       {"ReduceMin", {"ReduceSum", 13}}, {"ReduceProd", {"ReduceSum", 13}}, {"ReduceSumSquare", {"ReduceSum", 13}},
-      // AveragePool-19/22 (dilations) and LpPool-18/22 (ceil_mode, dilations): the pooling inference of MaxPool-12.
-      {"AveragePool", {"MaxPool", 12}}, {"LpPool", {"MaxPool", 12}},
       // DeformConv-19/22: the output shape of a convolution (X, W, and the same spatial attributes).
       {"DeformConv", {"Conv", 11}},
   };
@@ -467,10 +581,12 @@ bool same_signature(const schema::op_schema& a, const schema::op_schema& b) {
 
 }  // namespace
 
+bool replaced_onnx112(const schema::op_schema& s) noexcept { return s.domain.empty() && s.name == "DFT" && s.since_version == 17; }
+
 bool beyond_onnx112(const schema::op_schema& s) noexcept {
   if (s.domain.empty()) return s.since_version > 17;
   if (s.domain == "ai.onnx.ml") return s.since_version > 3;
-  return false;
+  return s.domain == "ai.onnx.preview";  // a domain onnx 1.12 does not have
 }
 
 const schema::op_schema* onnx112_equivalent(const schema::op_schema& s) noexcept {
