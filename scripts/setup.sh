@@ -9,7 +9,9 @@ libonnx-dev libprotobuf-dev protobuf-compiler
 libflatbuffers-dev flatbuffers-compiler
 libboost-graph-dev libboost-container-dev libxxhash-dev libeigen3-dev libdnnl-dev ocl-icd-opencl-dev
 doctest-dev libbenchmark-dev
-libonnx-testdata python3-onnx python3-numpy"
+libonnx-testdata python3-onnx python3-numpy
+libre2-dev libjpeg-dev libpng-dev libtiff-dev libwebp-dev libopenjp2-7-dev"
+# libre2-dev ... libopenjp2-7-dev: RE2 (RegexFullMatch) and the image codecs of ImageDecoder, for the CPU provider.
 # ocl-icd-opencl-dev: Debian's oneDNN is built with its OpenCL GPU runtime, so its CMake package config requires the
 # OpenCL headers and library (libdnnl-dev only recommends them, and recommends are not installed here).
 # The peer tests install ONNX Runtime (onnxruntime-node) with npm: Debian's node and npm when the machine has none

@@ -6,6 +6,8 @@
 
 #include <epstack/onnx/onnx_io.hpp>
 
+#include "../providers/cpu/src/small_float.hpp"  // decoding of the float8, float4 and packed integer types
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -123,6 +125,18 @@ std::string compare_tensor(const tensor& got, const tensor& want, const toleranc
       if (got.typed<std::string>()[i] != want.typed<std::string>()[i])
         return "string at " + index_string(want, i) + " is '" + got.typed<std::string>()[i] + "', expected '" +
                want.typed<std::string>()[i] + "'";
+    return "";
+  }
+  // The float8 and float4 types: decoded values, exact (NaN equal to NaN); the packed integers: unpacked values.
+  if (is_float8(want.type()) || is_packed(want.type())) {
+    namespace sf = epstack::cpu::small_float;
+    const bool ints = sf::is_packed_int(want.type());
+    for (std::size_t i = 0; i < n; ++i) {
+      const float g = sf::value_at(got.type(), got.data(), i), w = sf::value_at(want.type(), want.data(), i);
+      if (g == w || (std::isnan(g) && std::isnan(w))) continue;
+      return "value at " + index_string(want, i) + " is " + (ints ? std::to_string(static_cast<int>(g)) : fmt(g)) +
+             ", expected " + (ints ? std::to_string(static_cast<int>(w)) : fmt(w));
+    }
     return "";
   }
   // Integers and bools: exact, byte for byte.

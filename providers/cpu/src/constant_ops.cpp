@@ -111,8 +111,10 @@ Status range_run(compute_context& ctx) {
     if (t.element_count() != 1) return invalid(cat(names[i], " must be a scalar, but has shape ", dims_string(t.sizes())));
     v[i] = *t.typed<T>();
   }
-  const T start = v[0], limit = v[1], delta = v[2];
-  if (delta == T(0)) return invalid("delta is 0");
+  // float16 and bfloat16 (Range-27) count and step in float.
+  using A = std::conditional_t<is_half_v<T>, float, T>;
+  const A start = static_cast<A>(v[0]), limit = static_cast<A>(v[1]), delta = static_cast<A>(v[2]);
+  if (delta == A(0)) return invalid("delta is 0");
   std::int64_t n = 0;
   if constexpr (std::is_integral_v<T>) {
     const auto us = static_cast<std::uint64_t>(static_cast<std::int64_t>(start));
@@ -135,7 +137,7 @@ Status range_run(compute_context& ctx) {
         out[i] = static_cast<T>(static_cast<std::uint64_t>(static_cast<std::int64_t>(start)) +
                                 static_cast<std::uint64_t>(i) * static_cast<std::uint64_t>(static_cast<std::int64_t>(delta)));
       else
-        out[i] = static_cast<T>(start + static_cast<T>(i) * delta);
+        out[i] = static_cast<T>(start + static_cast<A>(i) * delta);
     }
   });
   return {};
@@ -184,8 +186,8 @@ Result<compute_function> constant_of_shape::compile(const graph& g, node_id n) {
   });
 }
 
-// Range: float, double, int16, int32, int64.
-#define EPSTACK_RANGE_TYPES float, double, std::int16_t, std::int32_t, std::int64_t
+// Range: float, double, int16, int32, int64; float16 and bfloat16 from opset 27.
+#define EPSTACK_RANGE_TYPES float, double, std::int16_t, std::int32_t, std::int64_t, ::epstack::float16, ::epstack::bfloat16
 bool range::supports(const graph& g, node_id n) {
   const auto e = in_type(g, n, 0);
   if (!has_in(g, n, 0) || !has_in(g, n, 1) || !has_in(g, n, 2)) return false;

@@ -24,6 +24,13 @@
 
 namespace epstack::cpu {
 namespace impl {
+
+// float16/bfloat16 <-> float conversions (elementwise.cpp).
+tensor half_as_float(compute_context& ctx, const tensor& t);
+void store_as_half(compute_context& ctx, const float* src, tensor& dst);
+void widen_half(const float16* src, float* dst, std::size_t n);
+void widen_half(const bfloat16* src, float* dst, std::size_t n);
+
 namespace {
 
 // ---- activation epilogue ----
@@ -505,14 +512,13 @@ sgemm_epilogue kernel_epilogue(const conv_plan& p, const float* bias) {
 // tile straight from the input. Many tiles: tiles across the threads, each packed, multiplied and finished (epilogue)
 // by one thread while in cache. Few columns (late, small feature maps): one packing of all columns, then the rows of
 // W split across the threads.
-Status conv_packed(const conv_plan& p, compute_context& ctx, const geometry& g, bool pointwise, const float* px,
-                   const float* pw, const float* bias, const float* z, float* py) {
+Status conv_packed(const conv_plan& p, compute_context& ctx, const geometry& g, std::span<const std::int64_t> w_sizes,
+                   bool pointwise, const float* px, const float* pw, const float* bias, const float* z, float* py) {
   const std::int64_t HW = g.out_size, K = g.Cg * g.kernel_size;
   const std::size_t a_size = packed_a_size(g.Mg, K);
   const float* packed = nullptr;
   tensor packed_scratch;
-  const bool prepacked = p.packed_w && std::equal(p.w_sizes.begin(), p.w_sizes.end(), ctx.input(1).sizes().begin(),
-                                                  ctx.input(1).sizes().end());
+  const bool prepacked = p.packed_w && std::equal(p.w_sizes.begin(), p.w_sizes.end(), w_sizes.begin(), w_sizes.end());
   if (prepacked) {
     packed = p.packed_w.get();
   } else {
@@ -586,34 +592,69 @@ Status conv_packed(const conv_plan& p, compute_context& ctx, const geometry& g, 
   return {};
 }
 
-Status conv_compute(const conv_plan& p, compute_context& ctx) {
+// The geometry of X and W, after checking that X, W, B and Z (those present) are all of element type `t`, that B holds
+// one value per output channel and that Z has the output's shape (`out_sizes`).
+Result<geometry> conv_check(const conv_plan& p, compute_context& ctx, element_type t, tensor_sizes& out_sizes) {
   const tensor& x = ctx.input(0);
   const tensor& w = ctx.input(1);
-  if (x.type() != element_type::float32 || w.type() != element_type::float32)
-    return Status(errc::invalid_argument, "X and W must be float");
-  EPSTACK_ASSIGN_OR_RETURN(const geometry g, make_geometry(p.attrs, x.sizes(), w.sizes()));
-  const float* bias = nullptr;
+  if (x.type() != t || w.type() != t)
+    return Status(errc::invalid_argument, cat("X and W must be ", std::string(to_string(t))));
+  EPSTACK_ASSIGN_OR_RETURN(geometry g, make_geometry(p.attrs, x.sizes(), w.sizes()));
   if (ctx.has_input(2)) {
     const tensor& b = ctx.input(2);
-    if (b.type() != element_type::float32 || b.element_count() != static_cast<std::size_t>(g.M))
-      return Status(errc::invalid_argument, cat("B must hold ", std::to_string(g.M), " floats"));
-    bias = b.typed<float>();
+    if (b.type() != t || b.element_count() != static_cast<std::size_t>(g.M))
+      return Status(errc::invalid_argument, cat("B must hold ", std::to_string(g.M), " values of X's type"));
   }
-  tensor_sizes out_sizes{g.N, g.M};
+  out_sizes = {g.N, g.M};
   out_sizes.insert(out_sizes.end(), g.out.begin(), g.out.end());
-  const float* z = nullptr;
   if (p.fused && ctx.has_input(3)) {
     const tensor& zt = ctx.input(3);
-    if (zt.type() != element_type::float32 || !std::equal(zt.sizes().begin(), zt.sizes().end(), out_sizes.begin(), out_sizes.end()))
+    if (zt.type() != t || !std::equal(zt.sizes().begin(), zt.sizes().end(), out_sizes.begin(), out_sizes.end()))
       return Status(errc::invalid_argument, cat("Z ", dims_string(zt.sizes()), " must have the output's shape ", dims_string(out_sizes)));
-    z = zt.typed<float>();
   }
+  return g;
+}
+
+Status conv_run(const conv_plan& p, compute_context& ctx, const geometry& g, std::span<const std::int64_t> w_sizes,
+                const float* px, const float* pw, const float* bias, const float* z, float* py);
+
+Status conv_compute(const conv_plan& p, compute_context& ctx) {
+  tensor_sizes out_sizes;
+  EPSTACK_ASSIGN_OR_RETURN(const geometry g, conv_check(p, ctx, element_type::float32, out_sizes));
+  const tensor& x = ctx.input(0);
+  const tensor& w = ctx.input(1);
+  const float* bias = ctx.has_input(2) ? ctx.input(2).typed<float>() : nullptr;
+  const float* z = p.fused && ctx.has_input(3) ? ctx.input(3).typed<float>() : nullptr;
   tensor& y = ctx.allocate_output(0, element_type::float32, out_sizes);
-  const float* px = x.typed<float>();
-  const float* pw = w.typed<float>();
-  float* py = y.typed<float>();
-  const std::int64_t HW = g.out_size, K = g.Cg * g.kernel_size;
   if (y.element_count() == 0) return {};
+  return conv_run(p, ctx, g, w.sizes(), x.typed<float>(), w.typed<float>(), bias, z, y.typed<float>());
+}
+
+// float16 and bfloat16: X, W, B and Z widened to float in scratch memory, the float convolution, Y rounded once.
+Status conv_compute_half(const conv_plan& p, compute_context& ctx) {
+  const element_type t = ctx.input(0).type();
+  if (t != element_type::float16 && t != element_type::bfloat16)
+    return Status(errc::invalid_argument, "X must be float16 or bfloat16");
+  tensor_sizes out_sizes;
+  EPSTACK_ASSIGN_OR_RETURN(const geometry g, conv_check(p, ctx, t, out_sizes));
+  tensor& y = ctx.allocate_output(0, t, out_sizes);
+  if (y.element_count() == 0) return {};
+  const tensor x = half_as_float(ctx, ctx.input(0));
+  const tensor w = half_as_float(ctx, ctx.input(1));
+  const tensor b = ctx.has_input(2) ? half_as_float(ctx, ctx.input(2)) : tensor();
+  const tensor z = p.fused && ctx.has_input(3) ? half_as_float(ctx, ctx.input(3)) : tensor();
+  tensor fy = ctx.scratch(element_type::float32, y.element_count());
+  EPSTACK_RETURN_IF_ERROR(conv_run(p, ctx, g, w.sizes(), x.typed<float>(), w.typed<float>(),
+                                   b.empty() ? nullptr : b.typed<float>(), z.empty() ? nullptr : z.typed<float>(),
+                                   fy.typed<float>()));
+  store_as_half(ctx, fy.typed<float>(), y);
+  return {};
+}
+
+// The convolution of float X and W (geometry `g`) into Y (not empty), with bias, residual and activation.
+Status conv_run(const conv_plan& p, compute_context& ctx, const geometry& g, std::span<const std::int64_t> w_sizes,
+                const float* px, const float* pw, const float* bias, const float* z, float* py) {
+  const std::int64_t HW = g.out_size, K = g.Cg * g.kernel_size;
 
   const bool depthwise = g.Cg == 1 && g.Mg == 1 && g.spatial == 2;
   if (depthwise) {
@@ -640,8 +681,8 @@ Status conv_compute(const conv_plan& p, compute_context& ctx) {
   bool pointwise = g.kernel_size == 1;
   for (std::size_t i = 0; i < g.spatial && pointwise; ++i) pointwise = g.stride[i] == 1 && g.pad_begin[i] == 0 && g.in[i] == g.out[i];
   const bool in_kernel_act = p.act.kind == act_kind::none || p.act.kind == act_kind::relu || p.act.kind == act_kind::clip;
-  if (p.wino.data && g.spatial == 2 && winograd_shape_ok(p.attrs, w.sizes()) && in_kernel_act &&
-      std::equal(p.w_sizes.begin(), p.w_sizes.end(), w.sizes().begin(), w.sizes().end()) &&
+  if (p.wino.data && g.spatial == 2 && winograd_shape_ok(p.attrs, w_sizes) && in_kernel_act &&
+      std::equal(p.w_sizes.begin(), p.w_sizes.end(), w_sizes.begin(), w_sizes.end()) &&
       (!p.packed_w || ((g.out[0] + 1) / 2) * ((g.out[1] + 1) / 2) >= winograd_min_tiles)) {
     const winograd_shape ws{g.C, g.M, g.in[0], g.in[1], g.out[0], g.out[1], g.pad_begin[0], g.pad_begin[1]};
     tensor scratch = ctx.scratch(element_type::float32, winograd_scratch_floats(ws));
@@ -652,7 +693,7 @@ Status conv_compute(const conv_plan& p, compute_context& ctx) {
     }
     return {};
   }
-  if (sgemm_packed_available()) return conv_packed(p, ctx, g, pointwise, px, pw, bias, z, py);
+  if (sgemm_packed_available()) return conv_packed(p, ctx, g, w_sizes, pointwise, px, pw, bias, z, py);
   const int threads = ctx.thread_count();
   // Column tiles: enough to keep every thread busy, each a few hundred columns at least.
   const std::int64_t tile = std::max<std::int64_t>(256, (HW + 4 * threads - 1) / (4 * threads));
@@ -722,19 +763,27 @@ Result<conv_plan> make_plan(const graph& gr, node_id n, bool fused) {
   // Constant weights are packed once, here: for Winograd when the input's size (from shape inference) gives enough
   // tiles (or is unknown), and for the im2col path unless Winograd will always be taken.
   const tensor* w = constant_input(gr, n, 1);
+  // A float16/bfloat16 W is packed from a float copy (the kernel widens X and computes in float).
+  tensor w_float;
+  if (w != nullptr && (w->type() == element_type::float16 || w->type() == element_type::bfloat16)) {
+    w_float = tensor::uninitialized(element_type::float32, w->sizes());
+    if (w->type() == element_type::float16) widen_half(w->typed<float16>(), w_float.typed<float>(), w->element_count());
+    else widen_half(w->typed<bfloat16>(), w_float.typed<float>(), w->element_count());
+  }
+  const tensor* wf = w_float.empty() ? w : &w_float;
   bool im2col_needed = true;
-  if (w != nullptr && winograd_available() && w->type() == element_type::float32 && winograd_shape_ok(p.attrs, w->sizes())) {
+  if (w != nullptr && winograd_available() && wf->type() == element_type::float32 && winograd_shape_ok(p.attrs, w->sizes())) {
     const auto& xt = gr.value(nd.inputs[0]).type;
     std::int64_t tiles = -1;
     if (xt.dims && xt.dims->rank() == 4 && (*xt.dims)[2].is_known() && (*xt.dims)[3].is_known())
       tiles = (((*xt.dims)[2].value + 1) / 2) * (((*xt.dims)[3].value + 1) / 2);  // about: pads keep the size
     if (tiles < 0 || tiles >= winograd_min_tiles) {
-      p.wino = winograd_pack(w->typed<float>(), w->sizes()[0], w->sizes()[1]);
+      p.wino = winograd_pack(wf->typed<float>(), w->sizes()[0], w->sizes()[1]);
       im2col_needed = tiles < 0;
       if (!im2col_needed) p.w_sizes.assign(w->sizes().begin(), w->sizes().end());
     }
   }
-  if (w != nullptr && im2col_needed && sgemm_packed_available() && w->type() == element_type::float32 && w->rank() >= 3 && p.attrs.group > 0 &&
+  if (w != nullptr && im2col_needed && sgemm_packed_available() && wf->type() == element_type::float32 && w->rank() >= 3 && p.attrs.group > 0 &&
       w->sizes()[0] % p.attrs.group == 0 && !(w->sizes()[1] == 1 && w->sizes()[0] == p.attrs.group)) {
     const std::int64_t Mg = w->sizes()[0] / p.attrs.group;
     const std::int64_t K = static_cast<std::int64_t>(w->element_count()) / w->sizes()[0];
@@ -742,18 +791,22 @@ Result<conv_plan> make_plan(const graph& gr, node_id n, bool fused) {
     const std::size_t total = p.group_stride * static_cast<std::size_t>(p.attrs.group);
     auto* data = static_cast<float*>(epstack::detail::allocate(total * sizeof(float)));
     for (std::int64_t g = 0; g < p.attrs.group; ++g)
-      pack_a(data + g * static_cast<std::int64_t>(p.group_stride), w->typed<float>() + g * Mg * K, K, false, Mg, K);
+      pack_a(data + g * static_cast<std::int64_t>(p.group_stride), wf->typed<float>() + g * Mg * K, K, false, Mg, K);
     p.packed_w = std::shared_ptr<const float>(
         data, [bytes = total * sizeof(float)](const float* q) { epstack::detail::deallocate(const_cast<float*>(q), bytes); });
     p.w_sizes.assign(w->sizes().begin(), w->sizes().end());
   }
   // The packed copies are what runs use: the original's pages need not stay in memory.
-  if (w != nullptr && (p.packed_w || p.wino.data) && w->is_file_backed()) release_file_pages(w->data(), w->byte_size());
+  // (A float16/bfloat16 W is still read by each run: its pages stay.)
+  if (w != nullptr && w_float.empty() && (p.packed_w || p.wino.data) && w->is_file_backed())
+    release_file_pages(w->data(), w->byte_size());
   return p;
 }
 
 bool conv_supported(const graph& g, node_id n) {
-  if (in_type(g, n, 0) != element_type::float32 || in_type(g, n, 1) != element_type::float32) return false;
+  const auto t = in_type(g, n, 0);
+  if ((t != element_type::float32 && t != element_type::float16 && t != element_type::bfloat16) || in_type(g, n, 1) != t)
+    return false;
   const auto ap = attr_s(g.node(n), "auto_pad", "NOTSET");
   return ap == "NOTSET" || ap == "VALID" || ap == "SAME_UPPER" || ap == "SAME_LOWER";
 }
@@ -767,11 +820,15 @@ using namespace impl;
 bool conv::supports(const graph& g, node_id n) { return conv_supported(g, n); }
 Result<compute_function> conv::compile(const graph& g, node_id n) {
   EPSTACK_ASSIGN_OR_RETURN(auto p, make_plan(g, n, false));
+  if (in_type(g, n, 0) != element_type::float32)
+    return make_fn("Conv", [p](compute_context& ctx) { return conv_compute_half(p, ctx); });
   return make_fn("Conv", [p](compute_context& ctx) { return conv_compute(p, ctx); });
 }
 bool fused_conv::supports(const graph& g, node_id n) { return conv_supported(g, n) && parse_activation(g.node(n)).has_value(); }
 Result<compute_function> fused_conv::compile(const graph& g, node_id n) {
   EPSTACK_ASSIGN_OR_RETURN(auto p, make_plan(g, n, true));
+  if (in_type(g, n, 0) != element_type::float32)
+    return make_fn("FusedConv", [p](compute_context& ctx) { return conv_compute_half(p, ctx); });
   return make_fn("FusedConv", [p](compute_context& ctx) { return conv_compute(p, ctx); });
 }
 

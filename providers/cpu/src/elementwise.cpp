@@ -1,14 +1,81 @@
 // Element-wise kernels: unary math and activations, binary and n-ary ops with numpy broadcasting, comparisons,
 // logic, Where, Clip, and the contrib Gelu/BiasGelu. Loops are plain and branch-free so the compiler vectorises them;
-// large tensors are split across the intra-op threads.
+// large tensors are split across the intra-op threads. float16 and bfloat16 are computed in float, by the float
+// kernel's functor over blocks widened into a stack buffer, each result rounded once.
 #include "broadcast.hpp"
 #include "kernel_util.hpp"
 
 #include <type_traits>
 
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
+
 namespace epstack::cpu {
 namespace impl {
+
+// ---------------------------------------------------------------------------------------------------------------
+// float16 and bfloat16 as float: blocks converted with the same rounding as epstack::float16 / bfloat16 (to nearest
+// even; F16C's conversions where the target has them). Shared with matmul.cpp, conv.cpp and norm.cpp, which declare
+// them.
+
+void widen_half(const float16* src, float* dst, std::size_t n) {
+  std::size_t i = 0;
+#if defined(__F16C__)
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
+#endif
+  for (; i < n; ++i) dst[i] = float16::to_float(src[i].bits);
+}
+void widen_half(const bfloat16* src, float* dst, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) dst[i] = std::bit_cast<float>(static_cast<std::uint32_t>(src[i].bits) << 16);
+}
+void narrow_half(const float* src, float16* dst, std::size_t n) {
+  std::size_t i = 0;
+#if defined(__F16C__)
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+#endif
+  for (; i < n; ++i) dst[i].bits = float16::from_float(src[i]);
+}
+void narrow_half(const float* src, bfloat16* dst, std::size_t n) {
+  // bfloat16::from_float without its branch (so the loop vectorises): NaN stays a quiet NaN.
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint32_t x = std::bit_cast<std::uint32_t>(src[i]);
+    const std::uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16, nan = (x >> 16) | 0x40u;
+    dst[i].bits = static_cast<std::uint16_t>((x & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
+  }
+}
+
+/// A float copy of `t` (float16 or bfloat16; a float tensor is returned as it is) in scratch memory, same sizes.
+tensor half_as_float(compute_context& ctx, const tensor& t) {
+  if (t.type() == element_type::float32 || t.empty()) return t;
+  if (t.type() != element_type::float16 && t.type() != element_type::bfloat16)
+    throw std::invalid_argument(cat("expected float16 or bfloat16, got ", std::string(to_string(t.type()))));
+  tensor f = ctx.scratch(element_type::float32, t.element_count()).reshaped(t.sizes());
+  float* dst = f.typed<float>();
+  parallel_elements(ctx, t.element_count(), [&](std::size_t b, std::size_t e) {
+    if (t.type() == element_type::float16) widen_half(t.typed<float16>() + b, dst + b, e - b);
+    else widen_half(t.typed<bfloat16>() + b, dst + b, e - b);
+  });
+  return f;
+}
+/// Rounds `src` (dst.element_count() floats) into `dst`, a float16 or bfloat16 tensor.
+void store_as_half(compute_context& ctx, const float* src, tensor& dst) {
+  if (dst.type() != element_type::float16 && dst.type() != element_type::bfloat16)
+    throw std::invalid_argument(cat("expected float16 or bfloat16, got ", std::string(to_string(dst.type()))));
+  parallel_elements(ctx, dst.element_count(), [&](std::size_t b, std::size_t e) {
+    if (dst.type() == element_type::float16) narrow_half(src + b, dst.typed<float16>() + b, e - b);
+    else narrow_half(src + b, dst.typed<bfloat16>() + b, e - b);
+  });
+}
+
 namespace {
+
+/// Elements per block of the float16/bfloat16 loops (converted into a stack buffer, computed in float, rounded back).
+constexpr std::size_t half_block = 256;
+bool is_half_type(element_type e) { return e == element_type::float16 || e == element_type::bfloat16; }
 
 // ---------------------------------------------------------------------------------------------------------------
 // Unary
@@ -28,15 +95,45 @@ compute_function unary_fn(std::string op, Fn fn) {
   });
 }
 
-// Compiles a unary op over the types `Ts...`: Make(type_tag<T>) returns the functor for T.
+// A unary op over float16 or bfloat16 H: `fn` is the float kernel's functor, applied to blocks widened to float; each
+// result is rounded to H once.
+template <class H, class Fn>
+compute_function unary_half_fn(std::string op, Fn fn) {
+  return make_fn(std::move(op), [fn](compute_context& ctx) -> Status {
+    const tensor& x = ctx.input(0);
+    if (x.type() != element_type_of_v<H>) return Status(errc::invalid_argument, "unexpected input element type");
+    tensor& y = ctx.allocate_output(0, x.type(), x.sizes());
+    const H* in = x.typed<H>();
+    H* out = y.typed<H>();
+    parallel_elements(ctx, x.element_count(), [&](std::size_t b, std::size_t e) {
+      float buf[half_block];
+      for (std::size_t i = b; i < e; i += half_block) {
+        const std::size_t m = std::min(half_block, e - i);
+        widen_half(in + i, buf, m);
+        for (std::size_t j = 0; j < m; ++j) buf[j] = static_cast<float>(fn(buf[j]));
+        narrow_half(buf, out + i, m);
+      }
+    });
+    return {};
+  });
+}
+
+// Compiles a unary op over the types `Ts...`: Make(type_tag<T>) returns the functor for T. For float16 and bfloat16,
+// Make(type_tag<float>) is computed in float.
 template <class... Ts, class Make>
 Result<compute_function> unary_over(const graph& g, node_id n, Make make) {
   Result<compute_function> r = Status(errc::not_implemented, "unsupported element type");
   dispatch<Ts...>(in_type(g, n, 0), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    r = unary_fn<T>(g.node(n).op_type, make(tag));
+    if constexpr (is_half_v<T>) r = unary_half_fn<T>(g.node(n).op_type, make(type_tag<float>{}));
+    else r = unary_fn<T>(g.node(n).op_type, make(tag));
   });
   return r;
+}
+// float16 and bfloat16 with the float functor `fn` (for ops whose float kernel uses a dedicated function).
+template <class Fn>
+Result<compute_function> unary_half(const graph& g, node_id n, Fn fn) {
+  return unary_over<float16, bfloat16>(g, n, [fn](auto) { return fn; });
 }
 template <class... Ts>
 bool input_is(const graph& g, node_id n) {
@@ -46,6 +143,10 @@ bool input_is(const graph& g, node_id n) {
 
 #define EPSTACK_FLOATS float, double
 #define EPSTACK_SIGNED float, double, std::int8_t, std::int16_t, std::int32_t, std::int64_t
+// The 16-bit floats, computed in float.
+#define EPSTACK_HALVES ::epstack::float16, ::epstack::bfloat16
+#define EPSTACK_FLOATS_H EPSTACK_FLOATS, EPSTACK_HALVES
+#define EPSTACK_SIGNED_H EPSTACK_SIGNED, EPSTACK_HALVES
 
 // ---------------------------------------------------------------------------------------------------------------
 // Binary with broadcasting
@@ -98,6 +199,63 @@ Status binary_apply(compute_context& ctx, const tensor& a, const tensor& b, Fn f
   return {};
 }
 
+// out[i] = fn(a[i], b[i]) for i < n over float16 or bfloat16 H, in float: `va` / `vb` false means one value of a / b for
+// every i. R is H (results rounded once) or bool (comparisons).
+template <class H, class R, class Fn>
+void half_binary_run(const H* a, bool va, const H* b, bool vb, R* out, std::size_t n, const Fn& fn) {
+  float fa[half_block], fb[half_block];
+  const float a0 = va ? 0.0f : static_cast<float>(*a), b0 = vb ? 0.0f : static_cast<float>(*b);
+  for (std::size_t i = 0; i < n; i += half_block) {
+    const std::size_t m = std::min(half_block, n - i);
+    if (va) widen_half(a + i, fa, m);
+    if (vb) widen_half(b + i, fb, m);
+    const auto compute = [&](auto* dst) {
+      using D = std::remove_pointer_t<decltype(dst)>;
+      if (va && vb) for (std::size_t j = 0; j < m; ++j) dst[j] = static_cast<D>(fn(fa[j], fb[j]));
+      else if (va) for (std::size_t j = 0; j < m; ++j) dst[j] = static_cast<D>(fn(fa[j], b0));
+      else if (vb) for (std::size_t j = 0; j < m; ++j) dst[j] = static_cast<D>(fn(a0, fb[j]));
+      else std::fill_n(dst, m, static_cast<D>(fn(a0, b0)));
+    };
+    if constexpr (std::is_same_v<R, bool>) {
+      compute(out + i);
+    } else {
+      float fy[half_block];
+      compute(fy);
+      narrow_half(fy, out + i, m);
+    }
+  }
+}
+
+// binary_apply for float16 or bfloat16 inputs: `fn` is the float kernel's functor.
+template <class H, class R, class Fn>
+Status binary_apply_half(compute_context& ctx, const tensor& a, const tensor& b, Fn fn) {
+  EPSTACK_ASSIGN_OR_RETURN(auto shape, broadcast_shape(a.sizes(), b.sizes()));
+  tensor& y = ctx.allocate_output(0, element_type_of_v<R>, shape);
+  const H* pa = a.typed<H>();
+  const H* pb = b.typed<H>();
+  R* py = y.typed<R>();
+  const std::size_t n = y.element_count();
+  if (n == 0) return {};
+  const bool full_a = a.element_count() == n, full_b = b.element_count() == n;
+  if ((full_a || a.element_count() == 1) && (full_b || b.element_count() == 1)) {
+    parallel_elements(ctx, n, [&](std::size_t s, std::size_t e) {
+      half_binary_run<H, R>(pa + (full_a ? s : 0), full_a, pb + (full_b ? s : 0), full_b, py + s, e - s, fn);
+    });
+    return {};
+  }
+  const broadcast_plan<2> plan(shape, {a.sizes(), b.sizes()});
+  const std::int64_t inner = plan.inner;
+  const bool sa = plan.inner_stride[0] != 0, sb = plan.inner_stride[1] != 0;
+  parallel_items(ctx, static_cast<std::size_t>(plan.rows), static_cast<std::size_t>(inner), [&](std::size_t r0, std::size_t r1) {
+    for (std::size_t r = r0; r < r1; ++r) {
+      const auto off = plan.row_offsets(static_cast<std::int64_t>(r));
+      half_binary_run<H, R>(pa + off[0], sa, pb + off[1], sb, py + static_cast<std::int64_t>(r) * inner,
+                            static_cast<std::size_t>(inner), fn);
+    }
+  });
+  return {};
+}
+
 template <class T>
 Status check_same_type(const tensor& a, const tensor& b) {
   if (a.type() != element_type_of_v<T> || b.type() != element_type_of_v<T>)
@@ -114,11 +272,19 @@ Result<compute_function> binary_over(const graph& g, node_id n, Make make) {
   dispatch<Ts...>(in_type(g, n, 0), [&](auto tag) {
     using T = typename decltype(tag)::type;
     using Out = std::conditional_t<Compare, bool, T>;
-    auto fn = make(tag);
-    r = make_fn(g.node(n).op_type, [fn](compute_context& ctx) -> Status {
-      EPSTACK_RETURN_IF_ERROR(check_same_type<T>(ctx.input(0), ctx.input(1)));
-      return binary_apply<T, Out>(ctx, ctx.input(0), ctx.input(1), fn);
-    });
+    if constexpr (is_half_v<T>) {
+      auto fn = make(type_tag<float>{});
+      r = make_fn(g.node(n).op_type, [fn](compute_context& ctx) -> Status {
+        EPSTACK_RETURN_IF_ERROR(check_same_type<T>(ctx.input(0), ctx.input(1)));
+        return binary_apply_half<T, Out>(ctx, ctx.input(0), ctx.input(1), fn);
+      });
+    } else {
+      auto fn = make(tag);
+      r = make_fn(g.node(n).op_type, [fn](compute_context& ctx) -> Status {
+        EPSTACK_RETURN_IF_ERROR(check_same_type<T>(ctx.input(0), ctx.input(1)));
+        return binary_apply<T, Out>(ctx, ctx.input(0), ctx.input(1), fn);
+      });
+    }
   });
   return r;
 }
@@ -184,9 +350,17 @@ Result<compute_function> compile_pow(const graph& g, node_id n) {
     if (e == 0.5f) return unary_fn<float>("Pow", [](float x) { return std::sqrt(x); });
     if (e == 3.0f) return unary_fn<float>("Pow", [](float x) { return x * x * x; });
   }
-  dispatch<float, double, std::int32_t, std::int64_t>(in_type(g, n, 0), [&](auto tb) {
+  // The same for a float16 or bfloat16 base, in float.
+  if (is_half_type(in_type(g, n, 0)) && ec != nullptr && ec->type() == element_type::float32 && ec->element_count() == 1) {
+    const float e = *ec->typed<float>();
+    if (e == 2.0f) return unary_half(g, n, [](float x) { return x * x; });
+    if (e == 1.0f) return unary_half(g, n, [](float x) { return x; });
+    if (e == 0.5f) return unary_half(g, n, [](float x) { return std::sqrt(x); });
+    if (e == 3.0f) return unary_half(g, n, [](float x) { return x * x * x; });
+  }
+  dispatch<float, double, std::int32_t, std::int64_t, EPSTACK_HALVES>(in_type(g, n, 0), [&](auto tb) {
     using T = typename decltype(tb)::type;
-    dispatch<EPSTACK_ARITH>(in_type(g, n, 1), [&](auto te) {
+    dispatch<EPSTACK_ARITH, EPSTACK_HALVES>(in_type(g, n, 1), [&](auto te) {
       using E = typename decltype(te)::type;
       r = make_fn("Pow", [](compute_context& ctx) -> Status {
         const tensor& a = ctx.input(0);
@@ -199,10 +373,24 @@ Result<compute_function> compile_pow(const graph& g, node_id n) {
         const E* pb = b.typed<E>();
         T* py = y.typed<T>();
         const broadcast_plan<2> plan(shape, {a.sizes(), b.sizes()});
-        for (std::int64_t row = 0; row < plan.rows; ++row) {
-          const auto off = plan.row_offsets(row);
-          for (std::int64_t i = 0; i < plan.inner; ++i)
-            py[row * plan.inner + i] = pow_value<T, E>(pa[off[0] + i * plan.inner_stride[0]], pb[off[1] + i * plan.inner_stride[1]]);
+        if constexpr (is_half_v<T> || is_half_v<E>) {
+          // A float16/bfloat16 base or exponent: as float, the result rounded once.
+          using TF = std::conditional_t<is_half_v<T>, float, T>;
+          using EF = std::conditional_t<is_half_v<E>, float, E>;
+          for (std::int64_t row = 0; row < plan.rows; ++row) {
+            const auto off = plan.row_offsets(row);
+            for (std::int64_t i = 0; i < plan.inner; ++i) {
+              const TF v = pow_value<TF, EF>(static_cast<TF>(pa[off[0] + i * plan.inner_stride[0]]),
+                                             static_cast<EF>(pb[off[1] + i * plan.inner_stride[1]]));
+              py[row * plan.inner + i] = static_cast<T>(v);
+            }
+          }
+        } else {
+          for (std::int64_t row = 0; row < plan.rows; ++row) {
+            const auto off = plan.row_offsets(row);
+            for (std::int64_t i = 0; i < plan.inner; ++i)
+              py[row * plan.inner + i] = pow_value<T, E>(pa[off[0] + i * plan.inner_stride[0]], pb[off[1] + i * plan.inner_stride[1]]);
+          }
         }
         return {};
       });
@@ -247,13 +435,69 @@ Status nary_apply(compute_context& ctx, Fn fn, bool mean) {
   }
   return {};
 }
+// nary_apply over float16 or bfloat16 H: folded into float accumulators (in input order, as the float kernel folds),
+// divided for Mean, then rounded once.
+template <class H, class Fn>
+Status nary_apply_half(compute_context& ctx, Fn fn, bool mean) {
+  const std::size_t k = ctx.input_count();
+  if (k == 0) return Status(errc::invalid_argument, "needs at least one input");
+  std::vector<std::span<const std::int64_t>> shapes;
+  for (std::size_t i = 0; i < k; ++i) {
+    if (ctx.input(i).type() != element_type_of_v<H>) return Status(errc::invalid_argument, "inputs differ in element type");
+    shapes.push_back(ctx.input(i).sizes());
+  }
+  EPSTACK_ASSIGN_OR_RETURN(auto shape, broadcast_shape(shapes));
+  tensor& y = ctx.allocate_output(0, element_type_of_v<H>, shape);
+  const std::size_t n = y.element_count();
+  if (n == 0) return {};
+  tensor acc_t = ctx.scratch(element_type::float32, n);
+  float* acc = acc_t.typed<float>();
+  for (std::size_t i = 0; i < k; ++i) {
+    const tensor& x = ctx.input(i);
+    const H* px = x.typed<H>();
+    const broadcast_plan<1> plan(shape, {x.sizes()});
+    const auto inner = static_cast<std::size_t>(plan.inner);
+    parallel_items(ctx, static_cast<std::size_t>(plan.rows), inner, [&](std::size_t r0, std::size_t r1) {
+      float buf[half_block];
+      for (std::size_t r = r0; r < r1; ++r) {
+        const auto off = plan.row_offsets(static_cast<std::int64_t>(r));
+        float* out = acc + r * inner;
+        if (plan.inner_stride[0] == 0) {
+          const float v = static_cast<float>(px[off[0]]);
+          if (i == 0) std::fill_n(out, inner, v);
+          else for (std::size_t j = 0; j < inner; ++j) out[j] = static_cast<float>(fn(out[j], v));
+          continue;
+        }
+        for (std::size_t j0 = 0; j0 < inner; j0 += half_block) {
+          const std::size_t m = std::min(half_block, inner - j0);
+          if (i == 0) {
+            widen_half(px + off[0] + static_cast<std::int64_t>(j0), out + j0, m);
+          } else {
+            widen_half(px + off[0] + static_cast<std::int64_t>(j0), buf, m);
+            for (std::size_t j = 0; j < m; ++j) out[j0 + j] = static_cast<float>(fn(out[j0 + j], buf[j]));
+          }
+        }
+      }
+    });
+  }
+  if (mean)
+    for (std::size_t i = 0; i < n; ++i) acc[i] = acc[i] / static_cast<float>(k);
+  store_as_half(ctx, acc, y);
+  return {};
+}
+
 template <class Make>
 Result<compute_function> nary_over(const graph& g, node_id n, Make make, bool mean) {
   Result<compute_function> r = Status(errc::not_implemented, "unsupported element type");
-  dispatch<EPSTACK_ARITH>(in_type(g, n, 0), [&](auto tag) {
+  dispatch<EPSTACK_ARITH, EPSTACK_HALVES>(in_type(g, n, 0), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    auto fn = make(tag);
-    r = make_fn(g.node(n).op_type, [fn, mean](compute_context& ctx) { return nary_apply<T>(ctx, fn, mean); });
+    if constexpr (is_half_v<T>) {
+      auto fn = make(type_tag<float>{});
+      r = make_fn(g.node(n).op_type, [fn, mean](compute_context& ctx) { return nary_apply_half<T>(ctx, fn, mean); });
+    } else {
+      auto fn = make(tag);
+      r = make_fn(g.node(n).op_type, [fn, mean](compute_context& ctx) { return nary_apply<T>(ctx, fn, mean); });
+    }
   });
   return r;
 }
@@ -307,6 +551,35 @@ compute_function clip_fn(bool from_inputs, T lo_attr, T hi_attr) {
   });
 }
 
+// Clip over float16 or bfloat16 H, in float (the bounds from attributes, or H inputs).
+template <class H>
+compute_function clip_half_fn(bool from_inputs, float lo_attr, float hi_attr) {
+  return make_fn("Clip", [=](compute_context& ctx) -> Status {
+    float lo = lo_attr, hi = hi_attr;
+    if (from_inputs) {
+      lo = std::numeric_limits<float>::lowest();
+      hi = std::numeric_limits<float>::max();
+      if (ctx.has_input(1) && ctx.input(1).element_count() > 0) lo = static_cast<float>(*ctx.input(1).typed<H>());
+      if (ctx.has_input(2) && ctx.input(2).element_count() > 0) hi = static_cast<float>(*ctx.input(2).typed<H>());
+    }
+    const tensor& x = ctx.input(0);
+    if (x.type() != element_type_of_v<H>) return Status(errc::invalid_argument, "unexpected input element type");
+    tensor& y = ctx.allocate_output(0, x.type(), x.sizes());
+    const H* in = x.typed<H>();
+    H* out = y.typed<H>();
+    parallel_elements(ctx, x.element_count(), [&](std::size_t b, std::size_t e) {
+      float buf[half_block];
+      for (std::size_t i = b; i < e; i += half_block) {
+        const std::size_t m = std::min(half_block, e - i);
+        widen_half(in + i, buf, m);
+        for (std::size_t j = 0; j < m; ++j) buf[j] = std::min(std::max(buf[j], lo), hi);
+        narrow_half(buf, out + i, m);
+      }
+    });
+    return {};
+  });
+}
+
 }  // namespace
 }  // namespace impl
 
@@ -317,87 +590,91 @@ namespace ops {
 using namespace impl;
 
 // clang-format off
-bool relu::supports(const graph& g, node_id n) { return input_is<EPSTACK_SIGNED>(g, n); }
+bool relu::supports(const graph& g, node_id n) { return input_is<EPSTACK_SIGNED_H>(g, n); }
 Result<compute_function> relu::compile(const graph& g, node_id n) {
-  return unary_over<EPSTACK_SIGNED>(g, n, [](auto t) { using T = typename decltype(t)::type; return [](T x) { return x < T(0) ? T(0) : x; }; });  // NaN stays NaN (numpy maximum)
+  return unary_over<EPSTACK_SIGNED_H>(g, n, [](auto t) { using T = typename decltype(t)::type; return [](T x) { return x < T(0) ? T(0) : x; }; });  // NaN stays NaN (numpy maximum)
 }
-bool neg::supports(const graph& g, node_id n) { return input_is<EPSTACK_SIGNED>(g, n); }
+bool neg::supports(const graph& g, node_id n) { return input_is<EPSTACK_SIGNED_H>(g, n); }
 Result<compute_function> neg::compile(const graph& g, node_id n) {
-  return unary_over<EPSTACK_SIGNED>(g, n, [](auto t) { using T = typename decltype(t)::type; return [](T x) { return static_cast<T>(-x); }; });
+  return unary_over<EPSTACK_SIGNED_H>(g, n, [](auto t) { using T = typename decltype(t)::type; return [](T x) { return static_cast<T>(-x); }; });
 }
-bool abs::supports(const graph& g, node_id n) { return input_is<EPSTACK_ARITH>(g, n); }
+bool abs::supports(const graph& g, node_id n) { return input_is<EPSTACK_ARITH, EPSTACK_HALVES>(g, n); }
 Result<compute_function> abs::compile(const graph& g, node_id n) {
-  return unary_over<EPSTACK_ARITH>(g, n, [](auto t) {
+  return unary_over<EPSTACK_ARITH, EPSTACK_HALVES>(g, n, [](auto t) {
     using T = typename decltype(t)::type;
     return [](T x) { if constexpr (std::is_unsigned_v<T>) return x; else return static_cast<T>(x < T(0) ? -x : x); };
   });
 }
-bool sign::supports(const graph& g, node_id n) { return input_is<EPSTACK_ARITH>(g, n); }
+bool sign::supports(const graph& g, node_id n) { return input_is<EPSTACK_ARITH, EPSTACK_HALVES>(g, n); }
 Result<compute_function> sign::compile(const graph& g, node_id n) {
-  return unary_over<EPSTACK_ARITH>(g, n, [](auto t) {
+  return unary_over<EPSTACK_ARITH, EPSTACK_HALVES>(g, n, [](auto t) {
     using T = typename decltype(t)::type;
     return [](T x) { return static_cast<T>((T(0) < x) - (x < T(0))); };
   });
 }
-bool exp::supports(const graph& g, node_id n) { return input_is<EPSTACK_FLOATS>(g, n); }
+bool exp::supports(const graph& g, node_id n) { return input_is<EPSTACK_FLOATS_H>(g, n); }
 Result<compute_function> exp::compile(const graph& g, node_id n) {
   if (in_type(g, n, 0) == element_type::float32) return unary_fn<float>("Exp", [](float x) { return fast_exp(x); });
+  if (is_half_type(in_type(g, n, 0))) return unary_half(g, n, [](float x) { return fast_exp(x); });
   return unary_fn<double>("Exp", [](double x) { return std::exp(x); });
 }
-bool log::supports(const graph& g, node_id n) { return input_is<EPSTACK_FLOATS>(g, n); }
+bool log::supports(const graph& g, node_id n) { return input_is<EPSTACK_FLOATS_H>(g, n); }
 Result<compute_function> log::compile(const graph& g, node_id n) {
-  return unary_over<EPSTACK_FLOATS>(g, n, [](auto t) { using T = typename decltype(t)::type; return [](T x) { return std::log(x); }; });
+  return unary_over<EPSTACK_FLOATS_H>(g, n, [](auto t) { using T = typename decltype(t)::type; return [](T x) { return std::log(x); }; });
 }
-bool sqrt::supports(const graph& g, node_id n) { return input_is<EPSTACK_FLOATS>(g, n); }
+bool sqrt::supports(const graph& g, node_id n) { return input_is<EPSTACK_FLOATS_H>(g, n); }
 Result<compute_function> sqrt::compile(const graph& g, node_id n) {
-  return unary_over<EPSTACK_FLOATS>(g, n, [](auto t) { using T = typename decltype(t)::type; return [](T x) { return std::sqrt(x); }; });
+  return unary_over<EPSTACK_FLOATS_H>(g, n, [](auto t) { using T = typename decltype(t)::type; return [](T x) { return std::sqrt(x); }; });
 }
-bool reciprocal::supports(const graph& g, node_id n) { return input_is<EPSTACK_FLOATS>(g, n); }
+bool reciprocal::supports(const graph& g, node_id n) { return input_is<EPSTACK_FLOATS_H>(g, n); }
 Result<compute_function> reciprocal::compile(const graph& g, node_id n) {
-  return unary_over<EPSTACK_FLOATS>(g, n, [](auto t) { using T = typename decltype(t)::type; return [](T x) { return T(1) / x; }; });
+  return unary_over<EPSTACK_FLOATS_H>(g, n, [](auto t) { using T = typename decltype(t)::type; return [](T x) { return T(1) / x; }; });
 }
-bool sigmoid::supports(const graph& g, node_id n) { return input_is<EPSTACK_FLOATS>(g, n); }
+bool sigmoid::supports(const graph& g, node_id n) { return input_is<EPSTACK_FLOATS_H>(g, n); }
 Result<compute_function> sigmoid::compile(const graph& g, node_id n) {
   if (in_type(g, n, 0) == element_type::float32) return unary_fn<float>("Sigmoid", [](float x) { return fast_sigmoid(x); });
+  if (is_half_type(in_type(g, n, 0))) return unary_half(g, n, [](float x) { return fast_sigmoid(x); });
   return unary_fn<double>("Sigmoid", [](double x) { return 1.0 / (1.0 + std::exp(-x)); });
 }
-bool tanh::supports(const graph& g, node_id n) { return input_is<EPSTACK_FLOATS>(g, n); }
+bool tanh::supports(const graph& g, node_id n) { return input_is<EPSTACK_FLOATS_H>(g, n); }
 Result<compute_function> tanh::compile(const graph& g, node_id n) {
-  return unary_over<EPSTACK_FLOATS>(g, n, [](auto t) { using T = typename decltype(t)::type; return [](T x) { return std::tanh(x); }; });
+  return unary_over<EPSTACK_FLOATS_H>(g, n, [](auto t) { using T = typename decltype(t)::type; return [](T x) { return std::tanh(x); }; });
 }
-bool erf::supports(const graph& g, node_id n) { return input_is<EPSTACK_FLOATS>(g, n); }
+bool erf::supports(const graph& g, node_id n) { return input_is<EPSTACK_FLOATS_H>(g, n); }
 Result<compute_function> erf::compile(const graph& g, node_id n) {
   if (in_type(g, n, 0) == element_type::float32) return unary_fn<float>("Erf", [](float x) { return fast_erf(x); });
+  if (is_half_type(in_type(g, n, 0))) return unary_half(g, n, [](float x) { return fast_erf(x); });
   return unary_fn<double>("Erf", [](double x) { return std::erf(x); });
 }
-bool floor::supports(const graph& g, node_id n) { return input_is<EPSTACK_FLOATS>(g, n); }
+bool floor::supports(const graph& g, node_id n) { return input_is<EPSTACK_FLOATS_H>(g, n); }
 Result<compute_function> floor::compile(const graph& g, node_id n) {
-  return unary_over<EPSTACK_FLOATS>(g, n, [](auto t) { using T = typename decltype(t)::type; return [](T x) { return std::floor(x); }; });
+  return unary_over<EPSTACK_FLOATS_H>(g, n, [](auto t) { using T = typename decltype(t)::type; return [](T x) { return std::floor(x); }; });
 }
-bool ceil::supports(const graph& g, node_id n) { return input_is<EPSTACK_FLOATS>(g, n); }
+bool ceil::supports(const graph& g, node_id n) { return input_is<EPSTACK_FLOATS_H>(g, n); }
 Result<compute_function> ceil::compile(const graph& g, node_id n) {
-  return unary_over<EPSTACK_FLOATS>(g, n, [](auto t) { using T = typename decltype(t)::type; return [](T x) { return std::ceil(x); }; });
+  return unary_over<EPSTACK_FLOATS_H>(g, n, [](auto t) { using T = typename decltype(t)::type; return [](T x) { return std::ceil(x); }; });
 }
 bool not_::supports(const graph& g, node_id n) { return in_type(g, n, 0) == element_type::boolean; }
 Result<compute_function> not_::compile(const graph&, node_id) { return unary_fn<bool>("Not", [](bool x) { return !x; }); }
-bool leaky_relu::supports(const graph& g, node_id n) { return input_is<EPSTACK_FLOATS>(g, n); }
+bool leaky_relu::supports(const graph& g, node_id n) { return input_is<EPSTACK_FLOATS_H>(g, n); }
 Result<compute_function> leaky_relu::compile(const graph& g, node_id n) {
   const float alpha = attr_f(g.node(n), "alpha", 0.01f);
-  return unary_over<EPSTACK_FLOATS>(g, n, [alpha](auto t) {
+  return unary_over<EPSTACK_FLOATS_H>(g, n, [alpha](auto t) {
     using T = typename decltype(t)::type;
     return [a = static_cast<T>(alpha)](T x) { return x >= T(0) ? x : a * x; };
   });
 }
-// Activations with parameters (float and double): alpha, beta, gamma as the ONNX schemas default them.
+// Activations with parameters (float, double; float16 and bfloat16 in float): alpha, beta, gamma as the ONNX schemas
+// default them.
 #define EPSTACK_PARAM_ACTIVATION(K, body)                                                                       \
-  bool K::supports(const graph& g, node_id n) { return input_is<EPSTACK_FLOATS>(g, n); }                      \
+  bool K::supports(const graph& g, node_id n) { return input_is<EPSTACK_FLOATS_H>(g, n); }                    \
   Result<compute_function> K::compile(const graph& g, node_id n) {                                             \
     const auto& nd = g.node(n);                                                                              \
     const double alpha = attr_f(nd, "alpha", K##_alpha), beta = attr_f(nd, "beta", K##_beta),                 \
                  gamma = attr_f(nd, "gamma", K##_gamma);                                                       \
     (void)beta;                                                                                               \
     (void)gamma;                                                                                              \
-    return unary_over<EPSTACK_FLOATS>(g, n, [=](auto t) {                                                     \
+    return unary_over<EPSTACK_FLOATS_H>(g, n, [=](auto t) {                                                   \
       using T = typename decltype(t)::type;                                                                    \
       return [a = static_cast<T>(alpha), b = static_cast<T>(beta), c = static_cast<T>(gamma)](T x) {          \
         (void)a;                                                                                              \
@@ -420,13 +697,16 @@ EPSTACK_PARAM_ACTIVATION(softplus, x > T(20) ? x : std::log1p(std::exp(x)))
 EPSTACK_PARAM_ACTIVATION(softsign, x / (T(1) + std::fabs(x)))
 EPSTACK_PARAM_ACTIVATION(thresholded_relu, x > a ? x : T(0))
 
-bool prelu::supports(const graph& g, node_id n) { return binary_is<float, double, std::int32_t, std::int64_t>(g, n); }
+bool prelu::supports(const graph& g, node_id n) {
+  return binary_is<float, double, std::int32_t, std::int64_t, EPSTACK_HALVES>(g, n);
+}
 Result<compute_function> prelu::compile(const graph& g, node_id n) {
   const bool legacy = g.node(n).since_version < 7;
   Result<compute_function> r = Status(errc::not_implemented, "unsupported element type");
-  dispatch<float, double, std::int32_t, std::int64_t>(in_type(g, n, 0), [&](auto tag) {
+  dispatch<float, double, std::int32_t, std::int64_t, EPSTACK_HALVES>(in_type(g, n, 0), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const auto fn = [](T x, T slope) { return x < T(0) ? static_cast<T>(slope * x) : x; };
+    using C = std::conditional_t<is_half_v<T>, float, T>;  // float16 and bfloat16 compute in float
+    const auto fn = [](C x, C slope) { return x < C(0) ? static_cast<C>(slope * x) : x; };
     r = make_fn("PRelu", [fn, legacy](compute_context& ctx) -> Status {
       const tensor& x = ctx.input(0);
       tensor slope = ctx.input(1);
@@ -437,16 +717,74 @@ Result<compute_function> prelu::compile(const graph& g, node_id n) {
         d[0] = slope.sizes()[0];
         slope = slope.reshaped(d);
       }
-      return binary_apply<T, T>(ctx, x, slope, fn);
+      if constexpr (is_half_v<T>) return binary_apply_half<T, T>(ctx, x, slope, fn);
+      else return binary_apply<T, T>(ctx, x, slope, fn);
     });
   });
   return r;
 }
 
-bool gelu::supports(const graph& g, node_id n) { return in_type(g, n, 0) == element_type::float32; }
-Result<compute_function> gelu::compile(const graph&, node_id) { return unary_fn<float>("Gelu", [](float x) { return gelu_erf(x); }); }
-bool bias_gelu::supports(const graph& g, node_id n) { return binary_is<float>(g, n); }
-Result<compute_function> bias_gelu::compile(const graph&, node_id) {
+bool gelu::supports(const graph& g, node_id n) { return input_is<float, EPSTACK_HALVES>(g, n); }
+Result<compute_function> gelu::compile(const graph& g, node_id n) {
+  if (is_half_type(in_type(g, n, 0))) return unary_half(g, n, [](float x) { return gelu_erf(x); });
+  return unary_fn<float>("Gelu", [](float x) { return gelu_erf(x); });
+}
+// Gelu-20 (approximate "none": the erf form; "tanh": the tanh approximation), Mish-18/22, Swish-24: float, double,
+// float16, bfloat16.
+bool gelu_onnx::supports(const graph& g, node_id n) {
+  const auto a = attr_s(g.node(n), "approximate", "none");
+  return input_is<EPSTACK_FLOATS_H>(g, n) && (a == "none" || a == "tanh");
+}
+Result<compute_function> gelu_onnx::compile(const graph& g, node_id n) {
+  const auto a = attr_s(g.node(n), "approximate", "none");
+  if (a != "none" && a != "tanh") return invalid(cat("attribute 'approximate' is '", a, "'; 'none' or 'tanh' is expected"));
+  if (a == "tanh")
+    return unary_over<EPSTACK_FLOATS_H>(g, n, [](auto t) {
+      using T = typename decltype(t)::type;
+      return [](T x) {
+        const T k = static_cast<T>(0.7978845608028654);  // sqrt(2 / pi)
+        return static_cast<T>(T(0.5) * x * (T(1) + std::tanh(k * (x + static_cast<T>(0.044715) * x * x * x))));
+      };
+    });
+  if (in_type(g, n, 0) == element_type::float32) return unary_fn<float>("Gelu", [](float x) { return gelu_erf(x); });
+  if (is_half_type(in_type(g, n, 0))) return unary_half(g, n, [](float x) { return gelu_erf(x); });
+  return unary_fn<double>("Gelu", [](double x) { return 0.5 * x * (1.0 + std::erf(x * 0.7071067811865476)); });
+}
+bool mish::supports(const graph& g, node_id n) { return input_is<EPSTACK_FLOATS_H>(g, n); }
+Result<compute_function> mish::compile(const graph& g, node_id n) {
+  return unary_over<EPSTACK_FLOATS_H>(g, n, [](auto t) {
+    using T = typename decltype(t)::type;
+    return [](T x) { return static_cast<T>(x * std::tanh(x > T(20) ? x : std::log1p(std::exp(x)))); };
+  });
+}
+bool swish::supports(const graph& g, node_id n) { return input_is<EPSTACK_FLOATS_H>(g, n); }
+Result<compute_function> swish::compile(const graph& g, node_id n) {
+  const double alpha = attr_f(g.node(n), "alpha", 1.0f);
+  return unary_over<EPSTACK_FLOATS_H>(g, n, [alpha](auto t) {
+    using T = typename decltype(t)::type;
+    return [a = static_cast<T>(alpha)](T x) { return static_cast<T>(x / (T(1) + std::exp(-a * x))); };
+  });
+}
+
+// Bitwise And/Or/Xor/Not-18: the integer types.
+#define EPSTACK_INTS std::int8_t, std::int16_t, std::int32_t, std::int64_t, std::uint8_t, std::uint16_t, std::uint32_t, std::uint64_t
+#define EPSTACK_BITWISE_KERNEL(K, expr)                                                                \
+  bool K::supports(const graph& g, node_id n) { return binary_is<EPSTACK_INTS>(g, n); }              \
+  Result<compute_function> K::compile(const graph& g, node_id n) {                                    \
+    return arith_over<EPSTACK_INTS>(g, n, [](auto t) { using T = typename decltype(t)::type; return [](T a, T b) { return static_cast<T>(expr); }; }); \
+  }
+EPSTACK_BITWISE_KERNEL(bitwise_and, a & b)
+EPSTACK_BITWISE_KERNEL(bitwise_or, a | b)
+EPSTACK_BITWISE_KERNEL(bitwise_xor, a ^ b)
+bool bitwise_not::supports(const graph& g, node_id n) { return input_is<EPSTACK_INTS>(g, n); }
+Result<compute_function> bitwise_not::compile(const graph& g, node_id n) {
+  return unary_over<EPSTACK_INTS>(g, n, [](auto t) { using T = typename decltype(t)::type; return [](T x) { return static_cast<T>(~x); }; });
+}
+
+bool bias_gelu::supports(const graph& g, node_id n) { return binary_is<float, EPSTACK_HALVES>(g, n); }
+Result<compute_function> bias_gelu::compile(const graph& g, node_id n) {
+  if (is_half_type(in_type(g, n, 0)))
+    return arith_over<EPSTACK_HALVES>(g, n, [](auto) { return [](float a, float b) { return gelu_erf(a + b); }; });
   return make_fn("BiasGelu", [](compute_context& ctx) -> Status {
     EPSTACK_RETURN_IF_ERROR(check_same_type<float>(ctx.input(0), ctx.input(1)));
     return binary_apply<float, float>(ctx, ctx.input(0), ctx.input(1), [](float a, float b) { return gelu_erf(a + b); });
@@ -455,14 +793,16 @@ Result<compute_function> bias_gelu::compile(const graph&, node_id) {
 // clang-format on
 
 bool clip::supports(const graph& g, node_id n) {
-  if (g.node(n).since_version < 11) return input_is<EPSTACK_FLOATS>(g, n);
-  return input_is<EPSTACK_ARITH>(g, n);
+  if (g.node(n).since_version < 11) return input_is<EPSTACK_FLOATS_H>(g, n);
+  return input_is<EPSTACK_ARITH, EPSTACK_HALVES>(g, n);
 }
 Result<compute_function> clip::compile(const graph& g, node_id n) {
   const auto& nd = g.node(n);
   const bool from_inputs = nd.since_version >= 11;
   const float lo = attr_f(nd, "min", std::numeric_limits<float>::lowest());
   const float hi = attr_f(nd, "max", std::numeric_limits<float>::max());
+  if (in_type(g, n, 0) == element_type::float16) return clip_half_fn<float16>(from_inputs, lo, hi);
+  if (in_type(g, n, 0) == element_type::bfloat16) return clip_half_fn<bfloat16>(from_inputs, lo, hi);
   Result<compute_function> r = Status(errc::not_implemented, "unsupported element type");
   dispatch<EPSTACK_ARITH>(in_type(g, n, 0), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -474,9 +814,9 @@ Result<compute_function> clip::compile(const graph& g, node_id n) {
 
 // clang-format off
 #define EPSTACK_ARITH_KERNEL(K, expr)                                                                  \
-  bool K::supports(const graph& g, node_id n) { return binary_is<EPSTACK_ARITH>(g, n); }             \
+  bool K::supports(const graph& g, node_id n) { return binary_is<EPSTACK_ARITH, EPSTACK_HALVES>(g, n); } \
   Result<compute_function> K::compile(const graph& g, node_id n) {                                    \
-    return arith_over<EPSTACK_ARITH>(g, n, [](auto t) { using T = typename decltype(t)::type; return [](T a, T b) { return static_cast<T>(expr); }; }); \
+    return arith_over<EPSTACK_ARITH, EPSTACK_HALVES>(g, n, [](auto t) { using T = typename decltype(t)::type; return [](T a, T b) { return static_cast<T>(expr); }; }); \
   }
 EPSTACK_ARITH_KERNEL(add, a + b)
 EPSTACK_ARITH_KERNEL(sub, a - b)
@@ -484,11 +824,18 @@ EPSTACK_ARITH_KERNEL(mul, a * b)
 EPSTACK_ARITH_KERNEL(div, safe_div<T>(a, b))
 
 #define EPSTACK_COMPARE_KERNEL(K, expr)                                                                \
-  bool K::supports(const graph& g, node_id n) { return binary_is<EPSTACK_ARITH, bool>(g, n); }       \
+  bool K::supports(const graph& g, node_id n) { return binary_is<EPSTACK_ARITH, EPSTACK_HALVES, bool>(g, n); } \
   Result<compute_function> K::compile(const graph& g, node_id n) {                                    \
-    return compare_over<EPSTACK_ARITH, bool>(g, n, [](auto t) { using T = typename decltype(t)::type; return [](T a, T b) { return static_cast<bool>(expr); }; }); \
+    return compare_over<EPSTACK_ARITH, EPSTACK_HALVES, bool>(g, n, [](auto t) { using T = typename decltype(t)::type; return [](T a, T b) { return static_cast<bool>(expr); }; }); \
   }
-EPSTACK_COMPARE_KERNEL(equal, a == b)
+// Equal also compares strings (Equal-19).
+bool equal::supports(const graph& g, node_id n) { return binary_is<EPSTACK_ARITH, EPSTACK_HALVES, bool, std::string>(g, n); }
+Result<compute_function> equal::compile(const graph& g, node_id n) {
+  return compare_over<EPSTACK_ARITH, EPSTACK_HALVES, bool, std::string>(g, n, [](auto t) {
+    using T = typename decltype(t)::type;
+    return [](const T& a, const T& b) { return static_cast<bool>(a == b); };
+  });
+}
 EPSTACK_COMPARE_KERNEL(greater, a > b)
 EPSTACK_COMPARE_KERNEL(less, a < b)
 EPSTACK_COMPARE_KERNEL(greater_or_equal, a >= b)
@@ -504,29 +851,18 @@ EPSTACK_LOGIC_KERNEL(or_, a || b)
 EPSTACK_LOGIC_KERNEL(xor_, a != b)
 
 #define EPSTACK_NARY_KERNEL(K, expr, is_mean)                                                          \
-  bool K::supports(const graph& g, node_id n) { return input_is<EPSTACK_ARITH>(g, n) && all_inputs(g, n, in_type(g, n, 0)); } \
+  bool K::supports(const graph& g, node_id n) { return input_is<EPSTACK_ARITH, EPSTACK_HALVES>(g, n) && all_inputs(g, n, in_type(g, n, 0)); } \
   Result<compute_function> K::compile(const graph& g, node_id n) {                                    \
     return nary_over(g, n, [](auto t) { using T = typename decltype(t)::type; return [](T a, T b) { return static_cast<T>(expr); }; }, is_mean); \
   }
 EPSTACK_NARY_KERNEL(sum, a + b, false)
 EPSTACK_NARY_KERNEL(mean, a + b, true)
-// Max and Min also over float16 and bfloat16 (compared as float).
+// Max and Min also over float16 and bfloat16 (compared as float, by nary_over).
 #define EPSTACK_MINMAX_KERNEL(K, pick)                                                                          \
   bool K::supports(const graph& g, node_id n) {                                                              \
-    const auto e = in_type(g, n, 0);                                                                           \
-    return (input_is<EPSTACK_ARITH>(g, n) || e == element_type::float16 || e == element_type::bfloat16) &&     \
-           all_inputs(g, n, e);                                                                                \
+    return input_is<EPSTACK_ARITH, EPSTACK_HALVES>(g, n) && all_inputs(g, n, in_type(g, n, 0));                 \
   }                                                                                                            \
   Result<compute_function> K::compile(const graph& g, node_id n) {                                            \
-    const auto e = in_type(g, n, 0);                                                                           \
-    if (e == element_type::float16)                                                                            \
-      return make_fn(g.node(n).op_type, [](compute_context& ctx) {                                             \
-        return nary_apply<float16>(ctx, [](float16 a, float16 b) { return pick(static_cast<float>(a), static_cast<float>(b)) ? a : b; }, false); \
-      });                                                                                                      \
-    if (e == element_type::bfloat16)                                                                           \
-      return make_fn(g.node(n).op_type, [](compute_context& ctx) {                                             \
-        return nary_apply<bfloat16>(ctx, [](bfloat16 a, bfloat16 b) { return pick(static_cast<float>(a), static_cast<float>(b)) ? a : b; }, false); \
-      });                                                                                                      \
     return nary_over(g, n, [](auto t) { using T = typename decltype(t)::type; return [](T a, T b) { return pick(a, b) ? a : b; }; }, false); \
   }
 // a is kept when it wins or ties (std::max / std::min's choice); NaN in a is kept as numpy keeps it.
@@ -541,8 +877,8 @@ EPSTACK_MINMAX_KERNEL(min, EPSTACK_PICK_MIN)
 
 bool pow::supports(const graph& g, node_id n) {
   const auto e = in_type(g, n, 1);
-  return input_is<float, double, std::int32_t, std::int64_t>(g, n) &&
-         (e == element_type::float32 || e == element_type::float64 || is_integer(e));
+  return input_is<float, double, std::int32_t, std::int64_t, EPSTACK_HALVES>(g, n) &&
+         (e == element_type::float32 || e == element_type::float64 || is_integer(e) || is_half_type(e));
 }
 Result<compute_function> pow::compile(const graph& g, node_id n) { return compile_pow(g, n); }
 
@@ -561,9 +897,9 @@ Result<compute_function> where::compile(const graph& g, node_id n) {
 
 // Trigonometric and hyperbolic functions (float, double).
 #define EPSTACK_MATH_KERNEL(K, fn)                                                                                 \
-  bool K::supports(const graph& g, node_id n) { return input_is<EPSTACK_FLOATS>(g, n); }                        \
+  bool K::supports(const graph& g, node_id n) { return input_is<EPSTACK_FLOATS_H>(g, n); }                      \
   Result<compute_function> K::compile(const graph& g, node_id n) {                                               \
-    return unary_over<EPSTACK_FLOATS>(g, n, [](auto t) { using T = typename decltype(t)::type; return [](T x) { return std::fn(x); }; }); \
+    return unary_over<EPSTACK_FLOATS_H>(g, n, [](auto t) { using T = typename decltype(t)::type; return [](T x) { return std::fn(x); }; }); \
   }
 EPSTACK_MATH_KERNEL(sin, sin)
 EPSTACK_MATH_KERNEL(cos, cos)
@@ -580,10 +916,10 @@ EPSTACK_MATH_KERNEL(atanh, atanh)
 EPSTACK_MATH_KERNEL(round, nearbyint)
 #undef EPSTACK_MATH_KERNEL
 
-bool shrink::supports(const graph& g, node_id n) { return input_is<EPSTACK_ARITH>(g, n); }
+bool shrink::supports(const graph& g, node_id n) { return input_is<EPSTACK_ARITH, EPSTACK_HALVES>(g, n); }
 Result<compute_function> shrink::compile(const graph& g, node_id n) {
   const double lambd = attr_f(g.node(n), "lambd", 0.5f), bias = attr_f(g.node(n), "bias", 0.0f);
-  return unary_over<EPSTACK_ARITH>(g, n, [=](auto t) {
+  return unary_over<EPSTACK_ARITH, EPSTACK_HALVES>(g, n, [=](auto t) {
     using T = typename decltype(t)::type;
     return [=](T x) {
       const double v = static_cast<double>(x);
@@ -606,21 +942,34 @@ compute_function predicate_fn(std::string op, Fn fn) {
     return {};
   });
 }
-bool is_inf::supports(const graph& g, node_id n) { return input_is<EPSTACK_FLOATS>(g, n); }
+// float, double; float16 and bfloat16 (IsInf-20, IsNaN-13/20).
+bool is_inf::supports(const graph& g, node_id n) {
+  const auto e = in_type(g, n, 0);
+  return input_is<EPSTACK_FLOATS>(g, n) || e == element_type::float16 || e == element_type::bfloat16;
+}
 Result<compute_function> is_inf::compile(const graph& g, node_id n) {
   const bool neg = attr_i(g.node(n), "detect_negative", 1) != 0, pos = attr_i(g.node(n), "detect_positive", 1) != 0;
   const auto f = [=](auto x) { return std::isinf(x) && (x > 0 ? pos : neg); };
-  if (in_type(g, n, 0) == element_type::float32) return predicate_fn<float>("IsInf", f);
-  return predicate_fn<double>("IsInf", f);
+  switch (in_type(g, n, 0)) {
+    case element_type::float32: return predicate_fn<float>("IsInf", f);
+    case element_type::float16: return predicate_fn<float16>("IsInf", [f](float16 x) { return f(static_cast<float>(x)); });
+    case element_type::bfloat16: return predicate_fn<bfloat16>("IsInf", [f](bfloat16 x) { return f(static_cast<float>(x)); });
+    default: return predicate_fn<double>("IsInf", f);
+  }
 }
 bool is_nan::supports(const graph& g, node_id n) {
-  return input_is<EPSTACK_FLOATS>(g, n) || in_type(g, n, 0) == element_type::float16;
+  const auto e = in_type(g, n, 0);
+  return input_is<EPSTACK_FLOATS>(g, n) || e == element_type::float16 || e == element_type::bfloat16;
 }
 Result<compute_function> is_nan::compile(const graph& g, node_id n) {
-  if (in_type(g, n, 0) == element_type::float32) return predicate_fn<float>("IsNaN", [](float x) { return std::isnan(x); });
-  if (in_type(g, n, 0) == element_type::float16)
-    return predicate_fn<float16>("IsNaN", [](float16 x) { return std::isnan(static_cast<float>(x)); });
-  return predicate_fn<double>("IsNaN", [](double x) { return std::isnan(x); });
+  switch (in_type(g, n, 0)) {
+    case element_type::float32: return predicate_fn<float>("IsNaN", [](float x) { return std::isnan(x); });
+    case element_type::float16:
+      return predicate_fn<float16>("IsNaN", [](float16 x) { return std::isnan(static_cast<float>(x)); });
+    case element_type::bfloat16:
+      return predicate_fn<bfloat16>("IsNaN", [](bfloat16 x) { return std::isnan(static_cast<float>(x)); });
+    default: return predicate_fn<double>("IsNaN", [](double x) { return std::isnan(x); });
+  }
 }
 
 // Mod: fmod = 1 is C's remainder (the dividend's sign; floating point always), fmod = 0 Python's (the divisor's
@@ -644,18 +993,11 @@ T mod_of(T a, T b, bool c_style) {
     return r;
   }
 }
-bool mod::supports(const graph& g, node_id n) {
-  return binary_types_match(g, n) && (input_is<EPSTACK_ARITH>(g, n) || in_type(g, n, 0) == element_type::float16);
-}
+bool mod::supports(const graph& g, node_id n) { return binary_is<EPSTACK_ARITH, EPSTACK_HALVES>(g, n); }
 Result<compute_function> mod::compile(const graph& g, node_id n) {
   const bool c_style = attr_i(g.node(n), "fmod", 0) != 0;
-  if (in_type(g, n, 0) == element_type::float16)
-    return make_fn("Mod", [](compute_context& ctx) -> Status {  // floating point: always C's fmod
-      return binary_apply<float16, float16>(ctx, ctx.input(0), ctx.input(1), [](float16 a, float16 b) {
-        return float16(mod_of(static_cast<float>(a), static_cast<float>(b), true));
-      });
-    });
-  return arith_over<EPSTACK_ARITH>(g, n, [c_style](auto t) {
+  // Floating point (float16 and bfloat16 as float): always C's fmod.
+  return arith_over<EPSTACK_ARITH, EPSTACK_HALVES>(g, n, [c_style](auto t) {
     using T = typename decltype(t)::type;
     return [c_style](T a, T b) { return mod_of<T>(a, b, c_style || std::is_floating_point_v<T>); };
   });

@@ -16,6 +16,12 @@
 namespace epstack::cpu {
 namespace impl {
 
+// float16/bfloat16 <-> float conversions (elementwise.cpp).
+tensor half_as_float(compute_context& ctx, const tensor& t);
+void store_as_half(compute_context& ctx, const float* src, tensor& dst);
+void widen_half(const float16* src, float* dst, std::size_t n);
+void widen_half(const bfloat16* src, float* dst, std::size_t n);
+
 template <class T>
 using row_matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 template <class T>
@@ -135,17 +141,30 @@ struct prepacked_b {
   [[nodiscard]] bool matches(const tensor& b) const { return data != nullptr && b.data() == source; }
 };
 
-// Packs the constant B input of node `n` (2-D float; transposed when `tb`) when the packed kernel is available.
+// Packs the constant B input of node `n` (2-D float, or float16/bfloat16 widened to float; transposed when `tb`) when
+// the packed kernel is available.
 prepacked_b prepack_constant_b(const graph& g, node_id n, bool tb) {
   prepacked_b r;
   const tensor* b = constant_input(g, n, 1);
-  if (b == nullptr || !sgemm_packed_available() || b->type() != element_type::float32 || b->rank() != 2) return r;
+  if (b == nullptr || !sgemm_packed_available() || b->rank() != 2) return r;
+  const auto bt = b->type();
+  if (bt != element_type::float32 && bt != element_type::float16 && bt != element_type::bfloat16) return r;
   r.K = tb ? b->sizes()[1] : b->sizes()[0];
   r.N = tb ? b->sizes()[0] : b->sizes()[1];
   if (r.K == 0 || r.N == 0) return r;
+  std::vector<float> widened;
+  const float* src = nullptr;
+  if (bt == element_type::float32) {
+    src = b->typed<float>();
+  } else {
+    widened.resize(b->element_count());
+    if (bt == element_type::float16) widen_half(b->typed<float16>(), widened.data(), widened.size());
+    else widen_half(b->typed<bfloat16>(), widened.data(), widened.size());
+    src = widened.data();
+  }
   const std::size_t bytes = packed_b_size(r.K, r.N) * sizeof(float);
   auto* data = static_cast<float*>(epstack::detail::allocate(bytes));
-  pack_b(data, b->typed<float>(), b->sizes()[1], tb, r.K, r.N);
+  pack_b(data, src, b->sizes()[1], tb, r.K, r.N);
   r.data = std::shared_ptr<const float>(data, [bytes](const float* q) { epstack::detail::deallocate(const_cast<float*>(q), bytes); });
   r.source = b->data();
   // The packed copy is what runs use: the original's pages need not stay in memory.
@@ -184,10 +203,11 @@ void gemm_prepacked(compute_context& ctx, bool ta, std::int64_t M, const float* 
   }
 }
 
-template <class T>
-Status gemm_compute(compute_context& ctx, bool ta, bool tb, T alpha, T beta, const prepacked_b* pre = nullptr) {
-  const tensor& a = ctx.input(0);
-  const tensor& b = ctx.input(1);
+// Gemm of a, b and (when given and beta != 0) c; `pre` (B packed) is used when given (the caller has checked that it
+// was packed from b). `alloc(sizes)` returns where Y goes.
+template <class T, class Alloc>
+Status gemm_run(compute_context& ctx, const tensor& a, const tensor& b, const tensor* c_in, bool ta, bool tb, T alpha, T beta,
+                const prepacked_b* pre, Alloc alloc) {
   if (a.rank() != 2 || b.rank() != 2)
     return Status(errc::invalid_argument, cat("A and B must be matrices, got ", dims_string(a.sizes()), " and ", dims_string(b.sizes())));
   const auto M = ta ? a.sizes()[1] : a.sizes()[0], K = ta ? a.sizes()[0] : a.sizes()[1];
@@ -196,11 +216,10 @@ Status gemm_compute(compute_context& ctx, bool ta, bool tb, T alpha, T beta, con
     return Status(errc::invalid_argument, cat("inner dimensions differ: op(A) is ", std::to_string(M), "x", std::to_string(K),
                                               ", op(B) is ", std::to_string(Kb), "x", std::to_string(N)));
   const std::int64_t out[] = {M, N};
-  tensor& y = ctx.allocate_output(0, element_type_of_v<T>, out);
-  T* py = y.typed<T>();
+  T* py = alloc(std::span<const std::int64_t>(out));
   bool accumulate = false;
-  if (ctx.has_input(2) && beta != T(0)) {
-    const tensor& c = ctx.input(2);
+  if (c_in != nullptr && beta != T(0)) {
+    const tensor& c = *c_in;
     EPSTACK_ASSIGN_OR_RETURN(auto shape, broadcast_shape(c.sizes(), std::span<const std::int64_t>(out)));
     if (shape.size() != 2 || shape[0] != M || shape[1] != N)
       return Status(errc::invalid_argument, cat("C of shape ", dims_string(c.sizes()), " does not broadcast to ", dims_string(out)));
@@ -213,7 +232,7 @@ Status gemm_compute(compute_context& ctx, bool ta, bool tb, T alpha, T beta, con
     accumulate = true;
   }
   if constexpr (std::is_same_v<T, float>) {
-    if (pre != nullptr && pre->matches(b)) {
+    if (pre != nullptr) {
       gemm_prepacked(ctx, ta, M, a.typed<float>(), a.sizes()[1], alpha, *pre, py, N, accumulate);
       return {};
     }
@@ -221,13 +240,22 @@ Status gemm_compute(compute_context& ctx, bool ta, bool tb, T alpha, T beta, con
   gemm_parallel<T>(ctx, ta, tb, M, N, K, alpha, a.typed<T>(), a.sizes()[1], b.typed<T>(), b.sizes()[1], py, N, accumulate);
   return {};
 }
+template <class T>
+Status gemm_compute(compute_context& ctx, bool ta, bool tb, T alpha, T beta, const prepacked_b* pre = nullptr) {
+  const tensor& b = ctx.input(1);
+  return gemm_run<T>(ctx, ctx.input(0), b, ctx.has_input(2) ? &ctx.input(2) : nullptr, ta, tb, alpha, beta,
+                     pre != nullptr && pre->matches(b) ? pre : nullptr, [&](std::span<const std::int64_t> sizes) {
+                       return ctx.allocate_output(0, element_type_of_v<T>, sizes).template typed<T>();
+                     });
+}
 
 // MatMul with numpy semantics (1-D operands promoted, batch dims broadcast), optionally transposing the last two
 // dims of either operand and scaling (FusedMatMul).
-template <class T>
-Status matmul_compute(compute_context& ctx, bool ta, bool tb, T alpha, const prepacked_b* pre = nullptr) {
-  const tensor& a = ctx.input(0);
-  const tensor& b = ctx.input(1);
+// `pre` (B packed) is used when given (the caller has checked that it was packed from b); `alloc(sizes)` returns where
+// Y goes.
+template <class T, class Alloc>
+Status matmul_run(compute_context& ctx, const tensor& a, const tensor& b, bool ta, bool tb, T alpha, const prepacked_b* pre,
+                  Alloc alloc) {
   if (a.rank() == 0 || b.rank() == 0) return Status(errc::invalid_argument, "MatMul operands must have rank >= 1");
   tensor_sizes as(a.sizes().begin(), a.sizes().end()), bs(b.sizes().begin(), b.sizes().end());
   const bool a_vec = as.size() == 1, b_vec = bs.size() == 1;
@@ -243,10 +271,9 @@ Status matmul_compute(compute_context& ctx, bool ta, bool tb, T alpha, const pre
   tensor_sizes out(batch.begin(), batch.end());
   if (!a_vec) out.push_back(M);
   if (!b_vec) out.push_back(N);
-  tensor& y = ctx.allocate_output(0, element_type_of_v<T>, out);
+  T* py = alloc(std::span<const std::int64_t>(out));
   const T* pa = a.typed<T>();
   const T* pb = b.typed<T>();
-  T* py = y.typed<T>();
   const std::int64_t nbatch = product(batch);
   const std::int64_t lda = as[ra - 1], ldb = bs[rb - 1];
   const std::int64_t a_mat = as[ra - 2] * as[ra - 1], b_mat = bs[rb - 2] * bs[rb - 1];
@@ -254,7 +281,7 @@ Status matmul_compute(compute_context& ctx, bool ta, bool tb, T alpha, const pre
   // B shared by every batch and A's batches contiguous, not transposed: one product with the batches stacked as rows.
   if (product(bbatch) == 1 && !ta && product(abatch) == nbatch) {
     if constexpr (std::is_same_v<T, float>) {
-      if (pre != nullptr && pre->matches(b) && !b_vec) {
+      if (pre != nullptr && !b_vec) {
         gemm_prepacked(ctx, false, nbatch * M, pa, lda, alpha, *pre, py, N, false);
         return {};
       }
@@ -291,10 +318,63 @@ Status matmul_compute(compute_context& ctx, bool ta, bool tb, T alpha, const pre
   return {};
 }
 
+template <class T>
+Status matmul_compute(compute_context& ctx, bool ta, bool tb, T alpha, const prepacked_b* pre = nullptr) {
+  const tensor& b = ctx.input(1);
+  return matmul_run<T>(ctx, ctx.input(0), b, ta, tb, alpha, pre != nullptr && pre->matches(b) ? pre : nullptr,
+                       [&](std::span<const std::int64_t> sizes) {
+                         return ctx.allocate_output(0, element_type_of_v<T>, sizes).template typed<T>();
+                       });
+}
+
+// float16 and bfloat16: the operands widened to float in scratch memory, the float product, Y rounded once. A B that
+// `pre` was packed from is not widened (the packed copy is what the product reads).
+struct half_operands {
+  tensor a, b, c;  // float
+  const prepacked_b* pre = nullptr;
+};
+Result<half_operands> widen_operands(compute_context& ctx, const prepacked_b* pre, bool with_c) {
+  const tensor& a = ctx.input(0);
+  const tensor& b = ctx.input(1);
+  const auto t = a.type();
+  if ((t != element_type::float16 && t != element_type::bfloat16) || b.type() != t ||
+      (with_c && ctx.has_input(2) && ctx.input(2).type() != t))
+    return Status(errc::invalid_argument, cat("inputs must all be float16 or all bfloat16, got ", std::string(to_string(t)),
+                                              " and ", std::string(to_string(b.type()))));
+  half_operands h;
+  h.a = half_as_float(ctx, a);
+  if (pre != nullptr && pre->matches(b)) {
+    h.pre = pre;
+    h.b = tensor::borrow(element_type::float32, b.sizes(), nullptr, nullptr);  // sizes only: never read
+  } else {
+    h.b = half_as_float(ctx, b);
+  }
+  if (with_c && ctx.has_input(2)) h.c = half_as_float(ctx, ctx.input(2));
+  return h;
+}
+// Runs `run(a, b, c, pre, alloc)` (float operands) and rounds its float Y into output 0 of input 0's type.
+template <class Run>
+Status run_half(compute_context& ctx, const prepacked_b* pre, bool with_c, Run run) {
+  EPSTACK_ASSIGN_OR_RETURN(half_operands h, widen_operands(ctx, pre, with_c));
+  tensor* y = nullptr;
+  tensor fy;
+  const auto alloc = [&](std::span<const std::int64_t> sizes) {
+    y = &ctx.allocate_output(0, ctx.input(0).type(), sizes);
+    fy = ctx.scratch(element_type::float32, y->element_count());
+    return fy.typed<float>();
+  };
+  EPSTACK_RETURN_IF_ERROR(run(h, alloc));
+  if (y != nullptr && y->element_count() != 0) store_as_half(ctx, fy.typed<float>(), *y);
+  return {};
+}
+
 bool float_pair(const graph& g, node_id n) {
   const auto a = in_type(g, n, 0);
-  return (a == element_type::float32 || a == element_type::float64) && in_type(g, n, 1) == a;
+  return (a == element_type::float32 || a == element_type::float64 || a == element_type::float16 ||
+          a == element_type::bfloat16) &&
+         in_type(g, n, 1) == a;
 }
+bool half_type(element_type e) { return e == element_type::float16 || e == element_type::bfloat16; }
 
 }  // namespace
 
@@ -324,6 +404,14 @@ Result<compute_function> gemm::compile(const graph& g, node_id n) {
     auto pre = std::make_shared<const prepacked_b>(prepack_constant_b(g, n, tb));
     return make_fn("Gemm", [=](compute_context& ctx) { return gemm_compute<float>(ctx, ta, tb, alpha, beta, pre.get()); });
   }
+  if (half_type(in_type(g, n, 0))) {
+    auto pre = std::make_shared<const prepacked_b>(prepack_constant_b(g, n, tb));
+    return make_fn("Gemm", [=](compute_context& ctx) {
+      return run_half(ctx, pre.get(), beta != 0.0f, [&](const half_operands& h, const auto& alloc) {
+        return gemm_run<float>(ctx, h.a, h.b, h.c.empty() ? nullptr : &h.c, ta, tb, alpha, beta, h.pre, alloc);
+      });
+    });
+  }
   return make_fn("Gemm", [=](compute_context& ctx) {
     return gemm_compute<double>(ctx, ta, tb, static_cast<double>(alpha), static_cast<double>(beta));
   });
@@ -335,19 +423,35 @@ Result<compute_function> matmul::compile(const graph& g, node_id n) {
     auto pre = std::make_shared<const prepacked_b>(prepack_constant_b(g, n, false));
     return make_fn("MatMul", [pre](compute_context& ctx) { return matmul_compute<float>(ctx, false, false, 1.0f, pre.get()); });
   }
+  if (half_type(in_type(g, n, 0))) {
+    auto pre = std::make_shared<const prepacked_b>(prepack_constant_b(g, n, false));
+    return make_fn("MatMul", [pre](compute_context& ctx) {
+      return run_half(ctx, pre.get(), false, [&](const half_operands& h, const auto& alloc) {
+        return matmul_run<float>(ctx, h.a, h.b, false, false, 1.0f, h.pre, alloc);
+      });
+    });
+  }
   return make_fn("MatMul", [](compute_context& ctx) { return matmul_compute<double>(ctx, false, false, 1.0); });
 }
 
 bool fused_matmul::supports(const graph& g, node_id n) {
   const auto& nd = g.node(n);
-  return in_type(g, n, 0) == element_type::float32 && in_type(g, n, 1) == element_type::float32 &&
-         attr_i(nd, "transBatchA", 0) == 0 && attr_i(nd, "transBatchB", 0) == 0;
+  const auto t = in_type(g, n, 0);
+  return (t == element_type::float32 || half_type(t)) && in_type(g, n, 1) == t && attr_i(nd, "transBatchA", 0) == 0 &&
+         attr_i(nd, "transBatchB", 0) == 0;
 }
 Result<compute_function> fused_matmul::compile(const graph& g, node_id n) {
   const auto& nd = g.node(n);
   const bool ta = attr_i(nd, "transA", 0) != 0, tb = attr_i(nd, "transB", 0) != 0;
   const float alpha = attr_f(nd, "alpha", 1.0f);
   auto pre = std::make_shared<const prepacked_b>(prepack_constant_b(g, n, tb));
+  if (half_type(in_type(g, n, 0)))
+    return make_fn("FusedMatMul", [=](compute_context& ctx) {
+      // (matmul_run reads a packed B only when A is not transposed.)
+      return run_half(ctx, ta ? nullptr : pre.get(), false, [&](const half_operands& h, const auto& alloc) {
+        return matmul_run<float>(ctx, h.a, h.b, ta, tb, alpha, h.pre, alloc);
+      });
+    });
   return make_fn("FusedMatMul", [=](compute_context& ctx) { return matmul_compute<float>(ctx, ta, tb, alpha, pre.get()); });
 }
 

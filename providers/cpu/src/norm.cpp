@@ -10,6 +10,11 @@
 
 namespace epstack::cpu {
 namespace impl {
+
+// float16/bfloat16 <-> float conversions (elementwise.cpp).
+tensor half_as_float(compute_context& ctx, const tensor& t);
+void store_as_half(compute_context& ctx, const float* src, tensor& dst);
+
 namespace {
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -405,23 +410,22 @@ struct softmax_params {
   bool coerce_2d = false;  // opset < 13: softmax over the flattened dims [axis, rank)
 };
 
-template <class T, bool Log>
-Status softmax_compute(const softmax_params& p, compute_context& ctx) {
-  const tensor& x = ctx.input(0);
-  EPSTACK_RETURN_IF_ERROR(expect_type<T>(x, "input"));
-  const auto dims = x.sizes();
-  // Opset < 13 allows axis == rank (rows of one element); opset 13 needs an axis of the tensor.
+// The axis Softmax runs along: opset < 13 allows axis == rank (rows of one element); opset 13 needs an axis of the
+// tensor.
+Result<std::size_t> softmax_axis(const softmax_params& p, std::span<const std::int64_t> dims) {
   std::optional<std::size_t> axis;
   if (p.coerce_2d && p.axis == static_cast<std::int64_t>(dims.size())) axis = dims.size();
   else axis = normalize_axis(p.axis, dims.size());
   if (!axis) return bad_axis(p.axis, dims.size());
-  tensor& y = ctx.allocate_output(0, x.type(), dims);
-  if (y.element_count() == 0) return {};
-  const T* px = x.typed<T>();
-  T* py = y.typed<T>();
-  const std::int64_t outer = product(dims, 0, *axis);
-  const std::int64_t n = p.coerce_2d ? product(dims, *axis) : dims[*axis];
-  const std::int64_t inner = p.coerce_2d ? 1 : product(dims, *axis + 1);
+  return *axis;
+}
+
+template <class T, bool Log>
+void softmax_run(const softmax_params& p, compute_context& ctx, std::span<const std::int64_t> dims, std::size_t axis,
+                 const T* px, T* py) {
+  const std::int64_t outer = product(dims, 0, axis);
+  const std::int64_t n = p.coerce_2d ? product(dims, axis) : dims[axis];
+  const std::int64_t inner = p.coerce_2d ? 1 : product(dims, axis + 1);
   if (inner == 1) {
     parallel_items(ctx, static_cast<std::size_t>(outer), static_cast<std::size_t>(n) * 4, [&](std::size_t r0, std::size_t r1) {
       for (std::size_t r = r0; r < r1; ++r) {
@@ -429,7 +433,7 @@ Status softmax_compute(const softmax_params& p, compute_context& ctx) {
         softmax_row<T, Log>(px + off, py + off, static_cast<std::size_t>(n));
       }
     });
-    return {};
+    return;
   }
   // Along an inner axis: work items are (outer slice, block of columns).
   constexpr std::int64_t cols = 256;
@@ -442,6 +446,31 @@ Status softmax_compute(const softmax_params& p, compute_context& ctx) {
                      softmax_columns<T, Log>(px + off, py + off, n, inner, b * cols, std::min(inner, (b + 1) * cols));
                    }
                  });
+}
+
+template <class T, bool Log>
+Status softmax_compute(const softmax_params& p, compute_context& ctx) {
+  const tensor& x = ctx.input(0);
+  EPSTACK_RETURN_IF_ERROR(expect_type<T>(x, "input"));
+  EPSTACK_ASSIGN_OR_RETURN(const std::size_t axis, softmax_axis(p, x.sizes()));
+  tensor& y = ctx.allocate_output(0, x.type(), x.sizes());
+  if (y.element_count() == 0) return {};
+  softmax_run<T, Log>(p, ctx, x.sizes(), axis, x.typed<T>(), y.typed<T>());
+  return {};
+}
+
+// float16 and bfloat16 (H): widened to float in scratch memory, the float kernel, each result rounded once.
+template <class H, bool Log>
+Status softmax_compute_half(const softmax_params& p, compute_context& ctx) {
+  const tensor& x = ctx.input(0);
+  EPSTACK_RETURN_IF_ERROR(expect_type<H>(x, "input"));
+  EPSTACK_ASSIGN_OR_RETURN(const std::size_t axis, softmax_axis(p, x.sizes()));
+  tensor& y = ctx.allocate_output(0, x.type(), x.sizes());
+  if (y.element_count() == 0) return {};
+  const tensor fx = half_as_float(ctx, x);
+  tensor fy = ctx.scratch(element_type::float32, y.element_count());
+  softmax_run<float, Log>(p, ctx, x.sizes(), axis, fx.typed<float>(), fy.typed<float>());
+  store_as_half(ctx, fy.typed<float>(), y);
   return {};
 }
 
@@ -510,9 +539,10 @@ Result<compute_function> compile_softmax(const graph& g, node_id n) {
   p.coerce_2d = nd.since_version > 0 && nd.since_version < 13;
   p.axis = attr_i(nd, "axis", p.coerce_2d ? 1 : -1);
   Result<compute_function> r = Status(errc::not_implemented, "unsupported element type");
-  dispatch<float, double>(in_type(g, n, 0), [&](auto tag) {
+  dispatch<float, double, float16, bfloat16>(in_type(g, n, 0), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    r = make_fn(nd.op_type, [p](compute_context& ctx) { return softmax_compute<T, Log>(p, ctx); });
+    if constexpr (is_half_v<T>) r = make_fn(nd.op_type, [p](compute_context& ctx) { return softmax_compute_half<T, Log>(p, ctx); });
+    else r = make_fn(nd.op_type, [p](compute_context& ctx) { return softmax_compute<T, Log>(p, ctx); });
   });
   return r;
 }
@@ -646,9 +676,10 @@ Result<compute_function> lrn::compile(const graph& g, node_id n) {
   });
 }
 
-bool softmax::supports(const graph& g, node_id n) { return f32_or_f64(in_type(g, n, 0)); }
+// Softmax and LogSoftmax: float, double; float16 and bfloat16 computed in float.
+bool softmax::supports(const graph& g, node_id n) { return is_float(in_type(g, n, 0)); }
 Result<compute_function> softmax::compile(const graph& g, node_id n) { return compile_softmax<false>(g, n); }
-bool log_softmax::supports(const graph& g, node_id n) { return f32_or_f64(in_type(g, n, 0)); }
+bool log_softmax::supports(const graph& g, node_id n) { return is_float(in_type(g, n, 0)); }
 Result<compute_function> log_softmax::compile(const graph& g, node_id n) { return compile_softmax<true>(g, n); }
 
 }  // namespace ops

@@ -1,4 +1,5 @@
-// Tile and Pad: a tensor repeated along each axis, or padded (constant, reflect or edge) through per-axis index tables.
+// Tile and Pad: a tensor repeated along each axis, or padded (constant, reflect, edge or wrap) through per-axis index
+// tables.
 #include "row_util.hpp"
 
 namespace epstack::cpu {
@@ -87,11 +88,12 @@ Status tile_compute(compute_context& ctx, bool v1) {
 // ---------------------------------------------------------------------------------------------------------------
 // Pad
 
-enum class pad_mode { constant, reflect, edge };
+enum class pad_mode { constant, reflect, edge, wrap };
 
 struct pad_config {
   pad_mode mode = pad_mode::constant;
   bool pads_input = true;     // opset 11+: pads (and constant_value) are inputs
+  bool axes_input = false;    // opset 18+: the optional input axes names the axes pads refer to
   dims_t attr_pads;           // opset < 11
   double attr_value = 0.0;    // opset < 11
 };
@@ -109,6 +111,28 @@ Status pad_compute(compute_context& ctx, const pad_config& c) {
     if (pt.type() != element_type::int64) return invalid(cat("pads must be an int64 tensor, got ", std::string(to_string(pt.type()))));
     if (pt.rank() > 1) return invalid(cat("pads must be a 1-D tensor, got shape ", dims_string(pt.sizes())));
     pads = to_int64s(pt);
+    if (c.axes_input && ctx.has_input(3) && !ctx.input(3).empty()) {
+      // pads for the given axes only ([begin..., end...] in their order): spread over every axis, 0 elsewhere.
+      const tensor& at = ctx.input(3);
+      if (at.type() != element_type::int64 && at.type() != element_type::int32)
+        return invalid(cat("axes must be an int64 or int32 tensor, got ", std::string(to_string(at.type()))));
+      if (at.rank() > 1) return invalid(cat("axes must be a 1-D tensor, got shape ", dims_string(at.sizes())));
+      const dims_t axes = to_int64s(at);
+      if (pads.size() != 2 * axes.size())
+        return invalid(cat("pads has ", str(static_cast<std::int64_t>(pads.size())), " values; expected 2 * the ",
+                           str(static_cast<std::int64_t>(axes.size())), " axes = ", str(static_cast<std::int64_t>(2 * axes.size()))));
+      dims_t full(2 * r, 0);
+      std::vector<bool> seen(r, false);
+      for (std::size_t i = 0; i < axes.size(); ++i) {
+        const auto ax = normalize_axis(axes[i], r);
+        if (!ax) return invalid(cat("axes: axis ", str(axes[i]), " is out of range for data of rank ", str(static_cast<std::int64_t>(r))));
+        if (seen[*ax]) return invalid(cat("axes: axis ", str(axes[i]), " is repeated"));
+        seen[*ax] = true;
+        full[*ax] = pads[i];
+        full[*ax + r] = pads[i + axes.size()];
+      }
+      pads = std::move(full);
+    }
     if (ctx.has_input(2) && ctx.input(2).element_count() > 0) {
       const tensor& cv = ctx.input(2);
       if (cv.type() != x.type())
@@ -136,7 +160,7 @@ Status pad_compute(compute_context& ctx, const pad_config& c) {
     const std::int64_t lo = std::max<std::int64_t>(0, -pb), hi = id[d] - std::max<std::int64_t>(0, -pe);
     if (c.mode != pad_mode::constant && hi <= lo && od[d] > 0)
       return invalid(cat("dimension ", str(static_cast<std::int64_t>(d)), " has no elements to pad from in ",
-                         c.mode == pad_mode::edge ? "edge" : "reflect", " mode"));
+                         c.mode == pad_mode::edge ? "edge" : c.mode == pad_mode::wrap ? "wrap" : "reflect", " mode"));
     auto& t = tab[d];
     t.resize(static_cast<std::size_t>(od[d]));
     for (std::int64_t j = 0; j < od[d]; ++j) {
@@ -147,6 +171,12 @@ Status pad_compute(compute_context& ctx, const pad_config& c) {
           v = -1;
         } else if (c.mode == pad_mode::edge) {
           v = std::clamp(rel, lo, hi - 1);
+        } else if (c.mode == pad_mode::wrap) {
+          // numpy's 'wrap': the kept part repeated periodically (as if it formed a torus), as often as needed.
+          const std::int64_t m = hi - lo;
+          std::int64_t u = (rel - lo) % m;
+          if (u < 0) u += m;
+          v = lo + u;
         } else {
           // numpy's 'reflect' (the edge not repeated), reflecting again when the padding is longer than the data.
           const std::int64_t m = hi - lo;
@@ -193,7 +223,10 @@ Result<compute_function> tile::compile(const graph& g, node_id n) {
 }
 
 bool pad::supports(const graph& g, node_id n) {
-  if (opset_of(g.node(n)) >= 11 && in_type(g, n, 1) != element_type::int64) return false;
+  const int ver = opset_of(g.node(n));
+  if (ver >= 11 && in_type(g, n, 1) != element_type::int64) return false;
+  const auto axes_t = in_type(g, n, 3);
+  if (ver >= 18 && axes_t != element_type::undefined && axes_t != element_type::int64 && axes_t != element_type::int32) return false;
   return type_in<EPSTACK_ALL_POD_TYPES, std::string>(in_type(g, n, 0));
 }
 Result<compute_function> pad::compile(const graph& g, node_id n) {
@@ -204,8 +237,10 @@ Result<compute_function> pad::compile(const graph& g, node_id n) {
   if (mode == "constant") c.mode = pad_mode::constant;
   else if (mode == "reflect") c.mode = pad_mode::reflect;
   else if (mode == "edge") c.mode = pad_mode::edge;
+  else if (mode == "wrap" && ver >= 19) c.mode = pad_mode::wrap;
   else return invalid(cat("unknown mode '", mode, "'"));
   c.pads_input = ver >= 11;
+  c.axes_input = ver >= 18;
   if (!c.pads_input) {
     const char* name = ver < 2 ? "paddings" : "pads";
     if (!has_attr(nd, name)) return invalid(cat("Pad before opset 11 needs the attribute ", name));

@@ -24,7 +24,9 @@ enum class rop : std::uint8_t { sum, mean, max, min, prod, sum_square, l1, l2, l
 
 template <class A>
 A add(A a, A b) {
-  if constexpr (std::is_integral_v<A>) {
+  if constexpr (std::is_same_v<A, bool>) {
+    return a || b;  // only instantiated for bool max/min, never called on a sum
+  } else if constexpr (std::is_integral_v<A>) {
     using U = std::make_unsigned_t<A>;
     return static_cast<A>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
   } else {
@@ -33,7 +35,9 @@ A add(A a, A b) {
 }
 template <class A>
 A mul(A a, A b) {
-  if constexpr (std::is_integral_v<A>) {
+  if constexpr (std::is_same_v<A, bool>) {
+    return a && b;
+  } else if constexpr (std::is_integral_v<A>) {
     using U = std::make_unsigned_t<A>;
     return static_cast<A>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b)));
   } else {
@@ -466,6 +470,8 @@ Status arg_compute(const arg_attrs& at, const char* op, compute_context& ctx) {
 
 #define EPSTACK_REDUCE_TYPES float, double, std::int32_t, std::int64_t
 #define EPSTACK_MINMAX_TYPES float, double, std::int32_t, std::int64_t, std::int8_t, std::uint8_t
+// ReduceMax/ReduceMin-20 also take bool (any / all).
+#define EPSTACK_MINMAX_REDUCE_TYPES EPSTACK_MINMAX_TYPES, bool
 
 bool axes_input_ok(const graph& g, node_id n) {
   if (!has_in(g, n, 1)) return true;
@@ -526,8 +532,8 @@ using namespace impl;
 
 EPSTACK_REDUCE_KERNEL(reduce_mean, rop::mean, EPSTACK_REDUCE_TYPES)
 EPSTACK_REDUCE_KERNEL(reduce_sum, rop::sum, EPSTACK_REDUCE_TYPES)
-EPSTACK_REDUCE_KERNEL(reduce_max, rop::max, EPSTACK_MINMAX_TYPES)
-EPSTACK_REDUCE_KERNEL(reduce_min, rop::min, EPSTACK_MINMAX_TYPES)
+EPSTACK_REDUCE_KERNEL(reduce_max, rop::max, EPSTACK_MINMAX_REDUCE_TYPES)
+EPSTACK_REDUCE_KERNEL(reduce_min, rop::min, EPSTACK_MINMAX_REDUCE_TYPES)
 EPSTACK_REDUCE_KERNEL(reduce_prod, rop::prod, EPSTACK_REDUCE_TYPES)
 EPSTACK_REDUCE_KERNEL(reduce_sum_square, rop::sum_square, EPSTACK_REDUCE_TYPES)
 EPSTACK_REDUCE_KERNEL(reduce_l1, rop::l1, EPSTACK_REDUCE_TYPES)

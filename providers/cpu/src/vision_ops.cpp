@@ -1,5 +1,7 @@
-// Quantized convolutions (ConvInteger, QLinearConv), RoiAlign and GridSample.
-#include "kernel_util.hpp"
+// Quantized convolutions (ConvInteger, QLinearConv), RoiAlign and GridSample (2-D and N-D).
+#include "row_util.hpp"
+
+#include <optional>
 
 namespace epstack::cpu {
 namespace impl {
@@ -166,11 +168,12 @@ roi_sample sample_at(double y, double x, std::int64_t H, std::int64_t W) {
 // GridSample: coordinates through the padding mode, and the bicubic weights.
 double reflect_coord(double x, double twice_low, double twice_high) {
   if (twice_low == twice_high) return 0;
+  if (!std::isfinite(x)) return x;  // NaN or infinite: outside whatever the padding (becomes 0 or the border)
   const double lo = twice_low / 2, span = (twice_high - twice_low) / 2;
   x = std::fabs(x - lo);
   const double extra = std::fmod(x, span);
-  const auto flips = static_cast<std::int64_t>(std::floor(x / span));
-  return flips % 2 == 0 ? extra + lo : span - extra + lo;
+  const bool even_flips = std::fmod(std::floor(x / span), 2.0) == 0;
+  return even_flips ? extra + lo : span - extra + lo;
 }
 enum class grid_pad { zeros, border, reflection };
 double pad_coord(double x, std::int64_t size, grid_pad pad, bool align) {
@@ -360,73 +363,153 @@ Result<compute_function> roi_align::compile(const graph& g, node_id n) {
   });
 }
 
-// ---- GridSample (opset 16): X [N, C, H, W] sampled at grid [N, Ho, Wo, 2] of (x, y) in [-1, 1]; nearest, bilinear or
-// bicubic; zeros, border or reflection padding; PyTorch's grid_sample, which ONNX's reference reproduces ----
+// ---- GridSample-16, -20 and -22: X [N, C, D1, ..., Dr] sampled at grid [N, D1_out, ..., Dr_out, r] of normalized
+// positions in [-1, 1] (listed innermost dimension first: x, y, z...); Y [N, C, D1_out, ..., Dr_out]. Opset 16 is
+// 2-D only, with modes bilinear, nearest and bicubic; opset 20 names them linear, nearest and cubic (N-linear and
+// N-cubic over r spatial dims). zeros, border or reflection padding; PyTorch's grid_sample, which ONNX's reference
+// reproduces. Integer X is computed in double and converted at the end ----
+namespace {
+enum class grid_mode { nearest, linear, cubic };
+std::optional<grid_mode> grid_mode_of(const node& nd) {
+  const bool v20 = nd.since_version == 0 || nd.since_version >= 20;
+  const std::string mode = attr_s(nd, "mode", v20 ? "linear" : "bilinear");
+  if (mode == "nearest") return grid_mode::nearest;
+  if (mode == (v20 ? "linear" : "bilinear")) return grid_mode::linear;
+  if (mode == (v20 ? "cubic" : "bicubic")) return grid_mode::cubic;
+  return std::nullopt;
+}
+/// Element i of a floating-point grid as double.
+double grid_at(const tensor& g, std::size_t i) {
+  switch (g.type()) {
+    case element_type::float64: return g.typed<double>()[i];
+    case element_type::float16: return static_cast<float>(g.typed<float16>()[i]);
+    case element_type::bfloat16: return static_cast<float>(g.typed<bfloat16>()[i]);
+    default: return static_cast<double>(g.typed<float>()[i]);
+  }
+}
+}  // namespace
+
 bool grid_sample::supports(const graph& g, node_id n) {
   const auto& nd = g.node(n);
-  const auto mode = attr_s(nd, "mode", "bilinear"), pad = attr_s(nd, "padding_mode", "zeros");
-  return f32_or_f64(in_type(g, n, 0)) && (mode == "bilinear" || mode == "nearest" || mode == "bicubic") &&
-         (pad == "zeros" || pad == "border" || pad == "reflection");
+  const auto pad = attr_s(nd, "padding_mode", "zeros");
+  return type_in<EPSTACK_ALL_POD_TYPES>(in_type(g, n, 0)) && type_in<float, double, float16, bfloat16>(in_type(g, n, 1)) &&
+         grid_mode_of(nd).has_value() && (pad == "zeros" || pad == "border" || pad == "reflection");
 }
 Result<compute_function> grid_sample::compile(const graph& g, node_id n) {
   const auto& nd = g.node(n);
-  const std::string mode = attr_s(nd, "mode", "bilinear"), pad_s = attr_s(nd, "padding_mode", "zeros");
+  const bool v20 = nd.since_version == 0 || nd.since_version >= 20;
+  const auto mode_o = grid_mode_of(nd);
+  if (!mode_o) return invalid(cat("GridSample: unknown mode '", attr_s(nd, "mode"), "'"));
+  const grid_mode mode = *mode_o;
+  const std::string pad_s = attr_s(nd, "padding_mode", "zeros");
+  if (pad_s != "zeros" && pad_s != "border" && pad_s != "reflection")
+    return invalid(cat("GridSample: unknown padding_mode '", pad_s, "'"));
   const bool align = attr_i(nd, "align_corners", 0) != 0;
   const grid_pad pad = pad_s == "border" ? grid_pad::border : pad_s == "reflection" ? grid_pad::reflection : grid_pad::zeros;
-  return make_fn("GridSample", [=](compute_context& ctx) -> Status {
-    const tensor& x = ctx.input(0);
-    const tensor& grid = ctx.input(1);
-    if (x.rank() != 4 || grid.rank() != 4 || grid.sizes()[3] != 2 || grid.sizes()[0] != x.sizes()[0] || grid.type() != x.type())
-      return op_error("GridSample", "X must be [N, C, H, W] and grid [N, Ho, Wo, 2] of the same type");
-    const std::int64_t N = x.sizes()[0], C = x.sizes()[1], H = x.sizes()[2], W = x.sizes()[3], Ho = grid.sizes()[1], Wo = grid.sizes()[2];
-    tensor& y = ctx.allocate_output(0, x.type(), {N, C, Ho, Wo});
-    float_dispatch(x.type(), [&](auto tag) {
-      using T = typename decltype(tag)::type;
+  Result<compute_function> r = Status(errc::not_implemented, "unsupported element type");
+  dispatch<EPSTACK_ALL_POD_TYPES>(in_type(g, n, 0), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    r = make_fn("GridSample", [=](compute_context& ctx) -> Status {
+      const tensor& x = ctx.input(0);
+      const tensor& grid = ctx.input(1);
+      if (x.type() != element_type_of_v<T>) return invalid("unexpected element type of X");
+      if (!type_in<float, double, float16, bfloat16>(grid.type()))
+        return invalid(cat("grid must be a floating-point tensor, got ", std::string(to_string(grid.type()))));
+      const std::size_t rank = x.rank();
+      if (v20 ? rank < 3 : rank != 4)
+        return invalid(cat("X must be ", v20 ? "[N, C, D1, ..., Dr]" : "[N, C, H, W]", ", got ", dims_string(x.sizes())));
+      const std::size_t sp = rank - 2;  // spatial dims
+      if (grid.rank() != rank || grid.sizes()[rank - 1] != static_cast<std::int64_t>(sp) || grid.sizes()[0] != x.sizes()[0])
+        return invalid(cat("grid must be [N, D1_out, ..., D", std::to_string(sp), "_out, ", std::to_string(sp), "] for X ",
+                           dims_string(x.sizes()), ", got ", dims_string(grid.sizes())));
+      const std::int64_t N = x.sizes()[0], C = x.sizes()[1];
+      const dims in_sp(x.sizes().begin() + 2, x.sizes().end());
+      dims out{N, C};
+      out.insert(out.end(), grid.sizes().begin() + 1, grid.sizes().end() - 1);
+      tensor& y = ctx.allocate_output(0, x.type(), out);
+      const std::int64_t in_pts = product(in_sp), out_pts = product(grid.sizes(), 1, rank - 1);
+      if (N * C * out_pts == 0) return {};
       const T* px = x.typed<T>();
-      const T* pg = grid.typed<T>();
       T* py = y.typed<T>();
+      const dims in_stride = strides_of(in_sp);
+      const std::int64_t per_dim = mode == grid_mode::nearest ? 1 : mode == grid_mode::linear ? 2 : 4;
+      std::int64_t corners = 1;
+      for (std::size_t d = 0; d < sp; ++d) corners *= per_dim;
       const auto unnorm = [&](double c, std::int64_t size) {
         return align ? (c + 1) / 2 * static_cast<double>(size - 1) : ((c + 1) * static_cast<double>(size) - 1) / 2;
       };
-      for (std::int64_t nn = 0; nn < N; ++nn)
-        for (std::int64_t c = 0; c < C; ++c) {
-          const T* img = px + (nn * C + c) * H * W;
-          const auto pixel = [&](std::int64_t yy, std::int64_t xx) -> double {
-            return yy >= 0 && yy < H && xx >= 0 && xx < W ? static_cast<double>(img[yy * W + xx]) : 0.0;
-          };
-          for (std::int64_t i = 0; i < Ho; ++i)
-            for (std::int64_t j = 0; j < Wo; ++j) {
-              const T* gp = pg + ((nn * Ho + i) * Wo + j) * 2;
-              double ix = unnorm(static_cast<double>(gp[0]), W), iy = unnorm(static_cast<double>(gp[1]), H);
-              double v = 0;
-              if (mode == "bicubic") {
-                const double x0 = std::floor(ix), y0 = std::floor(iy), tx = ix - x0, ty = iy - y0;
-                const double cx[4] = {cubic2(tx + 1, -0.75), cubic1(tx, -0.75), cubic1(1 - tx, -0.75), cubic2(2 - tx, -0.75)};
-                const double cy[4] = {cubic2(ty + 1, -0.75), cubic1(ty, -0.75), cubic1(1 - ty, -0.75), cubic2(2 - ty, -0.75)};
-                for (int a = 0; a < 4; ++a)
-                  for (int b = 0; b < 4; ++b) {
-                    // Each tap goes through the padding on its own (PyTorch's get_value_bounded).
-                    const double tyc = pad_coord(y0 - 1 + a, H, pad, align), txc = pad_coord(x0 - 1 + b, W, pad, align);
-                    v += cy[a] * cx[b] * pixel(static_cast<std::int64_t>(tyc), static_cast<std::int64_t>(txc));
-                  }
-              } else {
-                ix = pad_coord(ix, W, pad, align);
-                iy = pad_coord(iy, H, pad, align);
-                if (mode == "nearest") {
-                  v = pixel(static_cast<std::int64_t>(std::nearbyint(iy)), static_cast<std::int64_t>(std::nearbyint(ix)));
-                } else {
-                  const double x0 = std::floor(ix), y0 = std::floor(iy), fx = ix - x0, fy = iy - y0;
-                  const auto X0 = static_cast<std::int64_t>(x0), Y0 = static_cast<std::int64_t>(y0);
-                  v = pixel(Y0, X0) * (1 - fx) * (1 - fy) + pixel(Y0, X0 + 1) * fx * (1 - fy) + pixel(Y0 + 1, X0) * (1 - fx) * fy +
-                      pixel(Y0 + 1, X0 + 1) * fx * fy;
-                }
+      // Each output point: its taps on every spatial dim (input index or -1 outside, weight), then the product of
+      // the taps as (offset into a channel plane or -1, weight) pairs, applied to every channel.
+      parallel_items(ctx, static_cast<std::size_t>(N * out_pts), static_cast<std::size_t>(C * corners), [&](std::size_t p0, std::size_t p1) {
+        std::vector<std::int64_t> tap_idx(sp * 4), off(static_cast<std::size_t>(corners));
+        std::vector<double> tap_w(sp * 4), wt(static_cast<std::size_t>(corners));
+        for (std::size_t p = p0; p < p1; ++p) {
+          const std::int64_t nn = static_cast<std::int64_t>(p) / out_pts, o = static_cast<std::int64_t>(p) % out_pts;
+          const auto g0 = static_cast<std::size_t>((nn * out_pts + o) * static_cast<std::int64_t>(sp));
+          for (std::size_t d = 0; d < sp; ++d) {
+            const std::int64_t size = in_sp[d];
+            // The grid lists the innermost dimension first.
+            double c = unnorm(grid_at(grid, g0 + (sp - 1 - d)), size);
+            std::int64_t* ti = &tap_idx[d * 4];
+            double* tw = &tap_w[d * 4];
+            const auto inside = [&](double v) { return v >= 0 && v < static_cast<double>(size) ? static_cast<std::int64_t>(v) : std::int64_t{-1}; };
+            if (mode == grid_mode::cubic) {
+              const double c0 = std::floor(c), t = c - c0;
+              const double cw[4] = {cubic2(t + 1, -0.75), cubic1(t, -0.75), cubic1(1 - t, -0.75), cubic2(2 - t, -0.75)};
+              for (int k = 0; k < 4; ++k) {
+                // Each tap goes through the padding on its own (PyTorch's get_value_bounded).
+                ti[k] = inside(pad_coord(c0 - 1 + k, size, pad, align));
+                tw[k] = cw[k];
               }
-              py[((nn * C + c) * Ho + i) * Wo + j] = static_cast<T>(v);
+            } else {
+              c = pad_coord(c, size, pad, align);
+              if (mode == grid_mode::nearest) {
+                ti[0] = inside(std::nearbyint(c));  // halfway: to the even index
+                tw[0] = 1;
+              } else {
+                const double c0 = std::floor(c), f = c - c0;
+                ti[0] = inside(c0), ti[1] = inside(c0 + 1);
+                tw[0] = 1 - f, tw[1] = f;
+              }
             }
+          }
+          for (std::int64_t q = 0; q < corners; ++q) {
+            std::int64_t rest = q, at = 0;
+            double w = 1;
+            for (std::size_t d = sp; d-- > 0;) {
+              const auto k = static_cast<std::size_t>(rest % per_dim);
+              rest /= per_dim;
+              const std::int64_t i = tap_idx[d * 4 + k];
+              w *= tap_w[d * 4 + k];
+              at = at < 0 || i < 0 ? -1 : at + i * in_stride[d];
+            }
+            off[static_cast<std::size_t>(q)] = at;
+            wt[static_cast<std::size_t>(q)] = w;
+          }
+          for (std::int64_t c = 0; c < C; ++c) {
+            const T* plane = px + (nn * C + c) * in_pts;
+            T& dst = py[(nn * C + c) * out_pts + o];
+            if (mode == grid_mode::nearest) {  // a copy: exact for every type
+              dst = off[0] >= 0 ? plane[off[0]] : T{};
+              continue;
+            }
+            double v = 0;
+            for (std::int64_t q = 0; q < corners; ++q) {
+              const std::int64_t at = off[static_cast<std::size_t>(q)];
+              if (at < 0) continue;
+              double e;
+              if constexpr (is_half_v<T>) e = static_cast<float>(plane[at]);
+              else e = static_cast<double>(plane[at]);
+              v += wt[static_cast<std::size_t>(q)] * e;
+            }
+            dst = from_double<T>(v);
+          }
         }
+      });
+      return {};
     });
-    return {};
   });
+  return r;
 }
 
 }  // namespace ops

@@ -141,6 +141,15 @@ struct builder {
       op.axis = attr_i(nd, "axis", 0);
       if (const tensor* sp = const_of(nd, 1)) op.sizes.assign(sp->typed<std::int64_t>(), sp->typed<std::int64_t>() + sp->element_count());
       else if (has_attr(nd, "split")) op.sizes = attr_ints(nd, "split");
+      else if (has_attr(nd, "num_outputs")) {
+        // Split-18: num_outputs parts of ceil(d / n), the last one what remains (the capability checked d is known).
+        const auto& t = g.value(nd.inputs[0]).type;
+        const auto rank = static_cast<std::int64_t>(t.dims->rank());
+        const auto d = (*t.dims)[static_cast<std::size_t>(op.axis < 0 ? op.axis + rank : op.axis)].value;
+        const auto parts = static_cast<std::int64_t>(nd.outputs.size());
+        const auto each = (d + parts - 1) / parts;
+        for (std::int64_t i = 0; i < parts; ++i) op.sizes.push_back(i + 1 < parts ? each : d - each * (parts - 1));
+      }
       for (value_id o : nd.outputs) op.outs.push_back(value(o));
       op.out = op.outs.front();
       return {};
@@ -238,7 +247,7 @@ struct builder {
         return {};
       }
       auto& op = emit(op_kind::eltwise, nd);
-      op.alg = alg::eltwise_gelu_erf;
+      op.alg = attr_s(nd, "approximate", "none") == "tanh" ? alg::eltwise_gelu_tanh : alg::eltwise_gelu_erf;
       op.in = {in(0)};
       op.out = value(nd.outputs[0]);
       return {};
@@ -463,6 +472,7 @@ std::string alg_name(alg a) {
     case alg::eltwise_tanh: return "eltwise_tanh";
     case alg::eltwise_clip_v2: return "eltwise_clip";
     case alg::eltwise_gelu_erf: return "eltwise_gelu_erf";
+    case alg::eltwise_gelu_tanh: return "eltwise_gelu_tanh";
     case alg::eltwise_linear: return "eltwise_linear";
     case alg::eltwise_elu: return "eltwise_elu";
     case alg::eltwise_exp: return "eltwise_exp";

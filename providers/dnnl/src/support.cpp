@@ -282,6 +282,11 @@ std::string node_refusal(const graph& g, node_id n) {
     return {};
   }
   if (contrib && (op == "Gelu" || op == "BiasGelu")) return need_f32_inputs(g, n, {0, 1});
+  if (onnx && op == "Gelu") {  // Gelu-20: the erf form, or the tanh approximation
+    const auto a = attr_s(nd, "approximate", "none");
+    if (a != "none" && a != "tanh") return cat("approximate = '", a, "'");
+    return need_f32_inputs(g, n, {0});
+  }
   if (onnx && op == "Erf") {
     if (match_gelu(g, n)) return {};
     return "Erf outside the Erf form of Gelu";
@@ -300,6 +305,13 @@ std::string node_refusal(const graph& g, node_id n) {
     return need_f32_inputs(g, n, {0});
   if (onnx && op == "Split") {
     if (!(r = need_f32_inputs(g, n, {0})).empty()) return r;
+    if (has_attr(nd, "num_outputs")) {  // Split-18: the part sizes come from the axis' static size
+      const auto& t = g.value(nd.inputs[0]).type;
+      const auto axis = attr_i(nd, "axis", 0);
+      const auto rank = t.dims ? static_cast<std::int64_t>(t.dims->rank()) : -1;
+      if (rank < 0 || axis < -rank || axis >= rank || (*t.dims)[static_cast<std::size_t>(axis < 0 ? axis + rank : axis)].value < 0)
+        return "num_outputs with a split axis of unknown size";
+    }
     if (nd.inputs.size() > 1 && nd.inputs[1] != no_id && constant_input(g, n, 1) == nullptr)
       return "split sizes computed at run time";
     return {};

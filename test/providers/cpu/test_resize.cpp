@@ -1,5 +1,6 @@
-// Tests of the CPU Resize kernel (resize.cpp): every ONNX backend case (onnx 1.12 test data, pasted as literals),
-// the opset differences, N-linear and cubic modes, types, errors, threads.
+// Tests of the CPU Resize kernel (resize.cpp): every ONNX backend case (onnx 1.12 and 1.22 test data, pasted as
+// literals), the opset differences, N-linear and cubic modes, Resize-18/19's axes, keep_aspect_ratio_policy,
+// antialias and half_pixel_symmetric, types, errors, threads.
 #include "misc_support.hpp"
 
 using namespace epstack;
@@ -490,4 +491,360 @@ TEST_CASE("Resize errors: scales and sizes both or neither, wrong counts, non-po
   auto r = run_kernel<ops::resize>(op("Resize", 13).set("mode", std::string("linear")),
                                    {{make<std::uint8_t>({2}, {1, 2})}, {}, {make<float>({1}, {2})}});
   CHECK(r.code() == errc::not_implemented);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Resize-18/19: axes, keep_aspect_ratio_policy, antialias, half_pixel_symmetric
+
+namespace {
+/// The taps (input index, weight) of output coordinate x_original on an axis of `len` elements for linear or cubic
+/// antialiased resizing by `scale`, as the ONNX operator describes it: the filter stretched by 1 / scale (when
+/// downsampling), normalized, over the nearest input indices (clamped to the edges).
+std::vector<std::pair<i64, double>> antialias_taps(double xo, i64 len, double scale, bool cubic, double A = -0.75) {
+  const double s = std::min(scale, 1.0);
+  const double fl = std::floor(xo), ratio = xo == fl ? 1.0 : xo - fl;
+  const double reach = cubic ? 2.0 : 1.0;
+  const auto i0 = static_cast<i64>(std::floor(-reach / s) + 1);
+  const i64 n = 2 - 2 * i0;
+  std::vector<std::pair<i64, double>> t;
+  double sum = 0;
+  const auto start = static_cast<i64>(std::clamp(std::ceil(xo) - static_cast<double>(n / 2), -static_cast<double>(n / 2),
+                                                  static_cast<double>(len - n / 2)));
+  for (i64 k = 0; k < n; ++k) {
+    const double x = std::fabs(s * (static_cast<double>(i0 + k) - ratio));
+    double w = 0;
+    if (!cubic) w = std::max(0.0, 1 - x);
+    else if (x <= 1) w = (A + 2) * x * x * x - (A + 3) * x * x + 1;
+    else if (x < 2) w = A * x * x * x - 5 * A * x * x + 8 * A * x - 4 * A;
+    t.emplace_back(std::clamp<i64>(start + k, 0, len - 1), w);
+    sum += w;
+  }
+  for (auto& [i, w] : t) w /= sum;
+  return t;
+}
+
+/// ONNX 1.22 backend test data of the Resize-19 attributes (test_resize_*), extracted with /usr/bin/python3 and
+/// onnx.numpy_helper; an omitted input is {}.
+std::vector<backend_case> resize19_backend_cases() {
+  std::vector<backend_case> cases;
+  {
+    backend_case c;
+    c.name = "test_resize_downsample_scales_cubic_antialias";
+    c.node = op("Resize", 19);
+    c.node.set("antialias", std::int64_t{1});
+    c.node.set("mode", std::string("cubic"));
+    c.inputs.push_back({tensor::from<float>({1,1,4,4}, {1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f, 7.0f, 8.0f, 9.0f, 10.0f, 11.0f, 12.0f, 13.0f, 14.0f, 15.0f, 16.0f})});
+    c.inputs.push_back({});
+    c.inputs.push_back({tensor::from<float>({4}, {1.0f, 1.0f, 0.600000024f, 0.600000024f})});
+    c.expected = tensor::from<float>({1,1,2,2}, {2.51807213f, 4.28588629f, 9.58932877f, 11.3571424f});
+    cases.push_back(std::move(c));
+  }
+  {
+    backend_case c;
+    c.name = "test_resize_downsample_scales_linear_antialias";
+    c.node = op("Resize", 19);
+    c.node.set("antialias", std::int64_t{1});
+    c.node.set("mode", std::string("linear"));
+    c.inputs.push_back({tensor::from<float>({1,1,4,4}, {1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f, 7.0f, 8.0f, 9.0f, 10.0f, 11.0f, 12.0f, 13.0f, 14.0f, 15.0f, 16.0f})});
+    c.inputs.push_back({});
+    c.inputs.push_back({tensor::from<float>({4}, {1.0f, 1.0f, 0.600000024f, 0.600000024f})});
+    c.expected = tensor::from<float>({1,1,2,2}, {2.875f, 4.5f, 9.375f, 11.0f});
+    cases.push_back(std::move(c));
+  }
+  {
+    backend_case c;
+    c.name = "test_resize_downsample_sizes_cubic_antialias";
+    c.node = op("Resize", 19);
+    c.node.set("antialias", std::int64_t{1});
+    c.node.set("mode", std::string("cubic"));
+    c.inputs.push_back({tensor::from<float>({1,1,4,4}, {1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f, 7.0f, 8.0f, 9.0f, 10.0f, 11.0f, 12.0f, 13.0f, 14.0f, 15.0f, 16.0f})});
+    c.inputs.push_back({});
+    c.inputs.push_back({});
+    c.inputs.push_back({tensor::from<std::int64_t>({4}, {1, 1, 3, 3})});
+    c.expected = tensor::from<float>({1,1,3,3}, {1.77500916f, 3.12000728f, 4.4650054f, 7.15500164f, 8.5f, 9.84499836f, 12.5349941f, 13.8799925f, 15.2249908f});
+    cases.push_back(std::move(c));
+  }
+  {
+    backend_case c;
+    c.name = "test_resize_downsample_sizes_linear_antialias";
+    c.node = op("Resize", 19);
+    c.node.set("antialias", std::int64_t{1});
+    c.node.set("mode", std::string("linear"));
+    c.inputs.push_back({tensor::from<float>({1,1,4,4}, {1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f, 7.0f, 8.0f, 9.0f, 10.0f, 11.0f, 12.0f, 13.0f, 14.0f, 15.0f, 16.0f})});
+    c.inputs.push_back({});
+    c.inputs.push_back({});
+    c.inputs.push_back({tensor::from<std::int64_t>({4}, {1, 1, 3, 3})});
+    c.expected = tensor::from<float>({1,1,3,3}, {2.36363626f, 3.590909f, 4.81818199f, 7.27272749f, 8.5f, 9.72727299f, 12.181818f, 13.409091f, 14.636364f});
+    cases.push_back(std::move(c));
+  }
+  {
+    backend_case c;
+    c.name = "test_resize_downsample_sizes_nearest_not_larger";
+    c.node = op("Resize", 19);
+    c.node.set("axes", std::vector<std::int64_t>{2, 3});
+    c.node.set("keep_aspect_ratio_policy", std::string("not_larger"));
+    c.node.set("mode", std::string("nearest"));
+    c.inputs.push_back({tensor::from<float>({1,1,2,4}, {1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f, 7.0f, 8.0f})});
+    c.inputs.push_back({});
+    c.inputs.push_back({});
+    c.inputs.push_back({tensor::from<std::int64_t>({2}, {1, 3})});
+    c.expected = tensor::from<float>({1,1,1,2}, {1.0f, 3.0f});
+    cases.push_back(std::move(c));
+  }
+  {
+    backend_case c;
+    c.name = "test_resize_downsample_sizes_nearest_not_smaller";
+    c.node = op("Resize", 19);
+    c.node.set("axes", std::vector<std::int64_t>{2, 3});
+    c.node.set("keep_aspect_ratio_policy", std::string("not_smaller"));
+    c.node.set("mode", std::string("nearest"));
+    c.inputs.push_back({tensor::from<float>({1,1,2,4}, {1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f, 7.0f, 8.0f})});
+    c.inputs.push_back({});
+    c.inputs.push_back({});
+    c.inputs.push_back({tensor::from<std::int64_t>({2}, {1, 3})});
+    c.expected = tensor::from<float>({1,1,2,3}, {1.0f, 2.0f, 4.0f, 5.0f, 6.0f, 8.0f});
+    cases.push_back(std::move(c));
+  }
+  {
+    backend_case c;
+    c.name = "test_resize_upsample_sizes_nearest_not_larger";
+    c.node = op("Resize", 19);
+    c.node.set("axes", std::vector<std::int64_t>{2, 3});
+    c.node.set("keep_aspect_ratio_policy", std::string("not_larger"));
+    c.node.set("mode", std::string("nearest"));
+    c.inputs.push_back({tensor::from<float>({1,1,2,2}, {1.0f, 2.0f, 3.0f, 4.0f})});
+    c.inputs.push_back({});
+    c.inputs.push_back({});
+    c.inputs.push_back({tensor::from<std::int64_t>({2}, {7, 8})});
+    c.expected = tensor::from<float>({1,1,7,7}, {1.0f, 1.0f, 1.0f, 1.0f, 2.0f, 2.0f, 2.0f, 1.0f, 1.0f, 1.0f, 1.0f, 2.0f, 2.0f, 2.0f, 1.0f, 1.0f, 1.0f, 1.0f, 2.0f, 2.0f, 2.0f, 1.0f, 1.0f, 1.0f, 1.0f, 2.0f, 2.0f, 2.0f, 3.0f, 3.0f, 3.0f, 3.0f, 4.0f, 4.0f, 4.0f, 3.0f, 3.0f, 3.0f, 3.0f, 4.0f, 4.0f, 4.0f, 3.0f, 3.0f, 3.0f, 3.0f, 4.0f, 4.0f, 4.0f});
+    cases.push_back(std::move(c));
+  }
+  {
+    backend_case c;
+    c.name = "test_resize_upsample_sizes_nearest_not_smaller";
+    c.node = op("Resize", 19);
+    c.node.set("axes", std::vector<std::int64_t>{2, 3});
+    c.node.set("keep_aspect_ratio_policy", std::string("not_smaller"));
+    c.node.set("mode", std::string("nearest"));
+    c.inputs.push_back({tensor::from<float>({1,1,2,2}, {1.0f, 2.0f, 3.0f, 4.0f})});
+    c.inputs.push_back({});
+    c.inputs.push_back({});
+    c.inputs.push_back({tensor::from<std::int64_t>({2}, {7, 8})});
+    c.expected = tensor::from<float>({1,1,8,8}, {1.0f, 1.0f, 1.0f, 1.0f, 2.0f, 2.0f, 2.0f, 2.0f, 1.0f, 1.0f, 1.0f, 1.0f, 2.0f, 2.0f, 2.0f, 2.0f, 1.0f, 1.0f, 1.0f, 1.0f, 2.0f, 2.0f, 2.0f, 2.0f, 1.0f, 1.0f, 1.0f, 1.0f, 2.0f, 2.0f, 2.0f, 2.0f, 3.0f, 3.0f, 3.0f, 3.0f, 4.0f, 4.0f, 4.0f, 4.0f, 3.0f, 3.0f, 3.0f, 3.0f, 4.0f, 4.0f, 4.0f, 4.0f, 3.0f, 3.0f, 3.0f, 3.0f, 4.0f, 4.0f, 4.0f, 4.0f, 3.0f, 3.0f, 3.0f, 3.0f, 4.0f, 4.0f, 4.0f, 4.0f});
+    cases.push_back(std::move(c));
+  }
+  {
+    backend_case c;
+    c.name = "test_resize_upsample_scales_nearest_axes_2_3";
+    c.node = op("Resize", 19);
+    c.node.set("axes", std::vector<std::int64_t>{2, 3});
+    c.node.set("mode", std::string("nearest"));
+    c.inputs.push_back({tensor::from<float>({1,1,2,2}, {1.0f, 2.0f, 3.0f, 4.0f})});
+    c.inputs.push_back({});
+    c.inputs.push_back({tensor::from<float>({2}, {2.0f, 3.0f})});
+    c.expected = tensor::from<float>({1,1,4,6}, {1.0f, 1.0f, 1.0f, 2.0f, 2.0f, 2.0f, 1.0f, 1.0f, 1.0f, 2.0f, 2.0f, 2.0f, 3.0f, 3.0f, 3.0f, 4.0f, 4.0f, 4.0f, 3.0f, 3.0f, 3.0f, 4.0f, 4.0f, 4.0f});
+    cases.push_back(std::move(c));
+  }
+  {
+    backend_case c;
+    c.name = "test_resize_upsample_scales_nearest_axes_3_2";
+    c.node = op("Resize", 19);
+    c.node.set("axes", std::vector<std::int64_t>{3, 2});
+    c.node.set("mode", std::string("nearest"));
+    c.inputs.push_back({tensor::from<float>({1,1,2,2}, {1.0f, 2.0f, 3.0f, 4.0f})});
+    c.inputs.push_back({});
+    c.inputs.push_back({tensor::from<float>({2}, {3.0f, 2.0f})});
+    c.expected = tensor::from<float>({1,1,4,6}, {1.0f, 1.0f, 1.0f, 2.0f, 2.0f, 2.0f, 1.0f, 1.0f, 1.0f, 2.0f, 2.0f, 2.0f, 3.0f, 3.0f, 3.0f, 4.0f, 4.0f, 4.0f, 3.0f, 3.0f, 3.0f, 4.0f, 4.0f, 4.0f});
+    cases.push_back(std::move(c));
+  }
+  {
+    backend_case c;
+    c.name = "test_resize_upsample_sizes_nearest_axes_2_3";
+    c.node = op("Resize", 19);
+    c.node.set("axes", std::vector<std::int64_t>{2, 3});
+    c.node.set("mode", std::string("nearest"));
+    c.inputs.push_back({tensor::from<float>({1,1,2,2}, {1.0f, 2.0f, 3.0f, 4.0f})});
+    c.inputs.push_back({});
+    c.inputs.push_back({});
+    c.inputs.push_back({tensor::from<std::int64_t>({2}, {7, 8})});
+    c.expected = tensor::from<float>({1,1,7,8}, {1.0f, 1.0f, 1.0f, 1.0f, 2.0f, 2.0f, 2.0f, 2.0f, 1.0f, 1.0f, 1.0f, 1.0f, 2.0f, 2.0f, 2.0f, 2.0f, 1.0f, 1.0f, 1.0f, 1.0f, 2.0f, 2.0f, 2.0f, 2.0f, 1.0f, 1.0f, 1.0f, 1.0f, 2.0f, 2.0f, 2.0f, 2.0f, 3.0f, 3.0f, 3.0f, 3.0f, 4.0f, 4.0f, 4.0f, 4.0f, 3.0f, 3.0f, 3.0f, 3.0f, 4.0f, 4.0f, 4.0f, 4.0f, 3.0f, 3.0f, 3.0f, 3.0f, 4.0f, 4.0f, 4.0f, 4.0f});
+    cases.push_back(std::move(c));
+  }
+  {
+    backend_case c;
+    c.name = "test_resize_upsample_sizes_nearest_axes_3_2";
+    c.node = op("Resize", 19);
+    c.node.set("axes", std::vector<std::int64_t>{3, 2});
+    c.node.set("mode", std::string("nearest"));
+    c.inputs.push_back({tensor::from<float>({1,1,2,2}, {1.0f, 2.0f, 3.0f, 4.0f})});
+    c.inputs.push_back({});
+    c.inputs.push_back({});
+    c.inputs.push_back({tensor::from<std::int64_t>({2}, {8, 7})});
+    c.expected = tensor::from<float>({1,1,7,8}, {1.0f, 1.0f, 1.0f, 1.0f, 2.0f, 2.0f, 2.0f, 2.0f, 1.0f, 1.0f, 1.0f, 1.0f, 2.0f, 2.0f, 2.0f, 2.0f, 1.0f, 1.0f, 1.0f, 1.0f, 2.0f, 2.0f, 2.0f, 2.0f, 1.0f, 1.0f, 1.0f, 1.0f, 2.0f, 2.0f, 2.0f, 2.0f, 3.0f, 3.0f, 3.0f, 3.0f, 4.0f, 4.0f, 4.0f, 4.0f, 3.0f, 3.0f, 3.0f, 3.0f, 4.0f, 4.0f, 4.0f, 4.0f, 3.0f, 3.0f, 3.0f, 3.0f, 4.0f, 4.0f, 4.0f, 4.0f});
+    cases.push_back(std::move(c));
+  }
+  {
+    backend_case c;
+    c.name = "test_resize_tf_crop_and_resize_axes_2_3";
+    c.node = op("Resize", 19);
+    c.node.set("axes", std::vector<std::int64_t>{2, 3});
+    c.node.set("coordinate_transformation_mode", std::string("tf_crop_and_resize"));
+    c.node.set("mode", std::string("linear"));
+    c.inputs.push_back({tensor::from<float>({1,1,4,4}, {1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f, 7.0f, 8.0f, 9.0f, 10.0f, 11.0f, 12.0f, 13.0f, 14.0f, 15.0f, 16.0f})});
+    c.inputs.push_back({tensor::from<float>({4}, {0.400000006f, 0.600000024f, 0.600000024f, 0.800000012f})});
+    c.inputs.push_back({});
+    c.inputs.push_back({tensor::from<std::int64_t>({2}, {3, 3})});
+    c.expected = tensor::from<float>({1,1,3,3}, {7.60000038f, 7.9000001f, 8.19999981f, 8.80000019f, 9.10000038f, 9.40000057f, 10.0f, 10.3000002f, 10.6000004f});
+    cases.push_back(std::move(c));
+  }
+  {
+    backend_case c;
+    c.name = "test_resize_tf_crop_and_resize_axes_3_2";
+    c.node = op("Resize", 19);
+    c.node.set("axes", std::vector<std::int64_t>{3, 2});
+    c.node.set("coordinate_transformation_mode", std::string("tf_crop_and_resize"));
+    c.node.set("mode", std::string("linear"));
+    c.inputs.push_back({tensor::from<float>({1,1,4,4}, {1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f, 7.0f, 8.0f, 9.0f, 10.0f, 11.0f, 12.0f, 13.0f, 14.0f, 15.0f, 16.0f})});
+    c.inputs.push_back({tensor::from<float>({4}, {0.600000024f, 0.400000006f, 0.800000012f, 0.600000024f})});
+    c.inputs.push_back({});
+    c.inputs.push_back({tensor::from<std::int64_t>({2}, {3, 3})});
+    c.expected = tensor::from<float>({1,1,3,3}, {7.60000038f, 7.9000001f, 8.19999981f, 8.80000019f, 9.10000038f, 9.40000057f, 10.0f, 10.3000002f, 10.6000004f});
+    cases.push_back(std::move(c));
+  }
+  {
+    backend_case c;
+    c.name = "test_resize_downsample_scales_linear_half_pixel_symmetric";
+    c.node = op("Resize", 19);
+    c.node.set("coordinate_transformation_mode", std::string("half_pixel_symmetric"));
+    c.node.set("mode", std::string("linear"));
+    c.inputs.push_back({tensor::from<float>({1,1,1,4}, {1.0f, 2.0f, 3.0f, 4.0f})});
+    c.inputs.push_back({});
+    c.inputs.push_back({tensor::from<float>({4}, {1.0f, 1.0f, 1.0f, 0.600000024f})});
+    c.expected = tensor::from<float>({1,1,1,2}, {1.66666675f, 3.33333325f});
+    cases.push_back(std::move(c));
+  }
+  {
+    backend_case c;
+    c.name = "test_resize_upsample_scales_linear_half_pixel_symmetric";
+    c.node = op("Resize", 19);
+    c.node.set("coordinate_transformation_mode", std::string("half_pixel_symmetric"));
+    c.node.set("mode", std::string("linear"));
+    c.inputs.push_back({tensor::from<float>({1,1,2,2}, {1.0f, 2.0f, 3.0f, 4.0f})});
+    c.inputs.push_back({});
+    c.inputs.push_back({tensor::from<float>({4}, {1.0f, 1.0f, 2.29999995f, 2.94000006f})});
+    c.expected = tensor::from<float>({1,1,4,5}, {1.0f, 1.15986395f, 1.5f, 1.84013605f, 2.0f, 1.56521738f, 1.72508132f, 2.06521749f, 2.40535355f, 2.56521749f, 2.43478251f, 2.59464645f, 2.93478251f, 3.27491856f, 3.43478251f, 3.0f, 3.15986395f, 3.5f, 3.84013605f, 4.0f});
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+}  // namespace
+
+TEST_CASE("Resize-19 matches the ONNX 1.22 backend cases of axes, keep_aspect_ratio_policy, antialias and half_pixel_symmetric") {
+  const auto cases = resize19_backend_cases();
+  CHECK(cases.size() == 16);
+  for (const auto& c : cases) check_backend_case<ops::resize, float>(c, 1e-5);
+}
+
+TEST_CASE("Resize-19 linear antialias: downsampling by 1/2 widens the triangle to 4 taps - upsampling is plain linear") {
+  const tensor x = make<float>({8}, {0, 1, 2, 3, 4, 5, 6, 7});
+  kernel_node aa = op("Resize", 19).set("mode", std::string("linear")).set("antialias", std::int64_t{1});
+  // x_original = 2 j + 0.5: weights 1/8, 3/8, 3/8, 1/8 on indices 2j-1 .. 2j+2 (clamped to the edges).
+  check_tensor<float>(run1<ops::resize>(aa, {{x}, {}, {make<float>({1}, {0.5f})}}), {4}, {0.625f, 2.5f, 4.5f, 6.375f});
+  // Without antialias (or before opset 18, where the attribute does not exist): 2 taps at x_original.
+  const kernel_node plain = op("Resize", 19).set("mode", std::string("linear"));
+  check_tensor<float>(run1<ops::resize>(plain, {{x}, {}, {make<float>({1}, {0.5f})}}), {4}, {0.5f, 2.5f, 4.5f, 6.5f});
+  kernel_node old = op("Resize", 13).set("mode", std::string("linear")).set("antialias", std::int64_t{1});
+  check_tensor<float>(run1<ops::resize>(old, {{x}, {}, {make<float>({1}, {0.5f})}}), {4}, {0.5f, 2.5f, 4.5f, 6.5f});
+  // Upsampling: antialias changes nothing.
+  const tensor up_aa = run1<ops::resize>(aa, {{x}, {}, {make<float>({1}, {1.5f})}});
+  const tensor up = run1<ops::resize>(plain, {{x}, {}, {make<float>({1}, {1.5f})}});
+  check_tensor<float>(up_aa, {12}, values_of<float>(up), 1e-6, 1e-6);
+}
+
+TEST_CASE("Resize-19 cubic antialias over two axes on a pool of 2 threads matches a direct 2-D sum (double)") {
+  thread_pool pool(2);
+  lcg rng(19);
+  const i64 C = 3, H = 40, W = 37, OH = 13, OW = 17;
+  std::vector<double> xs(static_cast<std::size_t>(C * H * W));
+  for (auto& v : xs) v = rng.uniform();
+  kernel_node kn = op("Resize", 19).set("mode", std::string("cubic")).set("antialias", std::int64_t{1})
+                       .set("axes", std::vector<std::int64_t>{-2, -1});
+  const tensor y = run1<ops::resize>(kn, {{make<double>({C, H, W}, xs)}, {}, {}, {make<i64>({2}, {OH, OW})}}, &pool);
+  const double sh = static_cast<double>(OH) / static_cast<double>(H), sw = static_cast<double>(OW) / static_cast<double>(W);
+  std::vector<double> want;
+  for (i64 c = 0; c < C; ++c)
+    for (i64 i = 0; i < OH; ++i)
+      for (i64 j = 0; j < OW; ++j) {
+        double v = 0;
+        for (const auto& [a, wa] : antialias_taps((static_cast<double>(i) + 0.5) / sh - 0.5, H, sh, true))
+          for (const auto& [b, wb] : antialias_taps((static_cast<double>(j) + 0.5) / sw - 0.5, W, sw, true))
+            v += wa * wb * xs[static_cast<std::size_t>((c * H + a) * W + b)];
+        want.push_back(v);
+      }
+  check_tensor<double>(y, {C, OH, OW}, want, 1e-12, 1e-12);
+}
+
+TEST_CASE("Resize-19 keep_aspect_ratio_policy: one scale for the given axes, rounded half up, used by the coordinates") {
+  std::vector<float> xs(15);
+  std::iota(xs.begin(), xs.end(), 0.0f);
+  const tensor x = make<float>({3, 5}, xs);
+  // not_larger: min(4/3, 4/5) = 0.8 -> [round(2.4), round(4)] = [2, 4]; x_original = (j + 0.5) / 0.8 - 0.5.
+  kernel_node nl = op("Resize", 19).set("keep_aspect_ratio_policy", std::string("not_larger"));
+  check_tensor<float>(run1<ops::resize>(nl, {{x}, {}, {}, {make<i64>({2}, {4, 4})}}), {2, 4}, {0, 1, 3, 4, 5, 6, 8, 9});
+  // not_smaller: max(4/3, 4/5) = 4/3 -> [4, round(6.67)] = [4, 7].
+  kernel_node ns = op("Resize", 19).set("keep_aspect_ratio_policy", std::string("not_smaller"));
+  check_tensor<float>(run1<ops::resize>(ns, {{x}, {}, {}, {make<i64>({2}, {4, 4})}}), {4, 7},
+                      {0, 1, 1, 2, 3, 4, 4, 5, 6, 6, 7, 8, 9, 9, 5, 6, 6, 7, 8, 9, 9, 10, 11, 11, 12, 13, 14, 14});
+  // With axes, only those take part: [1, 3, 5] with axes [2] and sizes [2] (either policy): scale 0.4, width 2.
+  const tensor x3 = make<float>({1, 3, 5}, xs);
+  kernel_node ax = op("Resize", 19).set("keep_aspect_ratio_policy", std::string("not_smaller")).set("axes", std::vector<std::int64_t>{2});
+  check_tensor<float>(run1<ops::resize>(ax, {{x3}, {}, {}, {make<i64>({1}, {2})}}), {1, 3, 2}, {1, 3, 6, 8, 11, 13});
+  // stretch (the default) takes the sizes as they are.
+  check_tensor<float>(run1<ops::resize>(op("Resize", 19), {{x}, {}, {}, {make<i64>({2}, {3, 5})}}), {3, 5}, xs);
+}
+
+TEST_CASE("Resize-19 axes: negative axes, the other axes untouched, roi only for the given axes") {
+  std::vector<float> xs(12);
+  std::iota(xs.begin(), xs.end(), 0.0f);
+  const tensor x = make<float>({2, 2, 3}, xs);
+  // Scales for axis -1 only, nearest asymmetric floor: x_original = j / 2.
+  kernel_node kn = op("Resize", 19).set("axes", std::vector<std::int64_t>{-1})
+                       .set("coordinate_transformation_mode", std::string("asymmetric")).set("nearest_mode", std::string("floor"));
+  check_tensor<float>(run1<ops::resize>(kn, {{x}, {}, {make<float>({1}, {2.0f})}}), {2, 2, 6},
+                      {0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11});
+  // tf_crop_and_resize on axis 1 only (roi [start, end] for it): crop [0.5, 1] of 2 rows -> 1 row at x = 0.75.
+  kernel_node crop = op("Resize", 19).set("axes", std::vector<std::int64_t>{1}).set("mode", std::string("linear"))
+                         .set("coordinate_transformation_mode", std::string("tf_crop_and_resize"));
+  check_tensor<float>(run1<ops::resize>(crop, {{x}, {make<float>({2}, {0.5f, 1.0f})}, {}, {make<i64>({1}, {1})}}), {2, 1, 3},
+                      {2.25f, 3.25f, 4.25f, 8.25f, 9.25f, 10.25f});
+}
+
+TEST_CASE("Resize-19 half_pixel_symmetric: the centres of input and output coincide when the size was rounded") {
+  // 5 -> floor(5 * 0.5) = 2: adjustment 2 / 2.5 = 0.8, offset 2.5 * 0.2 = 0.5: x_original = 0.5 + 2 j + 0.5 = 1, 3.
+  const tensor x = make<float>({5}, {0, 10, 20, 30, 40});
+  kernel_node kn = op("Resize", 19).set("mode", std::string("linear")).set("coordinate_transformation_mode", std::string("half_pixel_symmetric"));
+  check_tensor<float>(run1<ops::resize>(kn, {{x}, {}, {make<float>({1}, {0.5f})}}), {2}, {10, 30});
+  // half_pixel gives x_original = 0.5, 2.5 instead.
+  kernel_node hp = op("Resize", 19).set("mode", std::string("linear"));
+  check_tensor<float>(run1<ops::resize>(hp, {{x}, {}, {make<float>({1}, {0.5f})}}), {2}, {5, 25});
+  // No rounding (sizes): the same as half_pixel.
+  check_tensor<float>(run1<ops::resize>(kn, {{x}, {}, {}, {make<i64>({1}, {2})}}), {2}, {7.5f, 32.5f});
+  check_fails<ops::resize>(op("Resize", 18).set("coordinate_transformation_mode", std::string("half_pixel_symmetric")),
+                           {{x}, {}, {make<float>({1}, {0.5f})}}, "unknown coordinate_transformation_mode 'half_pixel_symmetric'");
+}
+
+TEST_CASE("Resize-19 errors: axes out of range or repeated, counts against the axes, unknown keep_aspect_ratio_policy") {
+  const tensor x = make<float>({1, 1, 2, 2}, {1, 2, 3, 4});
+  check_fails<ops::resize>(op("Resize", 19).set("axes", std::vector<std::int64_t>{2, 4}), {{x}, {}, {make<float>({2}, {2, 2})}},
+                           "axes: axis 4 is out of range");
+  check_fails<ops::resize>(op("Resize", 19).set("axes", std::vector<std::int64_t>{3, -1}), {{x}, {}, {make<float>({2}, {2, 2})}},
+                           "axes: axis -1 is repeated");
+  check_fails<ops::resize>(op("Resize", 19).set("axes", std::vector<std::int64_t>{2, 3}), {{x}, {}, {make<float>({4}, {1, 1, 2, 2})}},
+                           "scales has 4 elements; expected the 2 axes = 2");
+  check_fails<ops::resize>(op("Resize", 19).set("axes", std::vector<std::int64_t>{2, 3}), {{x}, {}, {}, {make<i64>({1}, {3})}},
+                           "sizes has 1 elements; expected the 2 axes = 2");
+  check_fails<ops::resize>(op("Resize", 19).set("axes", std::vector<std::int64_t>{3}).set("coordinate_transformation_mode", std::string("tf_crop_and_resize")),
+                           {{x}, {make<float>({4}, {0, 0, 1, 1})}, {}, {make<i64>({1}, {3})}}, "roi has 4 elements; expected 2 * the 1 axes = 2");
+  check_fails<ops::resize>(op("Resize", 19).set("keep_aspect_ratio_policy", std::string("fit")), {{x}, {}, {}, {make<i64>({4}, {1, 1, 3, 3})}},
+                           "unknown keep_aspect_ratio_policy 'fit'");
 }

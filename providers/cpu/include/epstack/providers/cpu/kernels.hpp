@@ -210,6 +210,39 @@ EPSTACK_DECLARE_CPU_KERNEL(optional_get_element, "OptionalGetElement", "");
 EPSTACK_DECLARE_CPU_KERNEL(if_, "If", "");
 EPSTACK_DECLARE_CPU_KERNEL(loop, "Loop", "");
 EPSTACK_DECLARE_CPU_KERNEL(scan, "Scan", "");
+// Operators of opsets 18-27 and ai.onnx.ml (ONNX 1.22).
+EPSTACK_DECLARE_CPU_KERNEL(cast_like, "CastLike", "");                      // cast.cpp
+EPSTACK_DECLARE_CPU_KERNEL(attention, "Attention", "");                     // attention.cpp
+EPSTACK_DECLARE_CPU_KERNEL(rms_normalization, "RMSNormalization", "");      // attention.cpp
+EPSTACK_DECLARE_CPU_KERNEL(rotary_embedding, "RotaryEmbedding", "");        // attention.cpp
+EPSTACK_DECLARE_CPU_KERNEL(linear_attention, "LinearAttention", "");        // state_ops.cpp
+EPSTACK_DECLARE_CPU_KERNEL(causal_conv_with_state, "CausalConvWithState", "");  // state_ops.cpp
+EPSTACK_DECLARE_CPU_KERNEL(tensor_scatter, "TensorScatter", "");            // state_ops.cpp
+EPSTACK_DECLARE_CPU_KERNEL(cum_prod, "CumProd", "");                        // state_ops.cpp
+EPSTACK_DECLARE_CPU_KERNEL(bit_cast, "BitCast", "");                        // state_ops.cpp
+EPSTACK_DECLARE_CPU_KERNEL(bitwise_and, "BitwiseAnd", "");                  // elementwise.cpp
+EPSTACK_DECLARE_CPU_KERNEL(bitwise_or, "BitwiseOr", "");                    // elementwise.cpp
+EPSTACK_DECLARE_CPU_KERNEL(bitwise_xor, "BitwiseXor", "");                  // elementwise.cpp
+EPSTACK_DECLARE_CPU_KERNEL(bitwise_not, "BitwiseNot", "");                  // elementwise.cpp
+EPSTACK_DECLARE_CPU_KERNEL(gelu_onnx, "Gelu", "");                          // elementwise.cpp
+EPSTACK_DECLARE_CPU_KERNEL(mish, "Mish", "");                               // elementwise.cpp
+EPSTACK_DECLARE_CPU_KERNEL(swish, "Swish", "");                             // elementwise.cpp
+EPSTACK_DECLARE_CPU_KERNEL(group_normalization, "GroupNormalization", "");  // opset18_ops.cpp
+EPSTACK_DECLARE_CPU_KERNEL(lp_pool, "LpPool", "");                          // opset18_ops.cpp
+EPSTACK_DECLARE_CPU_KERNEL(col2im, "Col2Im", "");                           // opset18_ops.cpp
+EPSTACK_DECLARE_CPU_KERNEL(center_crop_pad, "CenterCropPad", "");           // opset18_ops.cpp
+EPSTACK_DECLARE_CPU_KERNEL(affine_grid, "AffineGrid", "");                  // opset18_ops.cpp
+EPSTACK_DECLARE_CPU_KERNEL(deform_conv, "DeformConv", "");                  // opset18_ops.cpp
+EPSTACK_DECLARE_CPU_KERNEL(lp_normalization, "LpNormalization", "");        // lp_norm.cpp
+EPSTACK_DECLARE_CPU_KERNEL(flex_attention, "FlexAttention", "ai.onnx.preview");  // flex_attention.cpp
+EPSTACK_DECLARE_CPU_KERNEL(string_concat, "StringConcat", "");              // string_ops.cpp
+EPSTACK_DECLARE_CPU_KERNEL(string_split, "StringSplit", "");                // string_ops.cpp
+EPSTACK_DECLARE_CPU_KERNEL(regex_full_match, "RegexFullMatch", "");         // string_ops.cpp
+EPSTACK_DECLARE_CPU_KERNEL(image_decoder, "ImageDecoder", "");              // image_decoder.cpp
+EPSTACK_DECLARE_CPU_KERNEL(ml_tree_ensemble, "TreeEnsemble", "ai.onnx.ml");             // ml_ops.cpp
+EPSTACK_DECLARE_CPU_KERNEL(ml_label_encoder, "LabelEncoder", "ai.onnx.ml");             // ml_ops.cpp
+EPSTACK_DECLARE_CPU_KERNEL(ml_binarizer, "Binarizer", "ai.onnx.ml");                    // ml_ops.cpp
+EPSTACK_DECLARE_CPU_KERNEL(ml_array_feature_extractor, "ArrayFeatureExtractor", "ai.onnx.ml");  // ml_ops.cpp
 // clang-format on
 
 }  // namespace epstack::cpu::ops
@@ -242,6 +275,13 @@ using all_kernels = boost::mp11::mp_list<
     ops::qlinear_conv, ops::roi_align, ops::dft, ops::stft, ops::mel_weight_matrix, ops::non_max_suppression, ops::unique,
     ops::string_normalizer, ops::tf_idf_vectorizer, ops::rnn, ops::gru, ops::lstm, ops::random_uniform,
     ops::random_uniform_like, ops::random_normal, ops::random_normal_like, ops::bernoulli, ops::upsample, ops::adagrad, ops::momentum, ops::adam, ops::if_,
-    ops::loop, ops::scan>;
+    ops::loop, ops::scan,
+    // ONNX 1.22 (opsets 18-27, ai.onnx.ml 4-5)
+    ops::cast_like, ops::attention, ops::rms_normalization, ops::rotary_embedding, ops::linear_attention,
+    ops::causal_conv_with_state, ops::tensor_scatter, ops::cum_prod, ops::bit_cast, ops::bitwise_and, ops::bitwise_or,
+    ops::bitwise_xor, ops::bitwise_not, ops::gelu_onnx, ops::mish, ops::swish, ops::group_normalization, ops::lp_pool,
+    ops::col2im, ops::center_crop_pad, ops::affine_grid, ops::deform_conv, ops::lp_normalization, ops::flex_attention, ops::string_concat, ops::string_split,
+    ops::regex_full_match, ops::image_decoder, ops::ml_tree_ensemble, ops::ml_label_encoder, ops::ml_binarizer,
+    ops::ml_array_feature_extractor>;
 
 }  // namespace epstack::cpu
