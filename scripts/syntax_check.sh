@@ -5,6 +5,6 @@ set -eu
 cd "$(dirname "$0")/.."
 for f in "$@"; do
   g++-12 -std=gnu++20 -fsyntax-only -Wall -Wextra -Wpedantic -Werror -Wno-maybe-uninitialized -march=native \
-    -Iinclude -Iproviders/cpu/include -Iproviders/cpu/src -Itest -Itest/support -I/usr/include/eigen3 "$f"
+    -Iinclude -Iproviders/cpu/include -Iproviders/cpu/src -Itest -Itest/support -isystem /usr/include/eigen3 "$f"
   echo "ok: $f"
 done

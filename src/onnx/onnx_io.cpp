@@ -1,7 +1,6 @@
 // ONNX model load and save for epstack::onnx.
 // onnx's headers come first: <sys/mman.h> (through mapped_file.hpp) defines MAP_TYPE, a name onnx's parser.h uses.
 #include <onnx/checker.h>
-#include <onnx/defs/function.h>
 #include <onnx/shape_inference/implementation.h>
 
 #include <epstack/ir/graph_algorithms.hpp>
@@ -11,7 +10,7 @@
 #include "onnx_convert.hpp"
 #include "newer_fields.hpp"
 #include "inference_guards.hpp"
-#include "schema/modern_inference.hpp"
+#include "schema/schema_check.hpp"
 #include "zero_copy.hpp"
 #include "../core/atomic_file.hpp"
 
@@ -24,7 +23,6 @@
 #include <cstring>
 #include <fstream>
 #include <unordered_map>
-#include <unordered_set>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -147,121 +145,6 @@ Status skeleton_from_proto(const onnx::GraphProto& gp, graph& g) {
   return {};
 }
 
-// Opsets of the ONNX domains must be ones this build knows (ONNX Runtime refuses newer ones too); the message names a
-// node that uses the domain.
-const onnx::NodeProto* first_node_of(const onnx::GraphProto& g, const std::string& domain) {
-  for (const auto& n : g.node()) {
-    if ((n.domain() == "ai.onnx" ? std::string() : n.domain()) == domain) return &n;
-    for (const auto& a : n.attribute()) {
-      if (a.has_g())
-        if (const auto* f = first_node_of(a.g(), domain)) return f;
-      for (const auto& sg : a.graphs())
-        if (const auto* f = first_node_of(sg, domain)) return f;
-    }
-  }
-  return nullptr;
-}
-
-Status check_opsets(const onnx::ModelProto& mp) {
-  for (const auto& o : mp.opset_import()) {
-    const auto* known = schema::find_domain(o.domain());
-    if (known == nullptr) continue;  // a custom domain
-    if (o.version() >= known->min_version && o.version() <= known->max_version) continue;
-    const std::string d = o.domain() == "ai.onnx" ? std::string() : o.domain();
-    const auto* user = first_node_of(mp.graph(), d);
-    return Status(errc::invalid_graph,
-                  "opset " + std::to_string(o.version()) + " of domain '" + o.domain() + "'" +
-                      (user != nullptr ? " (node '" + user->name() + "', " + user->op_type() + ")" : std::string()) +
-                      " is not supported: this build knows versions " + std::to_string(known->min_version) + " to " +
-                      std::to_string(known->max_version) + " (ONNX 1.22)");
-  }
-  return {};
-}
-
-// True when the onnx 1.12 library's checker knows everything the model's header declares: IR version 8 or older and
-// standard opsets within its range. Other models are checked by check_against_schemas.
-bool within_onnx112(const onnx::ModelProto& mp) {
-  if (mp.ir_version() > onnx::IR_VERSION) return false;
-  const auto& known = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map();
-  for (const auto& o : mp.opset_import()) {
-    const std::string d = o.domain() == "ai.onnx" ? std::string() : o.domain();
-    const auto it = known.find(d);
-    if (it != known.end() && o.version() > it->second.second) return false;
-  }
-  return true;
-}
-
-Status check_graph_against_schemas(const onnx::GraphProto& g, const std::unordered_map<std::string, int>& opsets);
-
-// The checks of onnx's checker that concern operators, from the schema table, for models beyond onnx 1.12: every
-// node of a standard domain names an operator of its opset, with input and output counts and attributes (names,
-// types, required ones) as that version states.
-Status check_node_against_schema(const onnx::NodeProto& n, const std::unordered_map<std::string, int>& opsets,
-                                 const std::string& where) {
-  const std::string d = n.domain() == "ai.onnx" ? std::string() : n.domain();
-  const std::string node = where + "node '" + n.name() + "' (" + (d.empty() ? std::string() : d + ".") + n.op_type() + ")";
-  const auto it = opsets.find(d);
-  if (schema::find_domain(d) != nullptr) {
-    if (it == opsets.end()) return Status(errc::invalid_graph, node + ": the model imports no opset of domain '" + d + "'");
-    const auto* s = schema::find_schema(d, n.op_type(), it->second);
-    if (s == nullptr) {
-      const auto versions = schema::versions_of(d, n.op_type());
-      std::string known;
-      for (const auto* v : versions) known += (known.empty() ? "" : ", ") + std::to_string(v->since_version) + (v->deprecated ? " (deprecated)" : "");
-      return Status(errc::invalid_graph, node + ": no such operator in opset " + std::to_string(it->second) + " of domain '" + d +
-                                             "'" + (known.empty() ? std::string() : " (its versions: " + known + ")"));
-    }
-    const int ins = n.input_size(), outs = n.output_size();
-    if (ins < s->min_inputs || (s->max_inputs >= 0 && ins > s->max_inputs))
-      return Status(errc::invalid_graph, node + ": has " + std::to_string(ins) + " inputs; " + s->label() + " takes " +
-                                             std::to_string(s->min_inputs) + " to " +
-                                             (s->max_inputs < 0 ? std::string("any number") : std::to_string(s->max_inputs)));
-    if (outs < s->min_outputs || (s->max_outputs >= 0 && outs > s->max_outputs))
-      return Status(errc::invalid_graph, node + ": has " + std::to_string(outs) + " outputs; " + s->label() + " gives " +
-                                             std::to_string(s->min_outputs) + " to " +
-                                             (s->max_outputs < 0 ? std::string("any number") : std::to_string(s->max_outputs)));
-    for (int i = 0; i < ins; ++i) {
-      const auto* f = s->input(static_cast<std::size_t>(i));
-      if (f != nullptr && f->option == schema::param_option::single && n.input(i).empty())
-        return Status(errc::invalid_graph, node + ": input " + std::to_string(i) + " ('" + f->name + "') is required but empty");
-    }
-    std::unordered_set<std::string> seen;
-    for (const auto& a : n.attribute()) {
-      if (!seen.insert(a.name()).second) return Status(errc::invalid_graph, node + ": attribute '" + a.name() + "' appears twice");
-      const auto* spec = s->attribute(a.name());
-      if (spec == nullptr) return Status(errc::invalid_graph, node + ": " + s->label() + " has no attribute '" + a.name() + "'");
-      if (a.has_ref_attr_name()) continue;
-      if (a.type() != onnx::AttributeProto::UNDEFINED && static_cast<int>(a.type()) != static_cast<int>(spec->type))
-        return Status(errc::invalid_graph, node + ": attribute '" + a.name() + "' is of type " +
-                                               std::to_string(static_cast<int>(a.type())) + "; " + s->label() + " takes " +
-                                               std::string(schema::to_string(spec->type)));
-    }
-    for (const auto& spec : s->attributes)
-      if (spec.required && seen.count(spec.name) == 0)
-        return Status(errc::invalid_graph, node + ": the required attribute '" + spec.name + "' of " + s->label() + " is missing");
-  }
-  for (const auto& a : n.attribute()) {
-    if (a.has_g()) EPSTACK_RETURN_IF_ERROR(check_graph_against_schemas(a.g(), opsets));
-    for (const auto& sg : a.graphs()) EPSTACK_RETURN_IF_ERROR(check_graph_against_schemas(sg, opsets));
-  }
-  return {};
-}
-
-Status check_graph_against_schemas(const onnx::GraphProto& g, const std::unordered_map<std::string, int>& opsets) {
-  for (const auto& n : g.node())
-    EPSTACK_RETURN_IF_ERROR(check_node_against_schema(n, opsets, g.name().empty() ? std::string() : "graph '" + g.name() + "' "));
-  return {};
-}
-
-Status check_against_schemas(const onnx::ModelProto& mp) {
-  std::unordered_map<std::string, int> opsets;
-  for (const auto& o : mp.opset_import())
-    opsets[o.domain() == "ai.onnx" ? std::string() : o.domain()] = static_cast<int>(o.version());
-  if (mp.ir_version() < 1 || mp.ir_version() > 13)
-    return Status(errc::invalid_graph, "IR version " + std::to_string(mp.ir_version()) + " is not supported (this build reads 1 to 13)");
-  return check_graph_against_schemas(mp.graph(), opsets);
-}
-
 Result<model> load_proto(std::span<const std::byte> bytes, const std::string& label, const fs::path& model_path,
                          const fs::path& folder, bool folder_given, const load_options& opt) {
   const auto fail = [&](errc c, const std::string& m) { return Status(c, label + ": " + m); };
@@ -283,13 +166,13 @@ Result<model> load_proto(std::span<const std::byte> bytes, const std::string& la
     EPSTACK_RETURN_IF_ERROR(skeleton_from_proto(mp.graph(), skeleton).with_context(label));
     EPSTACK_RETURN_IF_ERROR(validate(skeleton).with_context(label));
   }
-  EPSTACK_RETURN_IF_ERROR(check_opsets(mp).with_context(label));
+  EPSTACK_RETURN_IF_ERROR(detail::check_opsets(mp).with_context(label));
 
   detail::external_data_resolver ext(folder, folder_given);
   EPSTACK_RETURN_IF_ERROR(inline_small_external(*mp.mutable_graph(), ext).with_context(label));
 
-  const bool onnx112 = within_onnx112(mp);
-  if (opt.run_checker && !onnx112) EPSTACK_RETURN_IF_ERROR(check_against_schemas(mp).with_context(label));
+  const bool onnx112 = detail::within_onnx112(mp);
+  if (opt.run_checker && !onnx112) EPSTACK_RETURN_IF_ERROR(detail::check_against_schemas(mp).with_context(label));
   if (opt.run_checker && onnx112) {
     try {
       onnx::checker::CheckerContext ctx;
@@ -675,189 +558,6 @@ Status save_value(const ivalue& v, const type_info& type, const fs::path& path) 
   if (!out.ok()) return out.status();
   out.write(bytes.data(), bytes.size());
   return out.commit();
-}
-
-namespace {
-
-/// Renames the free names of subgraph `sg` (those neither it nor an enclosing subgraph defines) by `names`: onnx's
-/// FunctionExpandHelper renames a function body's top-level nodes only, so a Loop or If body inside the function
-/// still refers to the function's formal inputs and internal values by their names in the FunctionProto.
-void rename_free_names(onnx::GraphProto& sg, const std::unordered_map<std::string, std::string>& names,
-                       std::unordered_set<std::string> bound) {
-  for (const auto& i : sg.input()) bound.insert(i.name());
-  for (const auto& t : sg.initializer()) bound.insert(t.name());
-  for (const auto& t : sg.sparse_initializer()) bound.insert(t.values().name());
-  for (const auto& nd : sg.node())
-    for (const auto& o : nd.output()) bound.insert(o);
-  const auto rename = [&](std::string* name) {
-    if (name->empty() || bound.contains(*name)) return;
-    if (auto it = names.find(*name); it != names.end()) *name = it->second;
-  };
-  for (auto& nd : *sg.mutable_node()) {
-    for (auto& i : *nd.mutable_input()) rename(&i);
-    for (auto& a : *nd.mutable_attribute()) {
-      if (a.has_g()) rename_free_names(*a.mutable_g(), names, bound);
-      for (auto& gg : *a.mutable_graphs()) rename_free_names(gg, names, bound);
-    }
-  }
-  for (auto& o : *sg.mutable_output()) rename(o.mutable_name());
-}
-
-// The nodes of function `fp` called by node `np`: formal inputs and outputs renamed to the node's, every other name
-// prefixed (unique per call), attribute references replaced by the node's attribute (or the function's default,
-// IR 9's attribute_proto), or dropped when neither has it. onnx 1.12's FunctionExpandHelper does the same for
-// schema functions but dereferences a null schema for a model-local function of a custom domain, so epstack does it.
-Status instantiate_body(const onnx::NodeProto& np, const onnx::FunctionProto& fp, onnx::GraphProto& body,
-                        const std::string& prefix) {
-  if (np.input_size() > fp.input_size())
-    return Status(errc::invalid_graph, "the node has " + std::to_string(np.input_size()) + " inputs, the function " +
-                                           std::to_string(fp.input_size()));
-  if (np.output_size() > fp.output_size())
-    return Status(errc::invalid_graph, "the node has " + std::to_string(np.output_size()) + " outputs, the function " +
-                                           std::to_string(fp.output_size()));
-  std::unordered_map<std::string, std::string> io;
-  for (int i = 0; i < fp.input_size(); ++i) io[fp.input(i)] = i < np.input_size() ? np.input(i) : std::string();
-  for (int i = 0; i < fp.output_size(); ++i) io[fp.output(i)] = i < np.output_size() ? np.output(i) : std::string();
-  const auto rename = [&](const std::string& name) {
-    if (name.empty()) return name;
-    const auto it = io.find(name);
-    return it != io.end() ? it->second : prefix + name;
-  };
-  std::unordered_map<std::string, const onnx::AttributeProto*> given, defaults;
-  for (const auto& a : np.attribute()) given[a.name()] = &a;
-  // FunctionProto.attribute_proto (field 11, IR 9): attributes with defaults; onnx 1.12 keeps it as an unknown field.
-  std::vector<onnx::AttributeProto> default_protos;
-  const auto& unknown = fp.GetReflection()->GetUnknownFields(fp);
-  for (int i = 0; i < unknown.field_count(); ++i)
-    if (unknown.field(i).number() == 11 && unknown.field(i).type() == google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
-      if (onnx::AttributeProto a; a.ParseFromString(unknown.field(i).length_delimited())) default_protos.push_back(std::move(a));
-  for (const auto& a : default_protos) defaults[a.name()] = &a;
-  for (const auto& fn : fp.node()) {
-    auto* bn = body.add_node();
-    *bn = fn;
-    bn->clear_input();
-    bn->clear_output();
-    bn->clear_attribute();
-    if (!fn.name().empty()) bn->set_name(prefix + fn.name());
-    for (const auto& i : fn.input()) bn->add_input(rename(i));
-    for (const auto& o : fn.output()) bn->add_output(rename(o));
-    for (const auto& a : fn.attribute()) {
-      if (a.ref_attr_name().empty()) {
-        *bn->add_attribute() = a;
-        continue;
-      }
-      const auto g = given.find(a.ref_attr_name());
-      const onnx::AttributeProto* src = g != given.end() ? g->second : nullptr;
-      if (src == nullptr)
-        if (const auto d = defaults.find(a.ref_attr_name()); d != defaults.end()) src = d->second;
-      if (src == nullptr) continue;
-      auto* na = bn->add_attribute();
-      *na = *src;
-      na->set_name(a.name());
-    }
-  }
-  return {};
-}
-
-}  // namespace
-
-Result<std::optional<std::vector<body_node>>> expand_function(const model& m, const graph& g, node_id n) {
-  const auto& nd = g.node(n);
-  const std::string where = "node " + g.describe(n);
-  const std::string domain = nd.domain == "ai.onnx" ? std::string() : nd.domain;
-  onnx::NodeProto np;
-  np.set_name(nd.name.empty() ? nd.op_type + "_" + std::to_string(n) : nd.name);
-  np.set_op_type(nd.op_type);
-  np.set_domain(nd.domain);
-  for (value_id v : nd.inputs) np.add_input(v == no_id ? std::string() : g.value(v).name);
-  for (value_id v : nd.outputs) np.add_output(v == no_id ? std::string() : g.value(v).name);
-  for (const auto& a : nd.attributes) EPSTACK_RETURN_IF_ERROR(detail::attribute_to_proto(a, *np.add_attribute(), {}));
-
-  onnx::FunctionProto fp;
-  bool found = false;
-  for (const auto& f : m.functions)
-    if (f.name == nd.op_type && f.overload == nd.overload && (f.domain == nd.domain || (f.domain.empty() && domain.empty()))) {
-      if (!fp.ParseFromString(f.proto)) return Status(errc::invalid_graph, where + ": its model-local function does not parse");
-      found = true;
-      break;
-    }
-  if (!found) {
-    std::int64_t version = m.opset(domain);
-    // A version beyond onnx 1.12 takes onnx 1.12's body only if it equals that version but for its type lists.
-    if (const auto* mine = version > 0 ? schema::find_schema(domain, nd.op_type, static_cast<int>(version)) : nullptr;
-        mine != nullptr && detail::beyond_onnx112(*mine)) {
-      const auto* eq = detail::onnx112_equivalent(*mine);
-      if (eq == nullptr) return std::optional<std::vector<body_node>>();
-      version = eq->since_version;
-    }
-    const auto* schema = version > 0 ? onnx::OpSchemaRegistry::Instance()->GetSchema(nd.op_type, static_cast<int>(version), domain)
-                                     : nullptr;
-    if (schema == nullptr) return std::optional<std::vector<body_node>>();
-    // Attributes the node leaves out take the schema's defaults (function bodies refer to them by name).
-    for (const auto& [name, a] : schema->attributes()) {
-      if (!a.default_value.has_name() || nd.attributes.contains(name)) continue;
-      *np.add_attribute() = a.default_value;
-      np.mutable_attribute(np.attribute_size() - 1)->set_name(name);
-    }
-    if (schema->HasFunction() && schema->GetFunction() != nullptr) {
-      fp = *schema->GetFunction();
-    } else if (schema->HasContextDependentFunction()) {
-      std::vector<onnx::TypeProto> types;
-      for (value_id v : nd.inputs) {
-        types.emplace_back();
-        if (v != no_id && g.value(v).type.is_defined()) detail::type_to_proto(g.value(v).type, types.back());
-      }
-      onnx::FunctionBodyBuildContextImpl ctx(np, types);
-      try {
-        if (!schema->BuildContextDependentFunction(ctx, fp)) return std::optional<std::vector<body_node>>();
-      } catch (const std::exception& e) {
-        return Status(errc::invalid_graph, where + ": building its function body: " + e.what());
-      }
-    } else {
-      return std::optional<std::vector<body_node>>();
-    }
-  }
-  onnx::GraphProto body;
-  EPSTACK_RETURN_IF_ERROR(instantiate_body(np, fp, body, np.name() + "/").with_context(where + ": expanding its function body"));
-  // The names FunctionExpandHelper gave, read off its result (the body's nodes in the function's order): formal
-  // inputs become the node's inputs, every other name what the expanded node that uses or makes it calls it.
-  // Subgraphs of the body get the same renaming of the names they take from the function's scope.
-  std::unordered_map<std::string, std::string> names;
-  for (int i = 0; i < fp.input_size(); ++i) names[fp.input(i)] = i < np.input_size() ? np.input(i) : std::string();
-  for (int i = 0; i < fp.output_size(); ++i) names[fp.output(i)] = i < np.output_size() ? np.output(i) : std::string();
-  if (body.node_size() == fp.node_size())
-    for (int k = 0; k < fp.node_size(); ++k) {
-      const auto &fn = fp.node(k), &bn = body.node(k);
-      for (int i = 0; i < fn.input_size() && i < bn.input_size(); ++i) names.emplace(fn.input(i), bn.input(i));
-      for (int i = 0; i < fn.output_size() && i < bn.output_size(); ++i) names.emplace(fn.output(i), bn.output(i));
-    }
-  for (auto& bp : *body.mutable_node())
-    for (auto& a : *bp.mutable_attribute()) {
-      if (a.has_g()) rename_free_names(*a.mutable_g(), names, {});
-      for (auto& gg : *a.mutable_graphs()) rename_free_names(gg, names, {});
-    }
-  std::vector<body_node> out;
-  detail::external_data_resolver none({}, false);
-  for (auto& bp : *body.mutable_node()) {
-    body_node b;
-    b.n.name = bp.name();
-    b.n.op_type = bp.op_type();
-    b.n.domain = bp.domain();
-    for (auto& ap : *bp.mutable_attribute()) {
-      // A body attribute that referred to one the node leaves out (and the schema gives no default) comes out of
-      // onnx's expansion empty, with neither type nor value: it is absent.
-      if (ap.type() == onnx::AttributeProto::UNDEFINED && ap.ref_attr_name().empty() && !ap.has_f() && !ap.has_i() &&
-          !ap.has_s() && !ap.has_t() && !ap.has_g() && !ap.has_sparse_tensor() && ap.floats_size() == 0 &&
-          ap.ints_size() == 0 && ap.strings_size() == 0 && ap.tensors_size() == 0 && ap.graphs_size() == 0)
-        continue;
-      EPSTACK_ASSIGN_OR_RETURN(auto a, detail::attribute_from_proto(ap, none, where + " function body"));
-      b.n.attributes.append(std::move(a));
-    }
-    b.inputs.assign(bp.input().begin(), bp.input().end());
-    b.outputs.assign(bp.output().begin(), bp.output().end());
-    out.push_back(std::move(b));
-  }
-  return std::optional<std::vector<body_node>>(std::move(out));
 }
 
 Result<std::string> serialize_model(const model& m) {

@@ -34,8 +34,10 @@ bool carries_over(const node& nd, const schema::op_schema& from, const schema::o
   }
   for (const auto& spec : to.attributes)
     if (spec.required && !nd.attributes.contains(spec.name)) return false;
+  // BatchNormalization-14 renamed mean and var to input_mean and input_var: same inputs, same positions.
+  const bool renamed_only = nd.op_type == "BatchNormalization";
   for (std::size_t i = 0; i < nd.inputs.size() && i < from.inputs.size(); ++i)
-    if (i >= to.inputs.size() || to.inputs[i].name != from.inputs[i].name) {
+    if (i >= to.inputs.size() || (to.inputs[i].name != from.inputs[i].name && !renamed_only)) {
       if (!(to.inputs.size() > 0 && to.inputs.back().option == schema::param_option::variadic && i >= to.inputs.size() - 1))
         return false;
     }

@@ -154,6 +154,53 @@ TEST_CASE("epstack run reads and writes sequences and optionals as the test runn
   CHECK(bad.out.find("input_0.pb") != std::string::npos);
 }
 
+TEST_CASE("epstack run reads and writes the ONNX 1.22 element types: float to int4 and float8 and back, packed") {
+  test::temp_dir dir;
+  model m;
+  m.ir_version = 10;
+  m.opsets = {{"", 21}};
+  m.graph.set_name("small_types");
+  m.graph.add_input("x", type_info::tensor_of(element_type::float32, shape{5}));
+  const auto cast = [&](const char* name, const std::string& in, const std::string& out, element_type to) {
+    node n;
+    n.name = name;
+    n.op_type = "Cast";
+    n.attributes.set("to", static_cast<std::int64_t>(to));
+    m.graph.add_node(std::move(n), {in}, {out});
+  };
+  cast("to_int4", "x", "q", element_type::int4);
+  cast("to_e4m3", "x", "f8", element_type::float8e4m3fn);
+  cast("back", "q", "y", element_type::float32);
+  m.graph.add_output("q", type_info::tensor_of(element_type::int4, shape{5}));
+  m.graph.add_output("f8", type_info::tensor_of(element_type::float8e4m3fn, shape{5}));
+  m.graph.add_output("y", type_info::tensor_of(element_type::float32, shape{5}));
+  REQUIRE(save_model(m, dir / "small.onnx").is_ok());
+  fs::create_directories(dir / "in");
+  const auto f5 = type_info::tensor_of(element_type::float32, shape{5});
+  REQUIRE(save_value(tensor::from<float>({5}, {1.0f, -2.0f, 3.0f, 7.0f, -8.0f}), f5, dir / "in" / "input_0.pb").is_ok());
+  auto r = epstack_cli("run " + (dir / "small.onnx").string() + " --input-dir " + (dir / "in").string() + " --output-dir " +
+                       (dir / "out").string());
+  REQUIRE_MESSAGE(r.code == 0, r.out);
+  CHECK(r.out.find("int4[5]") != std::string::npos);
+  auto q = load_value(dir / "out" / "output_0.pb", type_info::tensor_of(element_type::int4, shape{5}));
+  REQUIRE_MESSAGE(q.has_value(), q.status().to_string());
+  const tensor& qt = q->as_tensor();
+  CHECK(qt.type() == element_type::int4);
+  REQUIRE(qt.byte_size() == 3);  // 5 values, two to a byte, low nibble first
+  const auto* qb = reinterpret_cast<const std::uint8_t*>(qt.data());
+  CHECK(qb[0] == 0xe1);  // 1, -2
+  CHECK(qb[1] == 0x73);  // 3, 7
+  CHECK(qb[2] == 0x08);  // -8
+  auto f8 = load_value(dir / "out" / "output_1.pb", type_info::tensor_of(element_type::float8e4m3fn, shape{5}));
+  REQUIRE_MESSAGE(f8.has_value(), f8.status().to_string());
+  const auto* fb = reinterpret_cast<const std::uint8_t*>(f8->as_tensor().data());
+  CHECK(fb[0] == 0x38);  // 1.0 = 2^0: exponent 7, mantissa 0
+  CHECK(fb[1] == 0xc0);  // -2.0
+  auto y = load_value(dir / "out" / "output_2.pb", f5);
+  REQUIRE_MESSAGE(y.has_value(), y.status().to_string());
+  CHECK(y->as_tensor().same_content(tensor::from<float>({5}, {1.0f, -2.0f, 3.0f, 7.0f, -8.0f})));
+}
+
 TEST_CASE("epstack partition prints the optimisations and the plan and writes Graphviz DOT") {
   test::temp_dir dir;
   const auto model = dir / "t.onnx";

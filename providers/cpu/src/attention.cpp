@@ -1,6 +1,9 @@
 // The building blocks of exported transformer decoders: Attention (opsets 23 and 24), RMSNormalization (23) and
 // RotaryEmbedding (23).
 //
+// Over 700 lines on purpose: Attention's kernel is one function whose steps share its shapes and scratch, and the three
+// opset-23 decoder ops share compute_t and the row primitives (those FlexAttention uses too are in attention_util.hpp).
+//
 // Attention works on one (batch, kv head) group at a time. The q heads that share the kv head (grouped-query and
 // multi-query attention) are stacked as the rows of one product, ordered by query position then head, and cut into
 // row blocks. For each block: scores = scale * Q K^T (float: the packed SGEMM, Q rows packed once, K packed in column
@@ -22,6 +25,7 @@
 //  * qk_matmul_output_mode 0 returns the scaled Q K^T before the softcap, as the spec says (the reference's code
 //    returns it after the softcap; no backend test covers mode 0 with a softcap).
 // softmax_precision is accepted and not needed: the softmax always runs in float (double for double inputs).
+#include "attention_util.hpp"
 #include "gemm.hpp"
 #include "row_util.hpp"
 #include "sgemm.hpp"
@@ -39,51 +43,11 @@ namespace {
 template <class T>
 using compute_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
-template <class To, class From>
-inline To convert(From v) {
-  if constexpr (std::is_same_v<To, From>) return v;
-  else if constexpr (is_half_v<To>) return To(static_cast<float>(v));
-  else if constexpr (is_half_v<From>) return static_cast<To>(static_cast<float>(v));
-  else return static_cast<To>(v);
-}
-
-/// Converts n values (a plain copy when the types are equal).
-template <class To, class From>
-inline void convert_n(const From* src, std::int64_t n, To* dst) {
-  if constexpr (std::is_same_v<To, From>) {
-    if (n > 0) std::memcpy(dst, src, static_cast<std::size_t>(n) * sizeof(To));
-  } else {
-    for (std::int64_t i = 0; i < n; ++i) dst[i] = convert<To>(src[i]);
-  }
-}
-
 template <class C>
 inline C neg_inf() {
   return -std::numeric_limits<C>::infinity();
 }
 
-// Sum and max of x[0, n) in `lanes` independent accumulators (vectorisable without reassociation).
-template <class C>
-C row_sum(const C* x, std::int64_t n) {
-  C acc[lanes] = {};
-  std::int64_t i = 0;
-  constexpr auto L = static_cast<std::int64_t>(lanes);
-  for (; i + L <= n; i += L)
-    for (std::int64_t j = 0; j < L; ++j) acc[j] += x[i + j];
-  for (std::int64_t j = 0; i + j < n; ++j) acc[j] += x[i + j];
-  return fold_lanes(acc, [](C a, C b) { return a + b; });
-}
-template <class C>
-C row_max(const C* x, std::int64_t n) {  // n > 0
-  C acc[lanes];
-  for (std::size_t j = 0; j < lanes; ++j) acc[j] = x[0];
-  std::int64_t i = 0;
-  constexpr auto L = static_cast<std::int64_t>(lanes);
-  for (; i + L <= n; i += L)
-    for (std::int64_t j = 0; j < L; ++j) acc[j] = acc[j] < x[i + j] ? x[i + j] : acc[j];
-  for (std::int64_t j = 0; i + j < n; ++j) acc[j] = acc[j] < x[i + j] ? x[i + j] : acc[j];
-  return fold_lanes(acc, [](C a, C b) { return a < b ? b : a; });
-}
 // Sum of squares of x[0, n), read as C.
 template <class C, class T>
 C row_sum_sq(const T* x, std::int64_t n) {
@@ -100,19 +64,6 @@ C row_sum_sq(const T* x, std::int64_t n) {
     acc[j] += v * v;
   }
   return fold_lanes(acc, [](C a, C b) { return a + b; });
-}
-// Dot product of a[0, n) and b[0, n), in 16 independent lanes.
-template <class C>
-C dot(const C* a, const C* b, std::int64_t n) {
-  constexpr std::int64_t L = 16;
-  C acc[L] = {};
-  std::int64_t i = 0;
-  for (; i + L <= n; i += L)
-    for (std::int64_t j = 0; j < L; ++j) acc[j] += a[i + j] * b[i + j];
-  for (std::int64_t j = 0; i + j < n; ++j) acc[j] += a[i + j] * b[i + j];
-  for (std::int64_t j = 0; j < 8; ++j) acc[j] += acc[j + 8];
-  for (std::int64_t j = 0; j < 4; ++j) acc[j] += acc[j + 4];
-  return (acc[0] + acc[2]) + (acc[1] + acc[3]);
 }
 
 /// tanh(x) with an absolute error below 3e-7: its Taylor series for |x| < 0.25 (relative accuracy near 0), else

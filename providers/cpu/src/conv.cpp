@@ -25,11 +25,6 @@
 namespace epstack::cpu {
 namespace impl {
 
-// float16/bfloat16 <-> float conversions (elementwise.cpp).
-tensor half_as_float(compute_context& ctx, const tensor& t);
-void store_as_half(compute_context& ctx, const float* src, tensor& dst);
-void widen_half(const float16* src, float* dst, std::size_t n);
-void widen_half(const bfloat16* src, float* dst, std::size_t n);
 
 namespace {
 

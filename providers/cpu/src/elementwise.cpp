@@ -2,74 +2,15 @@
 // logic, Where, Clip, and the contrib Gelu/BiasGelu. Loops are plain and branch-free so the compiler vectorises them;
 // large tensors are split across the intra-op threads. float16 and bfloat16 are computed in float, by the float
 // kernel's functor over blocks widened into a stack buffer, each result rounded once.
+// Over 700 lines on purpose: every element-wise kernel is one line over the dispatch templates at the top (one
+// per arity, each with its float16/bfloat16 path), which only this file uses; splitting would export them.
 #include "broadcast.hpp"
 #include "kernel_util.hpp"
 
 #include <type_traits>
 
-#if defined(__F16C__)
-#include <immintrin.h>
-#endif
-
 namespace epstack::cpu {
 namespace impl {
-
-// ---------------------------------------------------------------------------------------------------------------
-// float16 and bfloat16 as float: blocks converted with the same rounding as epstack::float16 / bfloat16 (to nearest
-// even; F16C's conversions where the target has them). Shared with matmul.cpp, conv.cpp and norm.cpp, which declare
-// them.
-
-void widen_half(const float16* src, float* dst, std::size_t n) {
-  std::size_t i = 0;
-#if defined(__F16C__)
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
-#endif
-  for (; i < n; ++i) dst[i] = float16::to_float(src[i].bits);
-}
-void widen_half(const bfloat16* src, float* dst, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) dst[i] = std::bit_cast<float>(static_cast<std::uint32_t>(src[i].bits) << 16);
-}
-void narrow_half(const float* src, float16* dst, std::size_t n) {
-  std::size_t i = 0;
-#if defined(__F16C__)
-  for (; i + 8 <= n; i += 8)
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
-                     _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-#endif
-  for (; i < n; ++i) dst[i].bits = float16::from_float(src[i]);
-}
-void narrow_half(const float* src, bfloat16* dst, std::size_t n) {
-  // bfloat16::from_float without its branch (so the loop vectorises): NaN stays a quiet NaN.
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::uint32_t x = std::bit_cast<std::uint32_t>(src[i]);
-    const std::uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16, nan = (x >> 16) | 0x40u;
-    dst[i].bits = static_cast<std::uint16_t>((x & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
-  }
-}
-
-/// A float copy of `t` (float16 or bfloat16; a float tensor is returned as it is) in scratch memory, same sizes.
-tensor half_as_float(compute_context& ctx, const tensor& t) {
-  if (t.type() == element_type::float32 || t.empty()) return t;
-  if (t.type() != element_type::float16 && t.type() != element_type::bfloat16)
-    throw std::invalid_argument(cat("expected float16 or bfloat16, got ", std::string(to_string(t.type()))));
-  tensor f = ctx.scratch(element_type::float32, t.element_count()).reshaped(t.sizes());
-  float* dst = f.typed<float>();
-  parallel_elements(ctx, t.element_count(), [&](std::size_t b, std::size_t e) {
-    if (t.type() == element_type::float16) widen_half(t.typed<float16>() + b, dst + b, e - b);
-    else widen_half(t.typed<bfloat16>() + b, dst + b, e - b);
-  });
-  return f;
-}
-/// Rounds `src` (dst.element_count() floats) into `dst`, a float16 or bfloat16 tensor.
-void store_as_half(compute_context& ctx, const float* src, tensor& dst) {
-  if (dst.type() != element_type::float16 && dst.type() != element_type::bfloat16)
-    throw std::invalid_argument(cat("expected float16 or bfloat16, got ", std::string(to_string(dst.type()))));
-  parallel_elements(ctx, dst.element_count(), [&](std::size_t b, std::size_t e) {
-    if (dst.type() == element_type::float16) narrow_half(src + b, dst.typed<float16>() + b, e - b);
-    else narrow_half(src + b, dst.typed<bfloat16>() + b, e - b);
-  });
-}
 
 namespace {
 
@@ -125,7 +66,7 @@ Result<compute_function> unary_over(const graph& g, node_id n, Make make) {
   Result<compute_function> r = Status(errc::not_implemented, "unsupported element type");
   dispatch<Ts...>(in_type(g, n, 0), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if constexpr (is_half_v<T>) r = unary_half_fn<T>(g.node(n).op_type, make(type_tag<float>{}));
+    if constexpr (is_half_v<T>) r = unary_half_fn<T>(g.node(n).op_type, make(type_tag<std::conditional_t<is_half_v<T>, float, T>>{})  /* dependent: clang checks a non-dependent call in a discarded branch */);
     else r = unary_fn<T>(g.node(n).op_type, make(tag));
   });
   return r;
@@ -273,7 +214,7 @@ Result<compute_function> binary_over(const graph& g, node_id n, Make make) {
     using T = typename decltype(tag)::type;
     using Out = std::conditional_t<Compare, bool, T>;
     if constexpr (is_half_v<T>) {
-      auto fn = make(type_tag<float>{});
+      auto fn = make(type_tag<std::conditional_t<is_half_v<T>, float, T>>{})  /* dependent: clang checks a non-dependent call in a discarded branch */;
       r = make_fn(g.node(n).op_type, [fn](compute_context& ctx) -> Status {
         EPSTACK_RETURN_IF_ERROR(check_same_type<T>(ctx.input(0), ctx.input(1)));
         return binary_apply_half<T, Out>(ctx, ctx.input(0), ctx.input(1), fn);
@@ -492,7 +433,7 @@ Result<compute_function> nary_over(const graph& g, node_id n, Make make, bool me
   dispatch<EPSTACK_ARITH, EPSTACK_HALVES>(in_type(g, n, 0), [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (is_half_v<T>) {
-      auto fn = make(type_tag<float>{});
+      auto fn = make(type_tag<std::conditional_t<is_half_v<T>, float, T>>{})  /* dependent: clang checks a non-dependent call in a discarded branch */;
       r = make_fn(g.node(n).op_type, [fn, mean](compute_context& ctx) { return nary_apply_half<T>(ctx, fn, mean); });
     } else {
       auto fn = make(tag);

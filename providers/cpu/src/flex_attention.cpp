@@ -18,6 +18,7 @@
 // probabilities are rounded to it where the function body casts (before the softmax, after it). A row whose scores
 // are all -inf (every key masked) gives NaN probabilities, as Softmax does. With no keys (S = 0) Y is zeros and the
 // modifiers are not run.
+#include "attention_util.hpp"
 #include "gemm.hpp"
 #include "row_util.hpp"
 #include "sgemm.hpp"
@@ -30,27 +31,11 @@ namespace {
 
 constexpr std::string_view op_name = "FlexAttention";
 
-template <class To, class From>
-inline To cvt(From v) {
-  if constexpr (std::is_same_v<To, From>) return v;
-  else if constexpr (is_half_v<To>) return To(static_cast<float>(v));
-  else if constexpr (is_half_v<From>) return static_cast<To>(static_cast<float>(v));
-  else return static_cast<To>(v);
-}
-template <class To, class From>
-inline void cvt_n(const From* src, std::int64_t n, To* dst) {
-  if constexpr (std::is_same_v<To, From>) {
-    if (n > 0 && static_cast<const void*>(src) != static_cast<const void*>(dst))
-      std::memcpy(dst, src, static_cast<std::size_t>(n) * sizeof(To));
-  } else {
-    for (std::int64_t i = 0; i < n; ++i) dst[i] = cvt<To>(src[i]);
-  }
-}
 /// Converts n elements on the intra-op threads.
 template <class To, class From>
 void cvt_parallel(const compute_context& ctx, const From* src, std::int64_t n, To* dst) {
   parallel_elements(ctx, static_cast<std::size_t>(n), [&](std::size_t i0, std::size_t i1) {
-    cvt_n<To>(src + i0, static_cast<std::int64_t>(i1 - i0), dst + i0);
+    convert_n<To>(src + i0, static_cast<std::int64_t>(i1 - i0), dst + i0);
   });
 }
 
@@ -72,45 +57,11 @@ void round_row(C* x, std::int64_t n, element_type p) {
   }
 }
 
-template <class C>
-C max_of(const C* x, std::int64_t n) {  // n > 0; NaNs after the first element are skipped (they reach the sum)
-  C acc[lanes];
-  for (std::size_t j = 0; j < lanes; ++j) acc[j] = x[0];
-  constexpr auto L = static_cast<std::int64_t>(lanes);
-  std::int64_t i = 0;
-  for (; i + L <= n; i += L)
-    for (std::int64_t j = 0; j < L; ++j) acc[j] = acc[j] < x[i + j] ? x[i + j] : acc[j];
-  for (std::int64_t j = 0; i + j < n; ++j) acc[j] = acc[j] < x[i + j] ? x[i + j] : acc[j];
-  return fold_lanes(acc, [](C a, C b) { return a < b ? b : a; });
-}
-template <class C>
-C sum_of(const C* x, std::int64_t n) {
-  C acc[lanes] = {};
-  constexpr auto L = static_cast<std::int64_t>(lanes);
-  std::int64_t i = 0;
-  for (; i + L <= n; i += L)
-    for (std::int64_t j = 0; j < L; ++j) acc[j] += x[i + j];
-  for (std::int64_t j = 0; i + j < n; ++j) acc[j] += x[i + j];
-  return fold_lanes(acc, [](C a, C b) { return a + b; });
-}
-template <class C>
-C dot_of(const C* a, const C* b, std::int64_t n) {
-  constexpr std::int64_t L = 16;
-  C acc[L] = {};
-  std::int64_t i = 0;
-  for (; i + L <= n; i += L)
-    for (std::int64_t j = 0; j < L; ++j) acc[j] += a[i + j] * b[i + j];
-  for (std::int64_t j = 0; i + j < n; ++j) acc[j] += a[i + j] * b[i + j];
-  for (std::int64_t j = 0; j < 8; ++j) acc[j] += acc[j + 8];
-  for (std::int64_t j = 0; j < 4; ++j) acc[j] += acc[j + 4];
-  return (acc[0] + acc[2]) + (acc[1] + acc[3]);
-}
-
 /// Softmax of x[0, n) (n > 0) in place; `p` is softmax_precision when it is narrower than C (the input was rounded
 /// to it by the caller; the output is rounded here), else undefined. All -inf (no key to attend) gives NaN.
 template <class C>
 void softmax_row(C* x, std::int64_t n, element_type p) {
-  const C m = max_of(x, n);
+  const C m = row_max(x, n);
   if (m == -std::numeric_limits<C>::infinity()) {
     std::fill_n(x, n, std::numeric_limits<C>::quiet_NaN());
     return;
@@ -120,7 +71,7 @@ void softmax_row(C* x, std::int64_t n, element_type p) {
   } else {
     for (std::int64_t i = 0; i < n; ++i) x[i] = std::exp(x[i] - m);
   }
-  const C inv = C(1) / sum_of(x, n);
+  const C inv = C(1) / row_sum(x, n);
   for (std::int64_t i = 0; i < n; ++i) x[i] *= inv;
   if (p != element_type::undefined) round_row(x, n, p);
 }
@@ -156,7 +107,7 @@ struct block_products {
     }
     if (small) {
       for (std::int64_t i = 0; i < rows; ++i)
-        for (std::int64_t j = 0; j < S; ++j) sc[i * ldc + j] = scale * dot_of(A + i * E, kp + j * E, E);
+        for (std::int64_t j = 0; j < S; ++j) sc[i * ldc + j] = scale * dot(A + i * E, kp + j * E, E);
       return;
     }
     gemm_block<C>(false, true, rows, S, E, scale, A, E, kp, E, sc, ldc, false);
@@ -271,7 +222,7 @@ Status flex_compute(const flex_attrs& a, compute_context& ctx) {
   const std::int64_t nrows = B * Hq * L;
   if (nrows == 0 || Ev == 0) return {};
   if (S == 0) {  // no keys: every product over them is empty
-    std::fill_n(py, nrows * Ev, cvt<T>(C(0)));
+    std::fill_n(py, nrows * Ev, convert<T>(C(0)));
     return {};
   }
   const element_type prec = a.prec;
@@ -357,7 +308,7 @@ Status flex_compute(const flex_attrs& a, compute_context& ctx) {
       (void)rows;
       return pq + r0 * E;
     } else {
-      cvt_n<C>(pq + r0 * E, rows * E, m.A);
+      convert_n<C>(pq + r0 * E, rows * E, m.A);
       return m.A;
     }
   };
@@ -369,7 +320,7 @@ Status flex_compute(const flex_attrs& a, compute_context& ctx) {
       prod.values(rows, p, ldp, vc + bg * S * Ev, py + r0 * Ev, m.pa);
     } else {
       prod.values(rows, p, ldp, vc + bg * S * Ev, m.yb, m.pa);
-      cvt_n<T>(m.yb, rows * Ev, py + r0 * Ev);
+      convert_n<T>(m.yb, rows * Ev, py + r0 * Ev);
     }
   };
   // f(slot, bg, r0, rows) for every block, the threads taking blocks from a shared counter.
@@ -425,7 +376,7 @@ Status flex_compute(const flex_attrs& a, compute_context& ctx) {
     parallel_items(ctx, static_cast<std::size_t>(nrows), static_cast<std::size_t>(S) * 4, [&](std::size_t i0, std::size_t i1) {
       for (std::size_t i = i0; i < i1; ++i) {
         const auto off = static_cast<std::int64_t>(i) * S;
-        cvt_n<C>(src + off, S, sp + off);
+        convert_n<C>(src + off, S, sp + off);
         softmax_row(sp + off, S, round_to);
       }
     });

@@ -212,6 +212,17 @@ inline int q_at(const tensor& t, std::size_t i) {
   return t.type() == element_type::uint8 ? static_cast<int>(t.typed<std::uint8_t>()[i]) : static_cast<int>(t.typed<std::int8_t>()[i]);
 }
 
+// ---- float16 and bfloat16 computed in float (defined in half_convert.cpp) ----
+/// Blocks converted with epstack::float16 / bfloat16's rounding (to nearest even; F16C where the target has it).
+void widen_half(const float16* src, float* dst, std::size_t n);
+void widen_half(const bfloat16* src, float* dst, std::size_t n);
+void narrow_half(const float* src, float16* dst, std::size_t n);
+void narrow_half(const float* src, bfloat16* dst, std::size_t n);
+/// A float copy of a float16/bfloat16 tensor, in the context's scratch memory.
+tensor half_as_float(compute_context& ctx, const tensor& t);
+/// Rounds `dst.element_count()` floats into the float16/bfloat16 tensor `dst`.
+void store_as_half(compute_context& ctx, const float* src, tensor& dst);
+
 /// invalid_argument with the message `msg`.
 inline Status invalid(std::string msg) { return Status(errc::invalid_argument, std::move(msg)); }
 /// invalid_argument "Op: what", the run-time error of a kernel given inputs it cannot take.

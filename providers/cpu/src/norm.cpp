@@ -11,9 +11,6 @@
 namespace epstack::cpu {
 namespace impl {
 
-// float16/bfloat16 <-> float conversions (elementwise.cpp).
-tensor half_as_float(compute_context& ctx, const tensor& t);
-void store_as_half(compute_context& ctx, const float* src, tensor& dst);
 
 namespace {
 

@@ -214,8 +214,10 @@ void split18(InferenceContext& ctx) {  // Split-18: 'split' input or 'num_output
     const auto n = static_cast<std::int64_t>(ctx.getNumOutputs());
     if (n == 0) return;
     const std::int64_t each = num != nullptr ? (d.dim_value() + n - 1) / n : d.dim_value() / n;
-    for (std::int64_t i = 0; i < n; ++i) parts.push_back(i + 1 < n ? each : d.dim_value() - each * (n - 1));
-    if (num == nullptr && d.dim_value() % n != 0) fail_shape_inference("Split: dimension ", d.dim_value(), " does not divide into ", n, " outputs");
+    // Without num_outputs the parts are equal; a dimension that does not divide is the kernel's error at run time
+    // (it may sit in a branch of an If that never runs, as in the expanded AffineGrid-20): the sizes stay unknown.
+    if (num != nullptr || d.dim_value() % n == 0)
+      for (std::int64_t i = 0; i < n; ++i) parts.push_back(i + 1 < n ? each : d.dim_value() - each * (n - 1));
   }
   for (std::size_t o = 0; o < ctx.getNumOutputs(); ++o) {
     auto* s = ctx.getOutputType(o)->mutable_tensor_type()->mutable_shape();
@@ -513,8 +515,14 @@ void optional_get_element(InferenceContext& ctx) {
   else *ctx.getOutputType(0) = *t;
 }
 
-// FlexAttention-1 (ai.onnx.preview): Y is Q's shape with V's head size.
+// FlexAttention-1 (ai.onnx.preview): Y is Q's shape with V's head size. Its modifier subgraphs (one input each, the
+// scores or the probabilities) are inferred from their declared input types, so that the nodes inside have types.
 void flex_attention(InferenceContext& ctx) {
+  for (const char* name : {"score_mod", "prob_mod"})
+    if (const auto* a = ctx.getAttribute(name); a != nullptr && a->has_g())
+      if (auto* gi = ctx.getGraphAttributeInferencer(name))
+        gi->doInferencing(std::vector<const TypeProto*>(static_cast<std::size_t>(a->g().input_size()), nullptr),
+                          std::vector<const onnx::TensorProto*>(static_cast<std::size_t>(a->g().input_size()), nullptr));
   onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
   if (!input_shape(ctx, 0)) return;
   auto* y = ctx.getOutputType(0)->mutable_tensor_type()->mutable_shape();
