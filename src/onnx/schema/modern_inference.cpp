@@ -361,6 +361,38 @@ void dft(InferenceContext& ctx) {
   if (len) d->set_dim_value(*len);
 }
 
+// STFT-17: [batch, frames, bins, 2], frames = (length - frame_length) / frame_step + 1, bins = frame_length / 2 + 1
+// when onesided (the default) else frame_length; frame_length from its input, else the window's length. (onnx
+// 1.12's function gives frame_length bins for a onesided transform once frame_length is a constant.)
+void stft(InferenceContext& ctx) {
+  onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
+  if (!input_shape(ctx, 0)) return;
+  const auto& sig = onnx::getInputShape(ctx, 0);
+  if (sig.dim_size() != 3) fail_shape_inference("STFT: the signal must be [batch, length, 1 or 2], got rank ", sig.dim_size());
+  auto* y = ctx.getOutputType(0)->mutable_tensor_type()->mutable_shape();
+  y->clear_dim();
+  *y->add_dim() = sig.dim(0);
+  auto* frames = y->add_dim();
+  auto* bins = y->add_dim();
+  y->add_dim()->set_dim_value(2);
+  std::optional<std::int64_t> len;
+  if (present(ctx, 3)) {
+    if (const auto l = const_ints(ctx, 3); l && l->size() == 1) len = (*l)[0];
+  } else if (present(ctx, 2) && input_shape(ctx, 2) && onnx::getInputShape(ctx, 2).dim_size() == 1 &&
+             onnx::getInputShape(ctx, 2).dim(0).has_dim_value()) {
+    len = onnx::getInputShape(ctx, 2).dim(0).dim_value();
+  }
+  const auto step = const_ints(ctx, 1);
+  if (len && *len <= 0) fail_shape_inference("STFT: frame_length is ", *len);
+  if (step && (step->size() != 1 || (*step)[0] <= 0)) fail_shape_inference("STFT: frame_step must be one positive value");
+  if (len) bins->set_dim_value(int_attr(ctx, "onesided", 1) != 0 ? *len / 2 + 1 : *len);
+  if (len && step && sig.dim(1).has_dim_value()) {
+    const std::int64_t n = sig.dim(1).dim_value();
+    if (n < *len) fail_shape_inference("STFT: the signal (", n, ") is shorter than a frame (", *len, ")");
+    frames->set_dim_value((n - *len) / (*step)[0] + 1);
+  }
+}
+
 void range27(InferenceContext& ctx) {
   onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
   rank_of(ctx, 0, 1);
@@ -540,7 +572,7 @@ const std::unordered_map<std::string_view, own_fn>& own_functions() {
       {"Cast", cast}, {"CastLike", cast_like}, {"QuantizeLinear", quantize_linear},
       {"DequantizeLinear", dequantize_linear}, {"Split", split18}, {"Pad", pad18}, {"Resize", resize18},
       {"GridSample", grid_sample20}, {"OptionalHasElement", optional_has_element},
-      {"DFT", dft}, {"Range", range27}, {"BitwiseAnd", broadcast2}, {"BitwiseOr", broadcast2}, {"BitwiseXor", broadcast2},
+      {"DFT", dft}, {"STFT", stft}, {"Range", range27}, {"BitwiseAnd", broadcast2}, {"BitwiseOr", broadcast2}, {"BitwiseXor", broadcast2},
       {"BitwiseNot", unary}, {"CumProd", unary}, {"Gelu", unary}, {"Mish", unary}, {"Swish", unary},
       {"GroupNormalization", unary}, {"RMSNormalization", unary}, {"RotaryEmbedding", unary},
       {"TensorScatter", unary}, {"RegexFullMatch", regex_full_match}, {"StringConcat", string_concat},
@@ -589,7 +621,9 @@ bool same_signature(const schema::op_schema& a, const schema::op_schema& b) {
 
 }  // namespace
 
-bool replaced_onnx112(const schema::op_schema& s) noexcept { return s.domain.empty() && s.name == "DFT" && s.since_version == 17; }
+bool replaced_onnx112(const schema::op_schema& s) noexcept {
+  return s.domain.empty() && (s.name == "DFT" || s.name == "STFT") && s.since_version == 17;
+}
 
 bool beyond_onnx112(const schema::op_schema& s) noexcept {
   if (s.domain.empty()) return s.since_version > 17;

@@ -15,7 +15,7 @@ namespace epstack::detail {
 /// True for the versions onnx 1.12 does not know (ai.onnx above 17, ai.onnx.ml above 3).
 [[nodiscard]] bool beyond_onnx112(const schema::op_schema& s) noexcept;
 
-/// True for the onnx 1.12 versions whose inference ONNX 1.22 corrected (DFT-17: the one-sided inverse), which get
+/// True for the onnx 1.12 versions whose inference ONNX 1.22 corrected (DFT-17: the one-sided inverse; STFT-17: the one-sided bins with a constant frame_length), which get
 /// this file's function too.
 [[nodiscard]] bool replaced_onnx112(const schema::op_schema& s) noexcept;
 
