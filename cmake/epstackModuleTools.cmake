@@ -42,7 +42,8 @@ function(epstack_add_module module suffix source library)
   add_library(epstack_${suffix} INTERFACE)
   add_library(epstack::${suffix} ALIAS epstack_${suffix})
   add_dependencies(epstack_${suffix} epstack_${suffix}_bmi)
-  # -fmodule-file-deps lists the BMI in the importer's depfile: an importer recompiles when the module changes.
+  # -fmodule-file-deps lists the BMI in the importer's depfile: an importer recompiles when the module changes. (Not
+  # through ccache, which does not hash the BMI: give importing targets CXX_COMPILER_LAUNCHER "".)
   target_compile_options(epstack_${suffix} INTERFACE -fmodule-file=${module}=${pcm} -fmodule-file-deps)
   target_link_libraries(epstack_${suffix} INTERFACE ${obj} ${library})
 endfunction()

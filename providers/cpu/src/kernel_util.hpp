@@ -124,7 +124,8 @@ inline float fast_exp(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  const auto bits = static_cast<std::int32_t>(n) + 127;
+  // NaN passes through p; n must not (converting NaN to int is undefined): a select, so loops still vectorise.
+  const auto bits = static_cast<std::int32_t>(n == n ? n : 0.0f) + 127;
   return p * std::bit_cast<float>(bits << 23);
 }
 /// erf(x) with an absolute error below 3e-7: its Taylor series for |x| < 0.5 (relative accuracy near 0), else
