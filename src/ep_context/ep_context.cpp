@@ -558,6 +558,9 @@ Status generate(const model& m, const partition_plan& plan, const function_of& f
   out.functions = m.functions;
   graph cg(g.name());
   cg.set_doc_string(g.doc_string());
+  // The graph's IR 10+ fields (metadata_props, and any newer field kept as bytes) stay with the graph.
+  cg.metadata() = g.metadata();
+  cg.set_ir_extra(g.ir_extra());
   // The inputs in their order. An initializer that is also a graph input (a default the caller may override) stays an
   // input when a node copied to the CPU reads it; one that only compiled partitions read is part of their context.
   std::vector<bool> cpu_reads(g.value_count());

@@ -17,7 +17,9 @@
 namespace epstack::detail {
 namespace {
 
-using guard_fn = void (*)(onnx::InferenceContext&);
+// A guard fails inference on what the model gets wrong, and returns false to skip the inner function where the model
+// is valid but onnx 1.12 cannot infer it safely (its outputs keep their declared types).
+using guard_fn = bool (*)(onnx::InferenceContext&);
 
 int known_rank(const onnx::InferenceContext& ctx, std::size_t input) {
   if (input >= ctx.getNumInputs()) return -1;
@@ -43,7 +45,7 @@ void check_int(const onnx::InferenceContext& ctx, const char* name, std::int64_t
 // Conv-like and pool-like ops: data input `x` of rank >= 3 (N, C, spatial...), weights `w` (or -1) of the same rank,
 // and spatial attributes that fit.
 template <int X, int W>
-void conv_pool_guard(onnx::InferenceContext& ctx) {
+bool conv_pool_guard(onnx::InferenceContext& ctx) {
   const int r = known_rank(ctx, X);
   if (r >= 0 && r < 3) fail_shape_inference("input ", X, " has rank ", r, "; at least 3 (N, C, spatial...) is needed");
   if constexpr (W >= 0) {
@@ -59,15 +61,18 @@ void conv_pool_guard(onnx::InferenceContext& ctx) {
   check_ints(ctx, "output_padding", 0, spatial);
   check_ints(ctx, "output_shape", 0, -1);
   check_int(ctx, "group", 1);
+  return true;
 }
 
-// MaxUnpool reads the indices input's shape beside X's.
-void max_unpool_guard(onnx::InferenceContext& ctx) {
-  conv_pool_guard<0, -1>(ctx);
+// MaxUnpool reads the indices input's shape beside X's (its N and C), unchecked: I must have a shape of X's rank.
+bool max_unpool_guard(onnx::InferenceContext& ctx) {
+  if (!conv_pool_guard<0, -1>(ctx)) return false;
   const int r = known_rank(ctx, 0), ri = known_rank(ctx, 1);
   if (ctx.getNumInputs() > 1 && ctx.getInputType(1) != nullptr && !ctx.getInputType(1)->has_tensor_type())
     fail_shape_inference("input 1 (indices) is not a tensor");
+  if (r >= 0 && ri < 0) return false;  // valid, but onnx 1.12 would read I's missing dims
   if (r >= 0 && ri >= 0 && r != ri) fail_shape_inference("indices have rank ", ri, ", the input rank ", r);
+  return true;
 }
 
 void check_int_max(const onnx::InferenceContext& ctx, const char* name, std::int64_t max) {
@@ -84,43 +89,48 @@ void check_rank(const onnx::InferenceContext& ctx, std::size_t i, int exact, int
 }
 
 // RNN, GRU, LSTM (every version): X, W, R [3-D], B [2-D], sequence_lens [1-D], initial_h, initial_c [3-D], P [2-D].
-void recurrent_guard(onnx::InferenceContext& ctx) {
+bool recurrent_guard(onnx::InferenceContext& ctx) {
   static constexpr int ranks[] = {3, 3, 3, 2, 1, 3, 3, 2};
   for (std::size_t i = 0; i < std::size(ranks) && i < ctx.getNumInputs(); ++i) check_rank(ctx, i, ranks[i]);
   check_int(ctx, "hidden_size", 1);
+  return true;
 }
 
 // Gemm (every version): A and B are matrices, C broadcasts to [M, N].
-void gemm_guard(onnx::InferenceContext& ctx) {
+bool gemm_guard(onnx::InferenceContext& ctx) {
   check_rank(ctx, 0, 2);
   check_rank(ctx, 1, 2);
   const int rc = known_rank(ctx, 2);
   if (rc > 2) fail_shape_inference("input 2 (C) has rank ", rc, "; at most 2 is allowed");
+  return true;
 }
 
 // STFT: signal [batch, length, 1 or 2], frame_step scalar, window [frame_length], frame_length scalar.
-void stft_guard(onnx::InferenceContext& ctx) {
+bool stft_guard(onnx::InferenceContext& ctx) {
   check_rank(ctx, 0, 3);
   check_rank(ctx, 1, 0);
   check_rank(ctx, 2, 1);
   check_rank(ctx, 3, 0);
+  return true;
 }
 
 // GatherND: 0 <= batch_dims < min(rank(data), rank(indices)).
-void gather_nd_guard(onnx::InferenceContext& ctx) {
+bool gather_nd_guard(onnx::InferenceContext& ctx) {
   check_rank(ctx, 0, -1, 1);
   check_rank(ctx, 1, -1, 1);
   const auto* a = ctx.getAttribute("batch_dims");
   const std::int64_t b = a != nullptr ? a->i() : 0;
   const int r = std::min(known_rank(ctx, 0), known_rank(ctx, 1));
   if (b < 0 || (r >= 0 && b >= r)) fail_shape_inference("attribute 'batch_dims' is ", b, "; it must be in [0, ", r, ")");
+  return true;
 }
 
-void block_guard(onnx::InferenceContext& ctx) {
+bool block_guard(onnx::InferenceContext& ctx) {
   check_int(ctx, "blocksize", 1);
   check_int_max(ctx, "blocksize", std::int64_t{1} << 20);  // blocksize squared must not overflow
   const int r = known_rank(ctx, 0);
   if (r >= 0 && r != 4) fail_shape_inference("input has rank ", r, ", 4 is needed");
+  return true;
 }
 
 const std::unordered_map<std::string_view, guard_fn>& guards() {
@@ -138,6 +148,25 @@ const std::unordered_map<std::string_view, guard_fn>& guards() {
   return table;
 }
 
+// Data propagation (the values of small shape tensors, through Shape, Gather, Concat, Add...) trusts its inputs too:
+// Shape's reads the type of its input when that input's inference failed and left it without one, and Add, Sub, Mul
+// and Div index the first value of an input of zero values when the other has one. Such nodes can be valid (a shape
+// sliced to nothing broadcasts to nothing); propagation only sharpens inference, so the guard skips it for them
+// instead of failing the model.
+onnx::DataPropagationFunction propagation_guard(onnx::DataPropagationFunction inner, bool broadcasting) {
+  return [inner = std::move(inner), broadcasting](onnx::DataPropagationContext& ctx) {
+    if (ctx.getNumInputs() == 0 || ctx.getInputType(0) == nullptr) return;
+    if (broadcasting) {
+      const auto* a = ctx.getInputData(0);
+      const auto* b = ctx.getNumInputs() > 1 ? ctx.getInputData(1) : nullptr;
+      if (a != nullptr && b != nullptr && (a->dim_size() == 0 || b->dim_size() == 0) && a->dim_size() != b->dim_size()) return;
+    }
+    inner(ctx);
+  };
+}
+
+bool broadcasting_propagation(std::string_view op) { return op == "Add" || op == "Sub" || op == "Mul" || op == "Div"; }
+
 }  // namespace
 
 const onnx::OpSchema* guarded_schema_registry::GetSchema(const std::string& key, int max_inclusive_version,
@@ -153,15 +182,18 @@ const onnx::OpSchema* guarded_schema_registry::older(const std::string& key, int
   const onnx::OpSchema* s = onnx::OpSchemaRegistry::Instance()->GetSchema(key, max_inclusive_version, domain);
   if (s == nullptr || !(domain.empty() || domain == "ai.onnx")) return s;
   const auto g = guards().find(key);
-  if (g == guards().end()) return s;
+  const bool propagation = s->has_data_propagation_function();
+  if (g == guards().end() && !propagation) return s;
   std::lock_guard lock(mu_);
   auto& slot = wrapped_[s];
   if (!slot) {
     slot = std::make_unique<onnx::OpSchema>(*s);
-    slot->TypeAndShapeInferenceFunction([inner = s->GetTypeAndShapeInferenceFunction(), guard = g->second](onnx::InferenceContext& ctx) {
-      guard(ctx);
-      inner(ctx);
-    });
+    if (g != guards().end())
+      slot->TypeAndShapeInferenceFunction([inner = s->GetTypeAndShapeInferenceFunction(), guard = g->second](onnx::InferenceContext& ctx) {
+        if (guard(ctx)) inner(ctx);
+      });
+    if (propagation)
+      slot->PartialDataPropagationFunction(propagation_guard(s->GetDataPropagationFunction(), broadcasting_propagation(key)));
   }
   return slot.get();
 }

@@ -171,6 +171,7 @@ Result<model> load_proto(std::span<const std::byte> bytes, const std::string& la
   detail::external_data_resolver ext(folder, folder_given);
   EPSTACK_RETURN_IF_ERROR(inline_small_external(*mp.mutable_graph(), ext).with_context(label));
 
+  EPSTACK_RETURN_IF_ERROR(detail::check_value_types(mp).with_context(label));
   const bool onnx112 = detail::within_onnx112(mp);
   if (opt.run_checker && !onnx112) EPSTACK_RETURN_IF_ERROR(detail::check_against_schemas(mp).with_context(label));
   if (opt.run_checker && onnx112) {

@@ -9,6 +9,8 @@ Result<egraph> to_egraph(const graph& g) {
   egraph e;
   e.name = g.name();
   e.doc = g.doc_string();
+  e.metadata = g.metadata();
+  e.ir_extra = g.ir_extra();
   for (value_id v : g.inputs()) {
     e.inputs.emplace_back(g.value(v).name, g.value(v).type);
     e.graph_inputs.insert(g.value(v).name);
@@ -49,6 +51,8 @@ Result<egraph> to_egraph(const graph& g) {
 graph from_egraph(egraph& e) {
   graph g(e.name);
   g.set_doc_string(e.doc);
+  g.metadata() = std::move(e.metadata);
+  g.set_ir_extra(std::move(e.ir_extra));
   for (auto& [name, type] : e.inputs) g.add_input(name, type);
   for (const auto& name : e.init_order) {
     auto it = e.inits.find(name);

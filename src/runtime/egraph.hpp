@@ -31,6 +31,8 @@ struct enode {
 
 struct egraph {
   std::string name, doc;
+  std::vector<std::pair<std::string, std::string>> metadata;  ///< the graph's metadata_props (IR 10)
+  std::string ir_extra;                                      ///< newer graph fields, kept as bytes
   std::vector<std::pair<std::string, type_info>> inputs, outputs;
   std::vector<std::string> init_order;
   std::unordered_map<std::string, tensor> inits;

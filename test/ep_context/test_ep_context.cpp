@@ -3,6 +3,8 @@
 // the tests' toy EP-context providers, which compile and restore for real; the CPU provider runs the rest.
 #include "fixtures.hpp"
 
+#include <epstack/onnx/version_convert.hpp>
+
 using namespace epstack;
 using namespace epstack::test::ctx;
 
@@ -477,6 +479,50 @@ TEST_CASE("compile_model: path or buffer in and out, the flags, and a model writ
   REQUIRE_FALSE(e.is_ok());
   CHECK(e.status().code() == errc::ep_fail);
   CHECK_FALSE(fs::exists(dir / "plain2.onnx"));
+}
+
+TEST_CASE("compile_model of an IR 10 / opset 21 model keeps its IR version, opsets, metadata and functions") {
+  test::temp_dir dir;
+  model m = chain_model();
+  REQUIRE(convert_opset(m, 21, 10).is_ok());
+  m.metadata.emplace_back("source", "test");
+  m.graph.metadata().emplace_back("graph_key", "graph value");
+  function_def f;
+  f.domain = "local";
+  f.name = "Unused";
+  f.overload = "v2";
+  f.proto = [] {
+    // A FunctionProto with its IR 10 overload field (13), built as wire bytes: name 1, domain 10, overload 13.
+    std::string b;
+    const auto field = [&](int number, const std::string& v) {
+      b.push_back(static_cast<char>(number << 3 | 2));
+      b.push_back(static_cast<char>(v.size()));
+      b += v;
+    };
+    field(1, "Unused");
+    field(10, "local");
+    field(13, "v2");
+    return b;
+  }();
+  m.functions.push_back(f);
+  const auto src = write_model(m, dir / "model.onnx");
+  compile_options co;
+  co.input_path = src;
+  co.output_path = dir / "model_ctx.onnx";
+  auto r = compile_model<toy>(co);
+  REQUIRE_MESSAGE(r.is_ok(), r.status().message());
+  CHECK(r->nodes_written > 0);
+  load_options lo;
+  auto back = load_model(dir / "model_ctx.onnx", lo);
+  REQUIRE_MESSAGE(back.has_value(), back.status().to_string());
+  CHECK(back->ir_version == 10);
+  CHECK(back->opset("") == 21);
+  CHECK(std::find(back->metadata.begin(), back->metadata.end(), std::pair<std::string, std::string>("source", "test")) !=
+        back->metadata.end());
+  CHECK(back->graph.metadata() == m.graph.metadata());
+  REQUIRE(back->functions.size() == 1);
+  CHECK(back->functions[0].name == "Unused");
+  CHECK(back->functions[0].overload == "v2");
 }
 
 TEST_CASE("The context model keeps the inputs in their order, with an overridable initializer the CPU still reads") {

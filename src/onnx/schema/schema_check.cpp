@@ -122,7 +122,54 @@ Status check_graph_against_schemas(const onnx::GraphProto& g, const std::unorder
   return {};
 }
 
+// A present type names its kind and everything it nests; `where` names the value for the message.
+// An unknown tensor element type (0) is left to inference and the checker, as exporters write such value_info.
+Status check_type(const onnx::TypeProto& t, const std::string& where, int depth) {
+  if (depth > 64) return Status(errc::invalid_graph, where + ": its type nests more than 64 levels");
+  using T = onnx::TypeProto;
+  switch (t.value_case()) {
+    case T::kTensorType:
+    case T::kSparseTensorType:
+    case T::kOpaqueType: return {};
+    case T::kSequenceType:
+      if (!t.sequence_type().has_elem_type()) return Status(errc::invalid_graph, where + ": its sequence type has no element type");
+      return check_type(t.sequence_type().elem_type(), where, depth + 1);
+    case T::kOptionalType:
+      if (!t.optional_type().has_elem_type()) return Status(errc::invalid_graph, where + ": its optional type has no element type");
+      return check_type(t.optional_type().elem_type(), where, depth + 1);
+    case T::kMapType:
+      if (!t.map_type().has_key_type() || t.map_type().key_type() == 0 || !t.map_type().has_value_type())
+        return Status(errc::invalid_graph, where + ": its map type needs a key type and a value type");
+      return check_type(t.map_type().value_type(), where, depth + 1);
+    case T::VALUE_NOT_SET: break;
+  }
+  return Status(errc::invalid_graph, where + ": its type names no kind (tensor, sequence, map, optional, sparse tensor)");
+}
+
+Status check_graph_value_types(const onnx::GraphProto& g, bool main_graph, int depth) {
+  if (depth > 64) return Status(errc::invalid_graph, "graph '" + g.name() + "': subgraphs nest more than 64 levels");
+  const std::string graph = g.name().empty() ? std::string("the graph") : "graph '" + g.name() + "'";
+  const auto check = [&](const onnx::ValueInfoProto& vi, const char* role) -> Status {
+    return vi.has_type() ? check_type(vi.type(), graph + " " + role + " '" + vi.name() + "'", 0) : Status{};
+  };
+  for (const auto& vi : g.input()) {
+    // onnx 1.12's inference reads the type of every main-graph input (a subgraph's inputs may leave theirs to it).
+    if (main_graph && !vi.has_type()) return Status(errc::invalid_graph, graph + " input '" + vi.name() + "': has no type");
+    EPSTACK_RETURN_IF_ERROR(check(vi, "input"));
+  }
+  for (const auto& vi : g.output()) EPSTACK_RETURN_IF_ERROR(check(vi, "output"));
+  for (const auto& vi : g.value_info()) EPSTACK_RETURN_IF_ERROR(check(vi, "value_info"));
+  for (const auto& n : g.node())
+    for (const auto& a : n.attribute()) {
+      if (a.has_g()) EPSTACK_RETURN_IF_ERROR(check_graph_value_types(a.g(), false, depth + 1));
+      for (const auto& sg : a.graphs()) EPSTACK_RETURN_IF_ERROR(check_graph_value_types(sg, false, depth + 1));
+    }
+  return {};
+}
+
 }  // namespace
+
+Status check_value_types(const onnx::ModelProto& mp) { return check_graph_value_types(mp.graph(), true, 0); }
 
 Status check_against_schemas(const onnx::ModelProto& mp) {
   std::unordered_map<std::string, int> opsets;

@@ -19,4 +19,11 @@ bool within_onnx112(const onnx::ModelProto& mp);
 /// operator exists, input and output counts, required inputs, attribute names, types and required ones.
 Status check_against_schemas(const onnx::ModelProto& mp);
 
+/// Every type in the graphs' inputs, outputs and value_info (subgraphs included) is well formed: a type that is present
+/// names its kind (tensor, sequence, map, optional, sparse tensor, opaque), and what it nests is present too. onnx's
+/// shape inference dereferences these types unchecked, so this runs before inference on every model, whatever the
+/// checker options (a missing type is left to inference, as ONNX Runtime accepts outputs without one). invalid_graph
+/// naming the value otherwise.
+Status check_value_types(const onnx::ModelProto& mp);
+
 }  // namespace epstack::detail
