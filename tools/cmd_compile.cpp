@@ -214,6 +214,9 @@ int ctxgen(const std::vector<std::string>& argv) {
     }
   }
   if (list.empty()) return ctxgen_usage(std::cerr, 2);
+  // -e names the provider whose contexts are wanted (ONNX Runtime's tool): it compiles everything it claims, whatever
+  // the cost estimates say, unless -C sets epstack.placement.
+  if (!so.config(config_keys::placement)) so.set_config(config_keys::placement, "priority");
   // Provider options are the -e provider's (the first of a stack): each becomes its config entry NAME.key.
   const std::string ep = provider.substr(0, provider.find(','));
   const auto known = provider_option_names(ep);

@@ -120,6 +120,9 @@ int fuzz_with(const args& a, const std::string& stack) {
   auto so = session_options_from(a);
   if (!so) return fail(so.status());
   if (!a.get("--threads")) so->set_intra_op_threads(2);
+  // Each provider is checked on everything it claims: placement keeps the stack's order (ONNX Runtime's) unless
+  // --config epstack.placement=... asks otherwise, so that cost estimates never hide a provider's node from the check.
+  if (!so->config(config_keys::placement)) so->set_config(config_keys::placement, "priority");
   std::uint64_t seed = 1;
   if (auto s = a.get("--seed")) {
     auto n = to_int(*s, "--seed");

@@ -501,6 +501,9 @@ int test_runner_with(const args& a, const fs::path& root) {
   auto so = session_options_from(a);
   if (!so) return fail(so.status());
   if (!a.get("--threads")) so->set_intra_op_threads(1);
+  // Each provider is checked on everything it claims: placement keeps the stack's order (ONNX Runtime's) unless
+  // --config epstack.placement=... asks otherwise, so that cost estimates never hide a provider's node from the check.
+  if (!so->config(config_keys::placement)) so->set_config(config_keys::placement, "priority");
   case_options co;
   tolerance& tol = co.tol;
   if (auto r = a.get("--rtol")) tol.rtol = std::stod(*r);

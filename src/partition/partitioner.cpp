@@ -126,7 +126,99 @@ Status resolve_boundary(const graph& g, partition& part, const std::string& prov
 struct partition_state {
   std::span<const provider_binding> providers;
   std::size_t fused_counter = 0;
+  const partition_options* options = nullptr;
 };
+
+// A capability as a partition with its boundary resolved, for timing a candidate placement (not added to the plan).
+Result<partition> candidate_partition(const graph& g, const graph_plan& gp, const capability& cap, const std::string& key) {
+  partition part;
+  part.g = &g;
+  part.nodes = in_topological_order(gp, cap.nodes);
+  part.meta = cap.meta;
+  part.name = cat(key, "_placement_candidate");
+  EPSTACK_RETURN_IF_ERROR(resolve_boundary(g, part, key));
+  return part;
+}
+
+// The cost of provider p running `caps` (its capabilities over the contested nodes): measured when the policy says so
+// and the timer can, else the sum of the provider's estimates; negative when unknown.
+double cost_of(const graph_plan& gp, std::size_t p, const std::vector<capability>& caps, const partition_state& st,
+               std::string& basis) {
+  const auto& g = *gp.g;
+  const auto& prov = st.providers[p];
+  if (st.options->placement == placement_policy::measure && st.options->measure) {
+    std::vector<partition> parts;
+    bool ok = true;
+    for (const auto& c : caps) {
+      auto part = candidate_partition(g, gp, c, std::string(prov.type_key));
+      if (!part) {
+        ok = false;
+        break;
+      }
+      parts.push_back(std::move(*part));
+    }
+    std::sort(parts.begin(), parts.end(), [&](const partition& a, const partition& b) {
+      return gp.rank[a.nodes.front()] < gp.rank[b.nodes.front()];
+    });
+    if (ok) {
+      const double us = st.options->measure(p, parts);
+      if (us >= 0) {
+        basis = "measure";
+        return us;
+      }
+    }
+  }
+  if (!prov.estimate_cost) return -1;
+  double total = 0;
+  for (const auto& c : caps) {
+    const double us = prov.estimate_cost(g, c.nodes);
+    if (!(us >= 0)) return -1;
+    total += us;
+  }
+  if (basis.empty()) basis = "estimate";
+  return total;
+}
+
+// Placement by cost: whether provider p, which claims `cap`, leaves it for a later provider of the stack that can run
+// every node of it (alone or in its own groups) for less. Records the choice in the plan either way.
+bool left_for_cheaper(graph_plan& gp, std::size_t p, const capability& cap, const partition_state& st) {
+  const auto& g = *gp.g;
+  const auto& opt = *st.options;
+  if (opt.placement == placement_policy::priority || p + 1 >= st.providers.size()) return false;
+  graph_plan::placement_choice choice;
+  choice.group = cap.meta ? cap.meta->name : g.describe(cap.nodes.front());
+  choice.nodes = cap.nodes;
+  const double mine = cost_of(gp, p, {cap}, st, choice.basis);
+  if (mine < 0) return false;  // nothing to compare: the stack's order stands
+  choice.costs.emplace_back(p, mine);
+  std::vector<bool> mask(g.node_count());
+  for (node_id n : cap.nodes) mask[n] = true;
+  double best = mine;
+  std::size_t best_p = p;
+  for (std::size_t q = p + 1; q < st.providers.size(); ++q) {
+    graph_view<graph> only(g, mask);
+    auto theirs = st.providers[q].get_capability(only);
+    std::vector<bool> covered(g.node_count());
+    bool valid = true;
+    for (const auto& c : theirs)
+      for (node_id n : c.nodes) {
+        if (n >= g.node_count() || !mask[n]) valid = false;
+        else covered[n] = true;
+      }
+    if (!valid || theirs.empty()) continue;
+    if (!std::all_of(cap.nodes.begin(), cap.nodes.end(), [&](node_id n) { return covered[n]; })) continue;
+    const double cost = cost_of(gp, q, theirs, st, choice.basis);
+    choice.costs.emplace_back(q, cost);
+    if (cost >= 0 && cost < best && cost < mine * (1.0 - opt.placement_margin)) {
+      best = cost;
+      best_p = q;
+    }
+  }
+  if (choice.costs.size() < 2) return false;  // no other provider runs all of it: not contested
+  choice.chosen = best_p;
+  gp.choices.push_back(std::move(choice));
+  return best_p != p;
+}
 
 Status add_partition(graph_plan& gp, std::size_t p, std::vector<node_id> nodes, std::optional<meta_def> meta,
                             partition_state& st) {
@@ -219,10 +311,13 @@ Status partition_graph_for(graph_plan& gp, std::size_t p, partition_state& st) {
       if (cap.nodes.size() != 1)
         return Status(errc::ep_fail, cat("provider ", key, " returned a capability of ", std::to_string(cap.nodes.size()),
                                          " nodes without a meta definition (a single node, or a group with one)"));
-      if (gp.nodes[cap.nodes[0]].provider == no_index)
+      if (gp.nodes[cap.nodes[0]].provider == no_index && !left_for_cheaper(gp, p, cap, st))
         EPSTACK_RETURN_IF_ERROR(add_partition(gp, p, cap.nodes, std::nullopt, st));
       continue;
     }
+    if (std::all_of(cap.nodes.begin(), cap.nodes.end(), [&](node_id n) { return gp.nodes[n].provider == no_index; }) &&
+        left_for_cheaper(gp, p, cap, st))
+      continue;
     EPSTACK_RETURN_IF_ERROR(take_group(gp, p, std::move(cap), st));
   }
   return {};
@@ -283,6 +378,22 @@ void order_all(graph_plan& gp) {
 
 }  // namespace detail
 
+std::optional<placement_policy> placement_policy_from(std::string_view name) noexcept {
+  if (name == "priority") return placement_policy::priority;
+  if (name == "estimate") return placement_policy::estimate;
+  if (name == "measure") return placement_policy::measure;
+  return std::nullopt;
+}
+
+std::string_view to_string(placement_policy p) noexcept {
+  switch (p) {
+    case placement_policy::priority: return "priority";
+    case placement_policy::estimate: return "estimate";
+    case placement_policy::measure: return "measure";
+  }
+  return "?";
+}
+
 /// @brief Partitions graph `g` over `providers` (priority order; the CPU provider, if present, is the fallback).
 /// Errors: invalid_argument for an empty stack; ep_fail when a provider answers nonsense; not_implemented when a node
 /// is left that no provider can run; fail when CPU fallback is disabled and nodes went to the CPU provider.
@@ -296,7 +407,7 @@ Result<partition_plan> partition_graph(const graph& g, std::span<const provider_
   }
   EPSTACK_ASSIGN_OR_RETURN(auto main_plan, detail::make_graph_plan(g));
   plan.main = std::move(*main_plan);
-  detail::partition_state st{providers, 0};
+  detail::partition_state st{providers, 0, &options};
   for (std::size_t p = 0; p < providers.size(); ++p) EPSTACK_RETURN_IF_ERROR(detail::partition_graph_for(plan.main, p, st));
   EPSTACK_RETURN_IF_ERROR(detail::check_all_assigned(plan.main, providers));
   detail::note_fallbacks(plan.main, plan.cpu_provider, providers);

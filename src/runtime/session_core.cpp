@@ -9,6 +9,14 @@
 #include <epstack/onnx/onnx_io.hpp>
 #include <epstack/partition/partitioner.hpp>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <random>
+#include <unordered_map>
+
 namespace epstack {
 
 namespace {
@@ -30,6 +38,75 @@ node_compiler compile_one(const provider_binding& p) {
     EPSTACK_ASSIGN_OR_RETURN(auto fns, compile(std::span<const partition>(&part, 1)));
     if (fns.size() != 1) return Status(errc::ep_fail, "compile returned no function for node " + g.describe(n));
     return std::move(fns.front());
+  };
+}
+
+// placement_policy::measure: provider p's candidate partitions compiled and run, in order, on inputs made for the
+// graph's static shapes (initializers as they are); the median of a few runs after one warm-up. The whole session
+// spends at most `budget_ms` on it; beyond that, or for a candidate it cannot run, the answer is "unknown" (-1) and
+// the partitioner uses the estimates.
+placement_timer make_placement_timer(const std::vector<provider_binding>& providers, thread_pool* pool, double budget_ms) {
+  using clock = std::chrono::steady_clock;
+  auto deadline = std::make_shared<clock::time_point>(clock::now() + std::chrono::microseconds(static_cast<std::int64_t>(budget_ms * 1000)));
+  return [&providers, pool, deadline](std::size_t p, std::span<const partition> parts) -> double {
+    if (parts.empty() || clock::now() >= *deadline || !providers[p].compile) return -1;
+    const graph& g = *parts.front().g;
+    auto fns = providers[p].compile(parts);
+    if (!fns || fns->size() != parts.size()) return -1;
+    std::mt19937 rng(1234);
+    std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+    std::unordered_map<value_id, ivalue> made;  // synthetic graph inputs and initializers, kept across runs
+    const auto input_of = [&](value_id v) -> std::optional<ivalue> {
+      if (v == no_id) return ivalue();
+      if (auto it = made.find(v); it != made.end()) return it->second;
+      const auto& rec = g.value(v);
+      if (rec.initializer) return made.emplace(v, *rec.initializer).first->second;
+      if (!rec.type.is_tensor() || !rec.type.dims) return std::nullopt;
+      const auto sizes = rec.type.dims->sizes();
+      if (!sizes) return std::nullopt;
+      tensor t = tensor::uninitialized(rec.type.elem, *sizes);
+      if (rec.type.elem == element_type::string) return std::nullopt;
+      std::memset(t.mutable_data(), 0, t.byte_size());
+      if (rec.type.elem == element_type::float32) {
+        auto* f = reinterpret_cast<float*>(t.mutable_data());
+        for (std::size_t i = 0; i < t.element_count(); ++i) f[i] = uni(rng);
+      }
+      return made.emplace(v, std::move(t)).first->second;
+    };
+    const auto run_once = [&]() -> bool {
+      std::unordered_map<value_id, ivalue> produced;
+      for (std::size_t k = 0; k < parts.size(); ++k) {
+        std::vector<ivalue> ins;
+        for (value_id v : parts[k].inputs) {
+          if (auto it = produced.find(v); it != produced.end()) {
+            ins.push_back(it->second);
+            continue;
+          }
+          auto x = input_of(v);
+          if (!x) return false;
+          ins.push_back(std::move(*x));
+        }
+        std::vector<ivalue> outs(parts[k].outputs.size());
+        compute_context c(ins, outs, nullptr, pool);
+        try {
+          if (!(*fns)[k](c)) return false;
+        } catch (const std::exception&) {
+          return false;
+        }
+        for (std::size_t i = 0; i < outs.size(); ++i) produced[parts[k].outputs[i]] = std::move(outs[i]);
+      }
+      return true;
+    };
+    if (!run_once()) return -1;
+    std::vector<double> times;
+    const auto until = std::min(*deadline, clock::now() + std::chrono::milliseconds(50));
+    while (times.size() < 7 && (times.size() < 3 || clock::now() < until)) {
+      const auto t0 = clock::now();
+      if (!run_once()) return -1;
+      times.push_back(std::chrono::duration<double, std::micro>(clock::now() - t0).count());
+    }
+    std::nth_element(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2), times.end());
+    return times[times.size() / 2];
   };
 }
 
@@ -146,6 +223,25 @@ Result<std::shared_ptr<const session_core>> session_core::build(model m, std::ve
 
   partition_options po;
   po.disable_cpu_fallback = options.flag(config_keys::disable_cpu_ep_fallback);
+  if (auto v = options.config(config_keys::placement)) {
+    const auto policy = placement_policy_from(*v);
+    if (!policy)
+      return Status(errc::invalid_argument, cat("session option ", config_keys::placement, " is '", *v,
+                                                "'; it takes priority, estimate or measure"));
+    po.placement = *policy;
+  }
+  if (po.placement == placement_policy::measure) {
+    double budget = 2000;
+    if (auto v = options.config(config_keys::placement_budget_ms)) {
+      char* end = nullptr;
+      const std::string text(*v);
+      budget = std::strtod(text.c_str(), &end);
+      if (text.empty() || end != text.c_str() + text.size() || !(budget >= 0))
+        return Status(errc::invalid_argument, cat("session option ", config_keys::placement_budget_ms, " is '", text,
+                                                  "'; it takes a number of milliseconds, 0 or more"));
+    }
+    po.measure = make_placement_timer(providers, d.pool.get(), budget);
+  }
   EPSTACK_RETURN_IF_ERROR(ctx::progress(options, "partition", 0, 1));
   EPSTACK_ASSIGN_OR_RETURN(d.plan, partition_graph(d.m.graph, providers, po));
   const auto is_restored = [&](const partition& part) {

@@ -323,3 +323,144 @@ TEST_CASE("compiled partitions run: the fused and single functions compute the c
   const float xs[] = {-1, 0, 1, 2};
   for (int i = 0; i < 4; ++i) CHECK(y[i] == doctest::Approx(-std::exp(std::max(0.0f, xs[i])) + xs[i]));
 }
+
+namespace {
+
+// A provider claiming what its script says, with a cost per node (microseconds; negative: unknown).
+template <test::fixed_string Key>
+struct costed_provider : scripted_provider<Key> {
+  double per_node = 1;
+  double per_group = 0;
+  [[nodiscard]] double estimate_cost(const graph&, std::span<const node_id> nodes) const {
+    return per_node < 0 ? -1 : per_group + per_node * static_cast<double>(nodes.size());
+  }
+};
+// The CPU fallback taking every node singly, at a cost per node.
+struct costed_cpu : test_cpu_provider {
+  double per_node = 1;
+  [[nodiscard]] double estimate_cost(const graph&, std::span<const node_id> nodes) const {
+    return per_node * static_cast<double>(nodes.size());
+  }
+};
+
+using costed_a = costed_provider<"AExecutionProvider">;
+static_assert(provider_traits<costed_a>::has_cost_estimate);
+static_assert(!provider_traits<prov_a>::has_cost_estimate);
+
+costed_a group_of_b_and_c(double per_node, double per_group = 0) {
+  costed_a a;
+  a.per_node = per_node;
+  a.per_group = per_group;
+  a.script = [](const graph_view<graph>& v) {
+    std::vector<capability> r;
+    if (v.contains(1) && v.contains(2)) r.push_back(capability::group({1, 2}, meta("exp_neg")));
+    return r;
+  };
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE("placement by estimate: a group goes to a later provider that runs it clearly cheaper, and the plan says so") {
+  auto g = chain();
+  costed_cpu cpu;
+  cpu.per_node = 10;
+  SUBCASE("the later provider is cheaper: A leaves its group to the CPU provider") {
+    auto plan = partition_with(g, std::tuple{group_of_b_and_c(40), cpu});
+    REQUIRE_MESSAGE(plan.has_value(), plan.status().to_string());
+    const auto& gp = plan->main;
+    CHECK(gp.nodes[1].provider == 1);
+    CHECK(gp.nodes[2].provider == 1);
+    REQUIRE(gp.choices.size() == 1);
+    const auto& c = gp.choices[0];
+    CHECK(c.group == "exp_neg");
+    CHECK(c.nodes == std::vector<node_id>{1, 2});
+    CHECK(c.basis == "estimate");
+    CHECK(c.chosen == 1);
+    REQUIRE(c.costs.size() == 2);
+    CHECK(c.costs[0] == std::pair<std::size_t, double>{0, 80.0});
+    CHECK(c.costs[1] == std::pair<std::size_t, double>{1, 20.0});
+    const auto table = plan->to_table();
+    CHECK(table.find("placement of 'exp_neg' (2 nodes, by estimate): AExecutionProvider 80.0 us CPUExecutionProvider "
+                     "20.0 us -> CPUExecutionProvider") != std::string::npos);
+    check_order(gp);
+  }
+  SUBCASE("the earlier provider is cheaper: it keeps the group, and the choice is recorded") {
+    auto plan = partition_with(g, std::tuple{group_of_b_and_c(2), cpu});
+    REQUIRE(plan.has_value());
+    CHECK(plan->main.nodes[1].provider == 0);
+    CHECK(plan->main.partitions[0].is_fused());
+    REQUIRE(plan->main.choices.size() == 1);
+    CHECK(plan->main.choices[0].chosen == 0);
+  }
+  SUBCASE("within the margin (10%) the stack's order stands") {
+    auto plan = partition_with(g, std::tuple{group_of_b_and_c(10.5), cpu});  // 21 against 20: under 10% cheaper
+    REQUIRE(plan.has_value());
+    CHECK(plan->main.nodes[1].provider == 0);
+    CHECK(plan->main.choices.at(0).chosen == 0);
+  }
+  SUBCASE("priority placement is ONNX Runtime's: no costs asked, the first claimant takes it") {
+    partition_options po;
+    po.placement = placement_policy::priority;
+    auto plan = partition_with(g, std::tuple{group_of_b_and_c(40), cpu}, po);
+    REQUIRE(plan.has_value());
+    CHECK(plan->main.nodes[1].provider == 0);
+    CHECK(plan->main.choices.empty());
+  }
+  SUBCASE("an unknown estimate keeps the stack's order") {
+    auto plan = partition_with(g, std::tuple{group_of_b_and_c(-1), cpu});
+    REQUIRE(plan.has_value());
+    CHECK(plan->main.nodes[1].provider == 0);
+    CHECK(plan->main.choices.empty());
+  }
+  SUBCASE("a later provider that cannot run every node of the group is no alternative") {
+    costed_cpu partial;
+    partial.per_node = 0.001;
+    partial.ops = {"Relu", "Exp", "Add"};  // not Neg
+    // The stack still needs a fallback for Neg: A's group is the only way to run it.
+    auto plan = partition_with(g, std::tuple{group_of_b_and_c(40), partial});
+    REQUIRE(plan.has_value());
+    CHECK(plan->main.nodes[2].provider == 0);
+    CHECK(plan->main.choices.empty());
+  }
+  SUBCASE("measure: the timer sees the candidates as partitions with their boundaries, in order") {
+    partition_options po;
+    po.placement = placement_policy::measure;
+    std::vector<std::pair<std::size_t, std::vector<std::vector<node_id>>>> seen;
+    po.measure = [&](std::size_t p, std::span<const partition> parts) {
+      std::vector<std::vector<node_id>> nodes;
+      for (const auto& part : parts) {
+        CHECK_FALSE(part.inputs.empty());
+        CHECK_FALSE(part.outputs.empty());
+        nodes.push_back(part.nodes);
+      }
+      seen.emplace_back(p, nodes);
+      return p == 0 ? 5.0 : 50.0;  // measured: A is faster, whatever the estimates say
+    };
+    auto plan = partition_with(g, std::tuple{group_of_b_and_c(40), cpu}, po);
+    REQUIRE(plan.has_value());
+    CHECK(plan->main.nodes[1].provider == 0);
+    REQUIRE(plan->main.choices.size() == 1);
+    CHECK(plan->main.choices[0].basis == "measure");
+    REQUIRE(seen.size() == 2);
+    CHECK(seen[0].second == std::vector<std::vector<node_id>>{{1, 2}});
+    CHECK(seen[1].second == std::vector<std::vector<node_id>>{{1}, {2}});  // the CPU's singles, producer first
+  }
+  SUBCASE("measure falls back to the estimates where the timer cannot say") {
+    partition_options po;
+    po.placement = placement_policy::measure;
+    po.measure = [](std::size_t, std::span<const partition>) { return -1.0; };
+    auto plan = partition_with(g, std::tuple{group_of_b_and_c(40), cpu}, po);
+    REQUIRE(plan.has_value());
+    CHECK(plan->main.nodes[1].provider == 1);
+    CHECK(plan->main.choices.at(0).basis == "estimate");
+  }
+}
+
+TEST_CASE("placement policies by name") {
+  CHECK(placement_policy_from("priority") == placement_policy::priority);
+  CHECK(placement_policy_from("estimate") == placement_policy::estimate);
+  CHECK(placement_policy_from("measure") == placement_policy::measure);
+  CHECK_FALSE(placement_policy_from("fastest").has_value());
+  CHECK(to_string(placement_policy::measure) == "measure");
+}

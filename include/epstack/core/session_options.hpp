@@ -36,6 +36,13 @@ inline constexpr std::string_view ep_context_verify = "epstack.ep_context_verify
 /// epstack's own: the most bytes of compiled contexts an embed_mode 1 model may carry (default and upper bound: 2 GiB
 /// less 64 MiB, protobuf's limit on a model with room for the rest); lower it for readers with a smaller limit.
 inline constexpr std::string_view ep_context_embed_limit_bytes = "epstack.ep_context_embed_limit_bytes";
+/// epstack's own: how the partitioner places nodes that several providers of the stack could run. "estimate" (the
+/// default): by the providers' cost estimates, a later provider taking a group when clearly cheaper; "priority":
+/// ONNX Runtime's order, the first provider that claims a node takes it; "measure": the candidates compiled and timed
+/// on the model's shapes while the session is created (at most epstack.placement_budget_ms, default 2000; the
+/// estimates beyond it).
+inline constexpr std::string_view placement = "epstack.placement";
+inline constexpr std::string_view placement_budget_ms = "epstack.placement_budget_ms";
 inline constexpr std::string_view ep_context_refuse_existing_in = "epstack.ep_context_refuse_existing_in";
 }  // namespace config_keys
 

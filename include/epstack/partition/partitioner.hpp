@@ -12,16 +12,43 @@
 #include <epstack/partition/plan.hpp>
 #include <epstack/provider/binding.hpp>
 
+#include <cstdint>
+#include <functional>
+#include <optional>
 #include <span>
+#include <string_view>
 #include <tuple>
 
 namespace epstack {
+
+/// How the partitioner chooses where more than one provider of the stack could take the same nodes.
+enum class placement_policy : std::uint8_t {
+  priority,  ///< ONNX Runtime's: the first provider of the stack that claims a node takes it
+  estimate,  ///< by the providers' cost estimates (`estimate_cost`); providers without one keep the priority order
+  measure,   ///< by timing the candidates compiled on the graph's shapes (`partition_options::measure`); the estimates
+             ///< where a candidate cannot be timed
+};
+
+/// `placement_policy` from its name ("priority", "estimate", "measure"); nullopt for another.
+[[nodiscard]] std::optional<placement_policy> placement_policy_from(std::string_view name) noexcept;
+[[nodiscard]] std::string_view to_string(placement_policy p) noexcept;
+
+/// Times provider `provider` running `parts` (compiled, on the graph's shapes): microseconds per run, negative when it
+/// cannot (unknown shapes, a compile failure, the time budget spent). The session supplies it for `measure`.
+using placement_timer = std::function<double(std::size_t provider, std::span<const partition> parts)>;
 
 /// Options of partitioning.
 struct partition_options {
   /// ONNX Runtime's `session.disable_cpu_ep_fallback`: fail when nodes are left for the CPU provider while the stack
   /// has others.
   bool disable_cpu_fallback = false;
+  /// Placement where providers compete for nodes (epstack's session option `epstack.placement`).
+  placement_policy placement = placement_policy::estimate;
+  /// For `measure`: the timer (without one, `measure` uses the estimates).
+  placement_timer measure = {};
+  /// A later provider takes a group from an earlier one only when it is cheaper by more than this fraction of the
+  /// earlier one's cost (estimates are rough; ties keep the stack's order).
+  double placement_margin = 0.10;
 };
 
 /// @brief Partitions graph `g` over `providers` (priority order; the CPU provider, if present, is the fallback).

@@ -9,6 +9,7 @@
 #include <epstack/ir/graph.hpp>
 
 #include <cstddef>
+#include <iomanip>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -34,6 +35,14 @@ struct graph_plan {
     std::string reason;
     std::size_t pieces = 0;  ///< > 0 when the group was split into that many acyclic pieces instead
   };
+  /// Where more than one provider could take a group: each candidate's cost and the provider chosen.
+  struct placement_choice {
+    std::string group;                                  ///< the claimed group's meta name, or the node's description
+    std::vector<node_id> nodes;
+    std::vector<std::pair<std::size_t, double>> costs;  ///< (provider, microseconds per run; negative: unknown)
+    std::size_t chosen = no_index;
+    std::string basis;                                  ///< "estimate" or "measure"
+  };
   struct subgraph_ref {
     node_id node = no_id;
     std::string attribute;
@@ -48,6 +57,7 @@ struct graph_plan {
   std::vector<std::size_t> partition_provider;  ///< provider index of each partition
   std::vector<std::size_t> execution_order;     ///< partitions in an order where producers run first
   std::vector<refused_group> refused;
+  std::vector<placement_choice> choices;  ///< placement by cost, in the order decided
   std::vector<subgraph_ref> subgraphs;
 };
 
@@ -149,6 +159,15 @@ struct partition_plan {
          << providers[r.provider] << " (" << r.nodes.size() << " nodes): " << r.reason;
       if (r.pieces) os << "; taken as " << r.pieces << " acyclic pieces";
       os << "\n";
+    }
+    for (const auto& c : gp.choices) {
+      os << indent << "  placement of '" << c.group << "' (" << c.nodes.size() << " nodes, by " << c.basis << "):";
+      for (const auto& [p, us] : c.costs) {
+        os << " " << providers[p] << " ";
+        if (us < 0) os << "?";
+        else os << std::fixed << std::setprecision(1) << us << std::defaultfloat << " us";
+      }
+      os << " -> " << (c.chosen == no_index ? std::string("(none)") : providers[c.chosen]) << "\n";
     }
     for (const auto& s : gp.subgraphs) {
       os << indent << "  subgraph of " << g.describe(s.node) << " attribute '" << s.attribute << "'"

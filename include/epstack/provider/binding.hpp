@@ -55,6 +55,8 @@ struct provider_binding {
   std::function<bool(std::string_view, std::string_view)> has_op = {};
   data_layout preferred_layout = data_layout::nchw;
   std::shared_ptr<const ep_context_binding> context = {};
+  /// Estimated microseconds of one run of the nodes (negative: unknown); empty when the provider does not estimate.
+  std::function<double(const graph&, std::span<const node_id>)> estimate_cost = {};
 };
 
 /// @brief The binding of provider `q` (which must outlive it).
@@ -74,6 +76,8 @@ template <class Q>
   }
   if constexpr (traits::has_op_query) b.has_op = [](std::string_view d, std::string_view op) { return bool(Q::has_op(d, op)); };
   b.preferred_layout = traits::preferred_layout;
+  if constexpr (traits::has_cost_estimate)
+    b.estimate_cost = [&q](const graph& g, std::span<const node_id> nodes) { return double(q.estimate_cost(g, nodes)); };
   if constexpr (traits::has_ep_context) {
     auto c = std::make_shared<ep_context_binding>();
     for (std::string_view k : Q::source_keys) c->source_keys.emplace_back(k);

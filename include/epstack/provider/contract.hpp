@@ -18,7 +18,10 @@
 /// - `std::string why_not(const graph&, node_id) const`;
 /// - `static bool has_op(std::string_view domain, std::string_view op_type)` (constexpr allowed);
 /// - `void* allocate(std::size_t) const` with `void deallocate(void*, std::size_t) const`;
-/// - `static constexpr data_layout preferred_layout`.
+/// - `static constexpr data_layout preferred_layout`;
+/// - `double estimate_cost(const graph&, std::span<const node_id> nodes) const`: the provider's estimate, in
+///   microseconds, of one run of `nodes` (a capability it returned, with the graph's inferred shapes); negative when it
+///   cannot say (unknown shapes). With it, the partitioner places by cost where several providers could take a node.
 ///
 /// EP context (the `ep_context_provider` concept, ep-context-design.md): opt in with
 /// `using ep_context_concept = epstack::ep_context_tag;` and provide every member below;
@@ -116,6 +119,10 @@ concept provider_has_why_not = requires(const P& p, const graph& g, node_id n) {
 template <class P>
 concept provider_has_op_query = requires(std::string_view d, std::string_view op) {
   { P::has_op(d, op) } -> std::convertible_to<bool>;
+};
+template <class P>
+concept provider_has_cost_estimate = requires(const P& p, const graph& g, std::span<const node_id> nodes) {
+  { p.estimate_cost(g, nodes) } -> std::convertible_to<double>;
 };
 
 template <class P>
@@ -228,6 +235,8 @@ struct provider_traits {
   /// True when the provider can say which operators it implements: the graph optimiser fuses into an operator only
   /// when the fallback provider can run it.
   static constexpr bool has_op_query = detail::provider_has_op_query<P>;
+  /// True when the provider estimates the cost of running nodes (placement by cost).
+  static constexpr bool has_cost_estimate = detail::provider_has_cost_estimate<P>;
   /// True when the provider opted in to EP contexts (and, checked by `check_ep_context_provider`, has every member).
   static constexpr bool has_ep_context = ep_context_provider<P>;
   /// The layout the provider prefers for 4-D activations (ONNX Runtime's GetPreferredLayout): its
@@ -269,6 +278,8 @@ struct provider_archetype {
   void deallocate(void* p, std::size_t bytes) const;
   /// Optional: the layout wanted for 4-D activations (default NCHW).
   static constexpr data_layout preferred_layout = data_layout::nchw;
+  /// Optional: the estimated microseconds of one run of `nodes` on this provider (negative: unknown).
+  double estimate_cost(const graph& g, std::span<const node_id> nodes) const;
 
   /// EP context: the opt-in to `ep_context_provider`.
   using ep_context_concept = ep_context_tag;
@@ -294,6 +305,7 @@ struct provider_archetype {
   static constexpr bool verifies_context_tensors = true;
 };
 static_assert(check_provider<provider_archetype>() && provider_traits<provider_archetype>::has_allocator &&
-              provider_traits<provider_archetype>::has_why_not && provider_traits<provider_archetype>::has_op_query);
+              provider_traits<provider_archetype>::has_why_not && provider_traits<provider_archetype>::has_op_query &&
+              provider_traits<provider_archetype>::has_cost_estimate);
 
 }  // namespace epstack

@@ -29,10 +29,12 @@ static_assert(execution_provider<dnnl_provider>);
 static_assert(provider_traits<dnnl_provider>::has_why_not);
 static_assert(provider_traits<dnnl_provider>::short_name == "dnnl");
 
+// These tests check what the oneDNN provider does with what it claims: placement keeps the stack's order.
 session_options with_level(graph_optimization_level level, int threads = 2) {
   session_options so;
   so.set_graph_optimization_level(level);
   so.set_intra_op_threads(threads);
+  so.set_config(config_keys::placement, "priority");
   return so;
 }
 
@@ -361,4 +363,71 @@ TEST_CASE("the session's intra-op thread count is the OpenMP thread count oneDNN
     REQUIRE(out.has_value());
     CHECK(omp_get_max_threads() == threads);  // set on the calling thread for the run's oneDNN calls
   }
+}
+
+TEST_CASE("placement by cost: batch-1 products over weights beyond the last-level cache go to the CPU provider") {
+  // 3 x 2048 x 2048 floats: 48 MiB of weights, more than this machine's last-level cache.
+  const auto m = zoo::make_mlp({2048, 2048, 2048, 2048}, dimension(1));
+  REQUIRE(3 * 2048.0 * 2048.0 * 4 > last_level_cache_bytes());
+  const auto input = zoo::random_tensor({1, 2048}, 7, 1.0f);
+  session_options so;
+  so.set_intra_op_threads(2);
+  auto by_cost = dnnl_session::create(m, so);  // estimate is the default
+  REQUIRE_MESSAGE(by_cost.has_value(), by_cost.status().to_string());
+  CHECK(dnnl_partitions(*by_cost).empty());
+  const auto& choices = by_cost->plan().main.choices;
+  REQUIRE(choices.size() == 1);
+  CHECK(choices[0].basis == "estimate");
+  CHECK(by_cost->plan().providers[choices[0].chosen] == cpu_provider::type_key);
+  REQUIRE(choices[0].costs.size() == 2);
+  CHECK(choices[0].costs[1].second < choices[0].costs[0].second);
+  CHECK(by_cost->plan().to_table().find("placement of") != std::string::npos);
+
+  so.set_config(config_keys::placement, "priority");
+  auto by_order = dnnl_session::create(m, so);
+  REQUIRE(by_order.has_value());
+  CHECK(dnnl_partitions(*by_order).size() == 1);
+  CHECK(by_order->plan().main.choices.empty());
+  // Either way the same numbers.
+  auto a = by_cost->run({{"input", input}});
+  auto b = by_order->run({{"input", input}});
+  REQUIRE((a && b));
+  EPSTACK_CHECK_CLOSE((*a)[0], (*b)[0], 1e-4, 1e-4);
+
+  // Measured: both candidates are compiled and timed on the real shapes; the plan says "measure".
+  so.set_config(config_keys::placement, "measure");
+  auto measured = dnnl_session::create(m, so);
+  REQUIRE_MESSAGE(measured.has_value(), measured.status().to_string());
+  REQUIRE(measured->plan().main.choices.size() == 1);
+  CHECK(measured->plan().main.choices[0].basis == "measure");
+  for (const auto& [p, us] : measured->plan().main.choices[0].costs) CHECK(us > 0);
+  auto c = measured->run({{"input", input}});
+  REQUIRE(c.has_value());
+  EPSTACK_CHECK_CLOSE((*c)[0], (*b)[0], 1e-4, 1e-4);
+  // A budget of 0 ms measures nothing: the estimates decide.
+  so.set_config(config_keys::placement_budget_ms, "0");
+  auto unmeasured = dnnl_session::create(m, so);
+  REQUIRE(unmeasured.has_value());
+  CHECK(unmeasured->plan().main.choices.at(0).basis == "estimate");
+}
+
+TEST_CASE("placement by cost: small static graphs and symbolic shapes") {
+  session_options so;
+  so.set_intra_op_threads(2);
+  // Symbolic batch: nothing to estimate, the stack's order stands.
+  auto symbolic = dnnl_session::create(zoo::make_mlp({64, 128, 10}), so);
+  REQUIRE(symbolic.has_value());
+  CHECK(dnnl_partitions(*symbolic).size() == 1);
+  CHECK(symbolic->plan().main.choices.empty());
+  // Wrong option values are invalid_argument naming the option.
+  so.set_config(config_keys::placement, "fastest");
+  auto bad = dnnl_session::create(zoo::make_mlp({64, 10}), so);
+  REQUIRE_FALSE(bad.has_value());
+  CHECK(bad.code() == errc::invalid_argument);
+  CHECK(bad.status().message().find("epstack.placement is 'fastest'") != std::string::npos);
+  so.set_config(config_keys::placement, "measure");
+  so.set_config(config_keys::placement_budget_ms, "soon");
+  auto bad_budget = dnnl_session::create(zoo::make_mlp({64, 10}), so);
+  REQUIRE_FALSE(bad_budget.has_value());
+  CHECK(bad_budget.status().message().find("epstack.placement_budget_ms is 'soon'") != std::string::npos);
 }

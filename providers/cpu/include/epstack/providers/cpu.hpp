@@ -12,6 +12,7 @@
 
 #include <epstack/detail/cat.hpp>
 #include <epstack/provider/contract.hpp>
+#include <epstack/provider/cost_model.hpp>
 
 #include <boost/mp11/list.hpp>
 
@@ -22,6 +23,25 @@
 namespace epstack {
 
 namespace ops = cpu::ops;
+
+namespace cpu {
+/// The CPU provider's speed for placement by cost, measured with `epstack perf` on single-operator models (2 threads,
+/// AVX-512; scripts/calibrate_placement.sh re-measures it): products at 1/4/16/64/256 rows, 1x1 and depthwise
+/// convolutions, streaming, and products streaming their weights from memory (mlp_b1's 96 MiB). Dense convolutions
+/// are priced from whole networks (a zoo convnet, 1.7x slower than oneDNN; ResNet-50 1.05x; MobileNetV2 1.26x), where
+/// the single 3x3 convolution that runs at 290 GFLOP/s alone (Winograd, in cache) is not representative.
+inline constexpr cost_profile default_cost_profile{
+    .matmul_gflops = {35, 120, 198, 204, 197},
+    .conv_gflops = 170,
+    .pointwise_gflops = 108,
+    .depthwise_gflops = 13,
+    .stream_gbps = 40,
+    .dram_gbps = 43,
+    .node_us = 0.5,
+    .kernel_us = 8,
+    .partition_us = 0,
+};
+}  // namespace cpu
 
 /// @brief The CPU provider over the kernels `K...` (a kernel earlier in the list wins when two run a node).
 template <class... K>
@@ -49,6 +69,11 @@ struct basic_cpu_provider {
     for (node_id n : v.nodes())
       if (has_kernel(v.graph(), n)) r.push_back(capability::single(n));
     return r;
+  }
+
+  /// Placement by cost: the estimated microseconds of running `nodes` (negative when a shape is unknown).
+  [[nodiscard]] double estimate_cost(const graph& g, std::span<const node_id> nodes) const {
+    return estimate_microseconds(cpu::default_cost_profile, g, nodes);
   }
 
   /// Compiles every partition (single nodes); kernels pack their constant weights here, on all the machine's cores.

@@ -14,7 +14,7 @@
 #include <epstack/core/errors.hpp>
 #include <epstack/ir/graph_view.hpp>
 #include <epstack/provider/contract.hpp>
-#include <epstack/provider/contract.hpp>
+#include <epstack/provider/cost_model.hpp>
 
 #include <array>
 #include <cstdint>
@@ -38,6 +38,20 @@ struct dnnl_options {
 namespace dnnl_ep {
 /// Groups of nodes the oneDNN provider runs, among those of the view (see dnnl_provider).
 [[nodiscard]] std::vector<capability> get_capability(const graph_view<graph>& v);
+/// The provider's speed for placement by cost, measured with `epstack perf` on single-operator models (2 threads,
+/// AVX-512; scripts/calibrate_placement.sh re-measures it), as the CPU provider's `cpu::default_cost_profile`;
+/// products streaming from memory: mlp_b1's 96 MiB of weights.
+inline constexpr cost_profile default_cost_profile{
+    .matmul_gflops = {64, 177, 102, 209, 206},
+    .conv_gflops = 220,
+    .pointwise_gflops = 154,
+    .depthwise_gflops = 45,
+    .stream_gbps = 50,
+    .dram_gbps = 32,
+    .node_us = 0.5,
+    .kernel_us = 2,
+    .partition_us = 5,
+};
 /// Why the oneDNN provider does not take node `n` (empty when it does, alone or in a group).
 [[nodiscard]] std::string why_not(const graph& g, node_id n);
 /// Compiles each partition into a sequence of oneDNN primitives.
@@ -81,6 +95,10 @@ struct dnnl_provider {
     return dnnl_ep::get_capability(v);
   }
   [[nodiscard]] std::string why_not(const graph& g, node_id n) const { return dnnl_ep::why_not(g, n); }
+  /// Placement by cost: the estimated microseconds of running `nodes` as one partition (negative: a shape unknown).
+  [[nodiscard]] double estimate_cost(const graph& g, std::span<const node_id> nodes) const {
+    return estimate_microseconds(dnnl_ep::default_cost_profile, g, nodes);
+  }
   [[nodiscard]] Result<std::vector<compute_function>> compile(std::span<const partition> parts) const {
     return dnnl_ep::compile(parts, options);
   }

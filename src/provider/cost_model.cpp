@@ -1,0 +1,164 @@
+// Work of a node and a provider's estimate of it (cost_model.hpp).
+#include <epstack/provider/cost_model.hpp>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <cmath>
+#include <optional>
+#include <vector>
+
+namespace epstack {
+namespace {
+
+std::optional<std::vector<std::int64_t>> static_sizes(const graph& g, value_id v) {
+  if (v == no_id) return std::nullopt;
+  const auto& t = g.value(v).type;
+  if (!t.is_tensor() || !t.dims) return std::nullopt;
+  return t.dims->sizes();
+}
+
+double count_of(const std::vector<std::int64_t>& sizes) {
+  double c = 1;
+  for (auto d : sizes) c *= static_cast<double>(d);
+  return c;
+}
+
+double bytes_of(const graph& g, value_id v, bool& known) {
+  if (v == no_id) return 0;
+  const auto& t = g.value(v).type;
+  if (!t.is_tensor()) return 0;  // sequences and maps: not estimated (they are small or rare on hot paths)
+  const auto s = static_sizes(g, v);
+  if (!s) {
+    known = false;
+    return 0;
+  }
+  const double bits = static_cast<double>(element_bits(t.elem));
+  return count_of(*s) * (bits > 0 ? bits : 32.0) / 8.0;
+}
+
+std::int64_t int_attr(const node& nd, std::string_view name, std::int64_t def) {
+  if (const auto* a = nd.attributes.find(name))
+    if (const auto* v = std::get_if<std::int64_t>(&a->value)) return *v;
+  return def;
+}
+
+bool is_product(std::string_view op) {
+  return op == "MatMul" || op == "Gemm" || op == "FusedMatMul" || op == "FusedGemm" || op == "MatMulInteger" ||
+         op == "QLinearMatMul";
+}
+bool is_convolution(std::string_view op) { return op == "Conv" || op == "FusedConv" || op == "ConvInteger"; }
+
+}  // namespace
+
+node_work work_of(const graph& g, node_id n) {
+  const auto& nd = g.node(n);
+  node_work w;
+  w.known = true;
+  for (value_id v : nd.inputs) w.bytes += bytes_of(g, v, w.known);
+  for (value_id v : nd.outputs) w.bytes += bytes_of(g, v, w.known);
+  if (!w.known) return w;
+  const std::string_view op = nd.op_type;
+  const bool standard = nd.domain.empty() || nd.domain == "ai.onnx" || nd.domain == "com.microsoft";
+  if (standard && is_product(op) && nd.inputs.size() >= 2 && !nd.outputs.empty()) {
+    const auto a = static_sizes(g, nd.inputs[0]);
+    const auto y = static_sizes(g, nd.outputs[0]);
+    if (!a || !y || a->empty() || y->empty()) return w;
+    const bool trans_a = op == "Gemm" || op == "FusedGemm" ? int_attr(nd, "transA", 0) != 0 : false;
+    const double k = static_cast<double>(trans_a ? a->front() : a->back());
+    const double out = count_of(*y);
+    w.kind = work_kind::matmul;
+    w.flops = 2.0 * out * k;
+    w.rows = y->size() >= 2 ? static_cast<std::int64_t>(out / static_cast<double>(y->back())) : 1;
+    return w;
+  }
+  if (standard && is_convolution(op) && nd.inputs.size() >= 2 && !nd.outputs.empty()) {
+    const auto x = static_sizes(g, nd.inputs[0]);
+    const auto k = static_sizes(g, nd.inputs[1]);
+    const auto y = static_sizes(g, nd.outputs[0]);
+    if (!x || !k || !y || k->size() < 3 || x->size() < 3) return w;
+    const std::int64_t group = int_attr(nd, "group", 1);
+    double kernel = 1;
+    for (std::size_t i = 2; i < k->size(); ++i) kernel *= static_cast<double>((*k)[i]);
+    const double per_output = static_cast<double>((*k)[1]) * kernel;  // input channels per group x kernel
+    w.flops = 2.0 * count_of(*y) * per_output;
+    if ((*k)[1] == 1 && group > 1) w.kind = work_kind::depthwise_conv;
+    else if (kernel == 1) w.kind = work_kind::pointwise_conv;
+    else w.kind = work_kind::conv;
+    return w;
+  }
+  return w;
+}
+
+double last_level_cache_bytes() noexcept {
+  // sysfs first (what lscpu reports): in a virtual machine sysconf may give the host socket's whole cache.
+  static const double bytes = [] {
+    double best = 0;
+    for (int i = 0; i < 8; ++i) {
+      const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
+      std::ifstream level(dir + "level"), size(dir + "size");
+      int l = 0;
+      std::string text;
+      if (!(level >> l) || !(size >> text) || text.empty()) continue;
+      double v = std::strtod(text.c_str(), nullptr);
+      if (text.back() == 'K') v *= 1024;
+      else if (text.back() == 'M') v *= 1024 * 1024;
+      if (l >= 2 && v > best) best = v;
+    }
+    if (best > 0) return best;
+#ifdef _SC_LEVEL3_CACHE_SIZE
+    const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    if (l3 > 0) return static_cast<double>(l3);
+#endif
+    return 16.0 * 1024 * 1024;
+  }();
+  return bytes;
+}
+
+double estimate_microseconds(const cost_profile& profile, const graph& g, std::span<const node_id> nodes) {
+  static constexpr double rows_at[] = {1, 4, 16, 64, 256};
+  const auto matmul_rate = [&](std::int64_t rows) {
+    const double r = std::clamp(static_cast<double>(std::max<std::int64_t>(rows, 1)), 1.0, 256.0);
+    std::size_t i = 0;
+    while (i + 2 < std::size(rows_at) && r > rows_at[i + 1]) ++i;
+    const double t = (std::log(r) - std::log(rows_at[i])) / (std::log(rows_at[i + 1]) - std::log(rows_at[i]));
+    return profile.matmul_gflops[i] + std::clamp(t, 0.0, 1.0) * (profile.matmul_gflops[i + 1] - profile.matmul_gflops[i]);
+  };
+  // Weights stay in the last-level cache from one run to the next only when all of the graph's fit: otherwise every
+  // run streams them from memory, whichever provider runs which part.
+  double weights = 0;
+  for (value_id v = 0; v < g.value_count(); ++v)
+    if (const auto& rec = g.value(v); rec.initializer) weights += static_cast<double>(rec.initializer->byte_size());
+  const bool weights_stream = weights > last_level_cache_bytes();
+  double us = nodes.empty() ? 0 : profile.partition_us;
+  for (node_id n : nodes) {
+    const auto w = work_of(g, n);
+    if (!w.known) return -1;
+    double gflops = 0;
+    switch (w.kind) {
+      case work_kind::matmul: gflops = matmul_rate(w.rows); break;
+      case work_kind::conv: gflops = profile.conv_gflops; break;
+      case work_kind::pointwise_conv: gflops = profile.pointwise_gflops; break;
+      case work_kind::depthwise_conv: gflops = profile.depthwise_gflops; break;
+      case work_kind::streaming: break;
+    }
+    // GFLOP/s is flops per nanosecond (GB/s bytes per nanosecond): x 1e-3 for microseconds. Products and
+    // convolutions were measured with operands in cache; beyond the last-level cache they stream from memory.
+    const double compute_us = gflops > 0 ? w.flops / gflops * 1e-3 : 0;
+    double memory_us = 0;
+    if (w.kind == work_kind::streaming) memory_us = profile.stream_gbps > 0 ? w.bytes / profile.stream_gbps * 1e-3 : 0;
+    else if (weights_stream && profile.dram_gbps > 0) {
+      double constant = 0;
+      for (value_id v : g.node(n).inputs)
+        if (v != no_id && g.value(v).initializer) constant += static_cast<double>(g.value(v).initializer->byte_size());
+      memory_us = constant / profile.dram_gbps * 1e-3;
+    }
+    us += profile.node_us + (w.kind == work_kind::streaming ? 0.0 : profile.kernel_us) + std::max(compute_us, memory_us);
+  }
+  return us;
+}
+
+}  // namespace epstack
