@@ -185,17 +185,21 @@ bool left_for_cheaper(graph_plan& gp, std::size_t p, const capability& cap, cons
   const auto& g = *gp.g;
   const auto& opt = *st.options;
   if (opt.placement == placement_policy::priority || p + 1 >= st.providers.size()) return false;
+  // Only providers that can be priced take part: those with an estimate, or any under a timer.
+  const bool timed = opt.placement == placement_policy::measure && static_cast<bool>(opt.measure);
+  const auto priced = [&](std::size_t q) { return timed || static_cast<bool>(st.providers[q].estimate_cost); };
+  if (!priced(p)) return false;
   graph_plan::placement_choice choice;
   choice.group = cap.meta ? cap.meta->name : g.describe(cap.nodes.front());
   choice.nodes = cap.nodes;
   const double mine = cost_of(gp, p, {cap}, st, choice.basis);
-  if (mine < 0) return false;  // nothing to compare: the stack's order stands
   choice.costs.emplace_back(p, mine);
   std::vector<bool> mask(g.node_count());
   for (node_id n : cap.nodes) mask[n] = true;
   double best = mine;
   std::size_t best_p = p;
   for (std::size_t q = p + 1; q < st.providers.size(); ++q) {
+    if (!priced(q)) continue;
     graph_view<graph> only(g, mask);
     auto theirs = st.providers[q].get_capability(only);
     std::vector<bool> covered(g.node_count());
@@ -215,6 +219,14 @@ bool left_for_cheaper(graph_plan& gp, std::size_t p, const capability& cap, cons
     }
   }
   if (choice.costs.size() < 2) return false;  // no other provider runs all of it: not contested
+  if (mine < 0) {
+    // Nothing to compare against (a shape the estimate needs is unknown): the stack's order stands, and the plan says
+    // why, so that a user can fix the dims (free dimension overrides) or measure instead.
+    choice.basis = "estimate, unknown shapes: the stack's order";
+    choice.chosen = p;
+    gp.choices.push_back(std::move(choice));
+    return false;
+  }
   choice.chosen = best_p;
   gp.choices.push_back(std::move(choice));
   return best_p != p;

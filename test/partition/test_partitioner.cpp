@@ -407,11 +407,15 @@ TEST_CASE("placement by estimate: a group goes to a later provider that runs it 
     CHECK(plan->main.nodes[1].provider == 0);
     CHECK(plan->main.choices.empty());
   }
-  SUBCASE("an unknown estimate keeps the stack's order") {
+  SUBCASE("an unknown estimate keeps the stack's order, and the plan says why") {
     auto plan = partition_with(g, std::tuple{group_of_b_and_c(-1), cpu});
     REQUIRE(plan.has_value());
     CHECK(plan->main.nodes[1].provider == 0);
-    CHECK(plan->main.choices.empty());
+    REQUIRE(plan->main.choices.size() == 1);
+    CHECK(plan->main.choices[0].chosen == 0);
+    CHECK(plan->main.choices[0].costs.at(0).second < 0);
+    CHECK(plan->to_table().find("by estimate, unknown shapes: the stack's order): AExecutionProvider ? "
+                                "CPUExecutionProvider 20.0 us -> AExecutionProvider") != std::string::npos);
   }
   SUBCASE("a later provider that cannot run every node of the group is no alternative") {
     costed_cpu partial;

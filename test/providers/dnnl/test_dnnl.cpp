@@ -414,11 +414,20 @@ TEST_CASE("placement by cost: batch-1 products over weights beyond the last-leve
 TEST_CASE("placement by cost: small static graphs and symbolic shapes") {
   session_options so;
   so.set_intra_op_threads(2);
-  // Symbolic batch: nothing to estimate, the stack's order stands.
+  // Symbolic batch: nothing to estimate, the stack's order stands and the plan says so.
   auto symbolic = dnnl_session::create(zoo::make_mlp({64, 128, 10}), so);
   REQUIRE(symbolic.has_value());
   CHECK(dnnl_partitions(*symbolic).size() == 1);
-  CHECK(symbolic->plan().main.choices.empty());
+  REQUIRE(symbolic->plan().main.choices.size() == 1);
+  CHECK(symbolic->plan().main.choices[0].basis.find("unknown shapes") != std::string::npos);
+  // With the batch fixed (a free dimension override) the estimates decide.
+  session_options fixed = so;
+  fixed.add_free_dimension_override("batch", 4);
+  auto estimated = dnnl_session::create(zoo::make_mlp({64, 128, 10}), fixed);
+  REQUIRE(estimated.has_value());
+  REQUIRE(estimated->plan().main.choices.size() == 1);
+  CHECK(estimated->plan().main.choices[0].basis == "estimate");
+  for (const auto& [p, us] : estimated->plan().main.choices[0].costs) CHECK(us > 0);
   // Wrong option values are invalid_argument naming the option.
   so.set_config(config_keys::placement, "fastest");
   auto bad = dnnl_session::create(zoo::make_mlp({64, 10}), so);
