@@ -586,6 +586,11 @@ Status generate(const model& m, const partition_plan& plan, const function_of& f
     for (value_id v : ids) r.push_back(v == no_id ? std::string() : g.value(v).name);
     return r;
   };
+  // Nodes that placement by cost moved from the first provider that claimed them: their provider is recorded.
+  std::vector<std::string> placed(g.node_count());
+  for (const auto& c : gp.choices)
+    if (c.chosen != no_index && !c.costs.empty() && c.chosen != c.costs.front().first)
+      for (node_id n : c.nodes) placed[n] = plan.providers[c.chosen];
   for (std::size_t k : gp.execution_order) {
     const auto& part = gp.partitions[k];
     if (auto it = node_attrs.find(k); it != node_attrs.end()) {
@@ -603,6 +608,10 @@ Status generate(const model& m, const partition_plan& plan, const function_of& f
       for (value_id v : nd.implicit_inputs) use_initializer(v);
       node copy = nd;
       copy.implicit_inputs.clear();
+      if (!placed[n].empty() && gp.nodes[n].provider != no_index && plan.providers[gp.nodes[n].provider] == placed[n]) {
+        std::erase_if(copy.metadata, [](const auto& kv) { return kv.first == placement_metadata_key; });
+        copy.metadata.emplace_back(std::string(placement_metadata_key), placed[n]);
+      }
       cg.add_node(std::move(copy), names_of(nd.inputs), names_of(nd.outputs));
     }
   }

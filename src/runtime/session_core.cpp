@@ -3,6 +3,7 @@
 // runs the result is executor.cpp.
 #include "session_impl.hpp"
 
+#include <epstack/ep_context/attributes.hpp>
 #include <epstack/ep_context/contexts.hpp>
 #include <epstack/ir/graph_algorithms.hpp>
 #include <epstack/ir/graph_view.hpp>
@@ -191,6 +192,25 @@ Result<std::shared_ptr<const session_core>> session_core::build(model m, std::ve
       return caps;
     };
   }
+
+  // Placement recorded in a context model (node metadata epstack.placement): only the named provider sees the node.
+  bool recorded = false;
+  for (node_id n = 0; n < d.m.graph.node_count() && !recorded; ++n)
+    for (const auto& kv : d.m.graph.node(n).metadata) recorded = recorded || kv.first == placement_metadata_key;
+  if (recorded)
+    for (auto& p : providers)
+      p.get_capability = [key = std::string(p.type_key), inner = std::move(p.get_capability)](const graph_view<graph>& v) {
+        std::vector<bool> keep(v.graph().node_count());
+        bool hidden = false;
+        for (node_id n : v.nodes()) {
+          bool mine = true;
+          for (const auto& kv : v.graph().node(n).metadata)
+            if (kv.first == placement_metadata_key) mine = kv.second == key;
+          keep[n] = mine;
+          hidden = hidden || !mine;
+        }
+        return hidden ? inner(graph_view<graph>(v.graph(), std::move(keep))) : inner(v);
+      };
 
   // Function operators no provider takes run as their bodies (ONNX Runtime expands them and partitions again).
   const claim_query claimed = [&providers](const graph& g) {

@@ -82,6 +82,8 @@ void check_model(const std::string& name) {
   const fs::path dir = fs::path(dumps) / name;
   session_options so;
   so.set_intra_op_threads(2);
+  // Each stack's first provider is checked on everything it claims: placement keeps the stack's order.
+  so.set_config(config_keys::placement, "priority");
   auto s = Session::create(fs::path(models) / (name + ".onnx"), so);
   REQUIRE_MESSAGE(s.has_value(), s.status().to_string());
   std::string stack;

@@ -15,6 +15,10 @@ namespace epstack {
 /// The EPContext op's domain and type.
 inline constexpr std::string_view ep_context_domain = "com.microsoft";
 inline constexpr std::string_view ep_context_op_type = "EPContext";
+/// epstack's node metadata_props key in a context model: on a plain node that placement by cost gave to another
+/// provider than the first that claimed it, that provider's type key. Loading gives the node to it alone, so the
+/// choice is replayed without estimating or measuring again.
+inline constexpr std::string_view placement_metadata_key = "epstack.placement";
 
 /// @brief The attributes of one EPContext node, with the op schema's defaults.
 struct ep_context_attributes {

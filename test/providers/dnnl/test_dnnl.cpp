@@ -7,6 +7,10 @@
 
 #include "../../support/compare.hpp"
 #include "../../support/graphs.hpp"
+#include "../../support/temp_dir.hpp"
+
+#include <epstack/ep_context/attributes.hpp>
+#include <epstack/onnx/onnx_io.hpp>
 
 #include <doctest/doctest.h>
 
@@ -439,4 +443,61 @@ TEST_CASE("placement by cost: small static graphs and symbolic shapes") {
   auto bad_budget = dnnl_session::create(zoo::make_mlp({64, 10}), so);
   REQUIRE_FALSE(bad_budget.has_value());
   CHECK(bad_budget.status().message().find("epstack.placement_budget_ms is 'soon'") != std::string::npos);
+}
+
+TEST_CASE("placement by cost is recorded in an EP context model and replayed when it loads") {
+  // Two independent chains: batch-1 products over 48 MiB of weights (the CPU provider is cheaper: moved there) and
+  // 64-row products over small ones (oneDNN, first in the stack, keeps them: compiled into the context).
+  model m;
+  m.opsets = {{"", 13}};
+  auto& g = m.graph;
+  g.set_name("two_chains");
+  g.add_input("x", f32(shape{1, 2048}));
+  g.add_input("z", f32(shape{64, 256}));
+  for (int i = 0; i < 3; ++i) g.add_initializer("W" + std::to_string(i), zoo::random_tensor({2048, 2048}, 10 + i, 0.02f));
+  g.add_initializer("V", zoo::random_tensor({256, 256}, 20, 0.05f));
+  g.add_node(op("big0", "MatMul"), {"x", "W0"}, {"b0"});
+  g.add_node(op("big1", "MatMul"), {"b0", "W1"}, {"b1"});
+  g.add_node(op("big2", "MatMul"), {"b1", "W2"}, {"y"});
+  g.add_node(op("small", "MatMul"), {"z", "V"}, {"s"});
+  g.add_node(op("small_relu", "Relu"), {"s"}, {"w"});
+  g.add_output("y", f32(shape{1, 2048}));
+  g.add_output("w", f32(shape{64, 256}));
+  test::temp_dir dir;
+  REQUIRE(save_model(m, dir.path() / "two.onnx").is_ok());
+  session_options gen;
+  gen.set_intra_op_threads(2);
+  gen.set_config(config_keys::ep_context_enable, "1");
+  auto s = dnnl_session::create(dir.path() / "two.onnx", gen);
+  REQUIRE_MESSAGE(s.has_value(), s.status().to_string());
+  CHECK(provider_of(*s, "big1") == "CPUExecutionProvider");
+  CHECK(provider_of(*s, "small") == "DnnlExecutionProvider");
+  auto ctx_model = load_model(dir.path() / "two_ctx.onnx");
+  REQUIRE_MESSAGE(ctx_model.has_value(), ctx_model.status().to_string());
+  std::size_t marked = 0;
+  for (node_id n = 0; n < ctx_model->graph.node_count(); ++n)
+    for (const auto& [k, v] : ctx_model->graph.node(n).metadata)
+      if (k == placement_metadata_key) {
+        CHECK(v == cpu_provider::type_key);
+        CHECK(ctx_model->graph.node(n).name.rfind("big", 0) == 0);
+        ++marked;
+      }
+  CHECK(marked == 3);
+  // Loaded even with ONNX Runtime's priority order, the recorded choice stands: oneDNN is not offered those nodes,
+  // and it restores its own partition from the context.
+  session_options load;
+  load.set_intra_op_threads(2);
+  load.set_config(config_keys::placement, "priority");
+  auto back = dnnl_session::create(dir.path() / "two_ctx.onnx", load);
+  REQUIRE_MESSAGE(back.has_value(), back.status().to_string());
+  CHECK(provider_of(*back, "big1") == "CPUExecutionProvider");
+  CHECK(back->ep_context().nodes_loaded == 1);
+  auto direct = dnnl_session::create(dir.path() / "two.onnx", load);
+  REQUIRE(direct.has_value());
+  CHECK(provider_of(*direct, "big1") == "DnnlExecutionProvider");
+  const std::vector<named_tensor> feeds{{"x", zoo::random_tensor({1, 2048}, 9, 1.0f)}, {"z", zoo::random_tensor({64, 256}, 8, 1.0f)}};
+  auto a = back->run(feeds);
+  auto b = direct->run(feeds);
+  REQUIRE((a && b));
+  for (std::size_t k = 0; k < 2; ++k) EPSTACK_CHECK_CLOSE((*a)[k], (*b)[k], 1e-4, 1e-4);
 }
