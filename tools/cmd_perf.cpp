@@ -318,6 +318,7 @@ int perf_with(const args& a, const perf_options& po) {
   j.key("bytes").value(static_cast<long long>(read_bytes)).key("files").value(static_cast<long long>(files.size()));
   j.end_object();
   j.key("run_ms").begin_object().key("median").value(median(times)).key("p90").value(percentile(times, 90));
+  j.key("p99").value(percentile(times, 99));
   j.key("min").value(*std::min_element(times.begin(), times.end()));
   j.key("mean").value(std::accumulate(times.begin(), times.end(), 0.0) / static_cast<double>(times.size()));
   j.key("max").value(*std::max_element(times.begin(), times.end())).end_object();

@@ -224,7 +224,7 @@ TEST_CASE("epstack perf prints one JSON line in the peer protocol and dumps inpu
   REQUIRE_MESSAGE(r.code == 0, r.out);
   const auto line = r.out.substr(r.out.find("{\"engine\""));
   for (const char* key : {"\"engine\":\"epstack\"", "\"model\":\"mlp_small\"", "\"threads\":1", "\"create_ms\":{\"median\":",
-                          "\"run_ms\":{\"median\":", "\"p90\":", "\"peak_rss_mb\":", "\"first_run_ms\":", "\"arena_mb\":", "\"iters\":5", "\"dims\":{\"batch\":3}"})
+                          "\"run_ms\":{\"median\":", "\"p90\":", "\"p99\":", "\"peak_rss_mb\":", "\"first_run_ms\":", "\"arena_mb\":", "\"iters\":5", "\"dims\":{\"batch\":3}"})
     CHECK_MESSAGE(line.find(key) != std::string::npos, key);
   // The read floor: the model file's bytes, read in the same run.
   CHECK(line.find("\"read_ms\":{\"median\":") != std::string::npos);
