@@ -128,11 +128,18 @@ double estimate_microseconds(const cost_profile& profile, const graph& g, std::s
     return profile.matmul_gflops[i] + std::clamp(t, 0.0, 1.0) * (profile.matmul_gflops[i + 1] - profile.matmul_gflops[i]);
   };
   // Weights stay in the last-level cache from one run to the next only when all of the graph's fit: otherwise every
-  // run streams them from memory, whichever provider runs which part.
-  double weights = 0;
-  for (value_id v = 0; v < g.value_count(); ++v)
-    if (const auto& rec = g.value(v); rec.initializer) weights += static_cast<double>(rec.initializer->byte_size());
-  const bool weights_stream = weights > last_level_cache_bytes();
+  // run streams them from memory, whichever provider runs which part. Summed once, when a product or convolution
+  // is priced (the partitioner asks the CPU provider node by node).
+  std::optional<bool> streams;
+  const auto weights_stream = [&] {
+    if (!streams) {
+      double weights = 0;
+      for (value_id v = 0; v < g.value_count(); ++v)
+        if (const auto& rec = g.value(v); rec.initializer) weights += static_cast<double>(rec.initializer->byte_size());
+      streams = weights > last_level_cache_bytes();
+    }
+    return *streams;
+  };
   double us = nodes.empty() ? 0 : profile.partition_us;
   for (node_id n : nodes) {
     const auto w = work_of(g, n);
@@ -150,7 +157,7 @@ double estimate_microseconds(const cost_profile& profile, const graph& g, std::s
     const double compute_us = gflops > 0 ? w.flops / gflops * 1e-3 : 0;
     double memory_us = 0;
     if (w.kind == work_kind::streaming) memory_us = profile.stream_gbps > 0 ? w.bytes / profile.stream_gbps * 1e-3 : 0;
-    else if (weights_stream && profile.dram_gbps > 0) {
+    else if (profile.dram_gbps > 0 && weights_stream()) {
       double constant = 0;
       for (value_id v : g.node(n).inputs)
         if (v != no_id && g.value(v).initializer) constant += static_cast<double>(g.value(v).initializer->byte_size());

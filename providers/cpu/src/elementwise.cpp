@@ -340,9 +340,9 @@ Result<compute_function> compile_pow(const graph& g, node_id n) {
   return r;
 }
 
-// Max, Min, Sum, Mean: variadic with broadcasting, folded pairwise into the output.
-template <class T, class Fn>
-Status nary_apply(compute_context& ctx, Fn fn, bool mean) {
+// Max, Min, Sum, Mean: every input of element type T, broadcast together; the output's shape.
+template <class T>
+Result<tensor_sizes> nary_shape(const compute_context& ctx) {
   const std::size_t k = ctx.input_count();
   if (k == 0) return Status(errc::invalid_argument, "needs at least one input");
   std::vector<std::span<const std::int64_t>> shapes;
@@ -350,7 +350,14 @@ Status nary_apply(compute_context& ctx, Fn fn, bool mean) {
     if (ctx.input(i).type() != element_type_of_v<T>) return Status(errc::invalid_argument, "inputs differ in element type");
     shapes.push_back(ctx.input(i).sizes());
   }
-  EPSTACK_ASSIGN_OR_RETURN(auto shape, broadcast_shape(shapes));
+  return broadcast_shape(shapes);
+}
+
+// Max, Min, Sum, Mean: variadic with broadcasting, folded pairwise into the output.
+template <class T, class Fn>
+Status nary_apply(compute_context& ctx, Fn fn, bool mean) {
+  const std::size_t k = ctx.input_count();
+  EPSTACK_ASSIGN_OR_RETURN(auto shape, nary_shape<T>(ctx));
   tensor& y = ctx.allocate_output(0, element_type_of_v<T>, shape);
   T* py = y.typed<T>();
   const std::size_t n = y.element_count();
@@ -381,13 +388,7 @@ Status nary_apply(compute_context& ctx, Fn fn, bool mean) {
 template <class H, class Fn>
 Status nary_apply_half(compute_context& ctx, Fn fn, bool mean) {
   const std::size_t k = ctx.input_count();
-  if (k == 0) return Status(errc::invalid_argument, "needs at least one input");
-  std::vector<std::span<const std::int64_t>> shapes;
-  for (std::size_t i = 0; i < k; ++i) {
-    if (ctx.input(i).type() != element_type_of_v<H>) return Status(errc::invalid_argument, "inputs differ in element type");
-    shapes.push_back(ctx.input(i).sizes());
-  }
-  EPSTACK_ASSIGN_OR_RETURN(auto shape, broadcast_shape(shapes));
+  EPSTACK_ASSIGN_OR_RETURN(auto shape, nary_shape<H>(ctx));
   tensor& y = ctx.allocate_output(0, element_type_of_v<H>, shape);
   const std::size_t n = y.element_count();
   if (n == 0) return {};

@@ -88,4 +88,36 @@ void table_gather(const compute_context& ctx, const T* src, std::span<const std:
   else parallel_items(ctx, static_cast<std::size_t>(rows), static_cast<std::size_t>(L), body);
 }
 
+/// CumSum and CumProd: y along axis `ax` of `x` (sizes `dims`) is the running `op` of x from the start (or, with
+/// `reverse`, the end), each element included, or with `exclusive` the one before it (`identity` first). Items are
+/// (outer index, block of the inner dims); each runs down the axis with the inner block as a vector.
+template <class T, class Op>
+void scan_axis(const compute_context& ctx, const T* px, T* py, std::span<const std::int64_t> dims, std::size_t ax,
+               bool exclusive, bool reverse, T identity, Op op) {
+  const std::int64_t outer = product(dims, 0, ax), n = dims[ax], inner = product(dims, ax + 1);
+  constexpr std::int64_t blk = 1024;
+  const std::int64_t nblk = (inner + blk - 1) / blk;
+  parallel_items(ctx, static_cast<std::size_t>(outer * nblk), static_cast<std::size_t>(n * std::min(inner, blk)),
+                 [&](std::size_t i0, std::size_t i1) {
+                   for (std::size_t item = i0; item < i1; ++item) {
+                     const std::int64_t o = static_cast<std::int64_t>(item) / nblk, b = static_cast<std::int64_t>(item) % nblk;
+                     const std::int64_t j0 = b * blk, j1 = std::min(inner, j0 + blk);
+                     const T* xs = px + o * n * inner;
+                     T* ys = py + o * n * inner;
+                     for (std::int64_t s = 0; s < n; ++s) {
+                       const std::int64_t i = reverse ? n - 1 - s : s, prev = reverse ? i + 1 : i - 1;
+                       T* yr = ys + i * inner;
+                       if (s == 0) {
+                         const T* xr = xs + i * inner;
+                         for (std::int64_t j = j0; j < j1; ++j) yr[j] = exclusive ? identity : xr[j];
+                       } else {
+                         const T* yp = ys + prev * inner;
+                         const T* xr = xs + (exclusive ? prev : i) * inner;
+                         for (std::int64_t j = j0; j < j1; ++j) yr[j] = op(yp[j], xr[j]);
+                       }
+                     }
+                   }
+                 });
+}
+
 }  // namespace epstack::cpu::impl

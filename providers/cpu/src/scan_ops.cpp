@@ -87,33 +87,8 @@ Status cum_sum_compute(compute_context& ctx, bool exclusive, bool reverse) {
   const auto dims = x.sizes();
   tensor& y = ctx.allocate_output(0, x.type(), dims);
   if (x.element_count() == 0) return {};
-  const std::int64_t outer = product(dims, 0, *ax), n = dims[*ax], inner = product(dims, *ax + 1);
-  const T* px = x.typed<T>();
-  T* py = y.typed<T>();
-  // Items: (outer index, block of the inner dims); each runs down the axis with the inner block as a vector.
-  constexpr std::int64_t blk = 1024;
-  const std::int64_t nblk = (inner + blk - 1) / blk;
-  parallel_items(ctx, static_cast<std::size_t>(outer * nblk), static_cast<std::size_t>(n * std::min(inner, blk)),
-                 [&](std::size_t i0, std::size_t i1) {
-                   for (std::size_t item = i0; item < i1; ++item) {
-                     const std::int64_t o = static_cast<std::int64_t>(item) / nblk, b = static_cast<std::int64_t>(item) % nblk;
-                     const std::int64_t j0 = b * blk, j1 = std::min(inner, j0 + blk);
-                     const T* xs = px + o * n * inner;
-                     T* ys = py + o * n * inner;
-                     for (std::int64_t s = 0; s < n; ++s) {
-                       const std::int64_t i = reverse ? n - 1 - s : s, prev = reverse ? i + 1 : i - 1;
-                       T* yr = ys + i * inner;
-                       if (s == 0) {
-                         const T* xr = xs + i * inner;
-                         for (std::int64_t j = j0; j < j1; ++j) yr[j] = exclusive ? T(0) : xr[j];
-                       } else {
-                         const T* yp = ys + prev * inner;
-                         const T* xr = xs + (exclusive ? prev : i) * inner;
-                         for (std::int64_t j = j0; j < j1; ++j) yr[j] = add_wrap(yp[j], xr[j]);
-                       }
-                     }
-                   }
-                 });
+  scan_axis<T>(ctx, x.typed<T>(), y.typed<T>(), dims, *ax, exclusive, reverse, T(0),
+               [](T a, T b) { return add_wrap(a, b); });
   return {};
 }
 
