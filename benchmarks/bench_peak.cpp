@@ -1,11 +1,16 @@
 // The machine's measured fp32 peak: independent fused multiply-adds on every lane of the widest vector the build
 // targets, on 1 and on N threads (default 2, the benchmark thread count). Counters report GFLOP/s (2 per FMA lane).
-// Used to say what fraction of the peak a model's run reaches (FLOPs / run time / peak).
+// Used to say what fraction of the peak a model's run reaches (FLOPs / run time / peak). And the machine's memory
+// bandwidth: a read stream over 512 MiB (far beyond the last-level cache), as a batch-1 product streams its weights;
+// the counter reports GB/s read, summed over threads.
 #include <benchmark/benchmark.h>
 
 #include <immintrin.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 namespace {
 
@@ -41,6 +46,52 @@ void BM_fp32_peak(benchmark::State& state) {
                                                 benchmark::Counter::kIsRate);  // summed over threads
 }
 BENCHMARK(BM_fp32_peak)->Threads(1)->Threads(2)->UseRealTime();
+
+// One buffer for every thread count, touched once so that its pages exist before timing.
+float* stream_buffer(std::size_t floats) {
+  static float* buf = [&] {
+    auto* p = static_cast<float*>(std::aligned_alloc(64, floats * sizeof(float)));
+    std::memset(p, 1, floats * sizeof(float));
+    return p;
+  }();
+  return buf;
+}
+
+void BM_memory_read_bandwidth(benchmark::State& state) {
+  constexpr std::size_t floats = std::size_t{512} << 18;  // 512 MiB
+  const float* buf = stream_buffer(floats);
+  // Each thread reads its own contiguous share, four independent sums deep.
+  const std::size_t share = floats / static_cast<std::size_t>(state.threads());
+  const float* p = buf + share * static_cast<std::size_t>(state.thread_index());
+  for (auto _ : state) {
+#if defined(__AVX512F__)
+    __m512 a = _mm512_setzero_ps(), b = a, c = a, d = a;
+    for (std::size_t i = 0; i + 64 <= share; i += 64) {
+      a = _mm512_add_ps(a, _mm512_load_ps(p + i));
+      b = _mm512_add_ps(b, _mm512_load_ps(p + i + 16));
+      c = _mm512_add_ps(c, _mm512_load_ps(p + i + 32));
+      d = _mm512_add_ps(d, _mm512_load_ps(p + i + 48));
+    }
+    benchmark::DoNotOptimize(_mm512_add_ps(_mm512_add_ps(a, b), _mm512_add_ps(c, d)));
+#elif defined(__AVX__)
+    __m256 a = _mm256_setzero_ps(), b = a, c = a, d = a;
+    for (std::size_t i = 0; i + 32 <= share; i += 32) {
+      a = _mm256_add_ps(a, _mm256_load_ps(p + i));
+      b = _mm256_add_ps(b, _mm256_load_ps(p + i + 8));
+      c = _mm256_add_ps(c, _mm256_load_ps(p + i + 16));
+      d = _mm256_add_ps(d, _mm256_load_ps(p + i + 24));
+    }
+    benchmark::DoNotOptimize(_mm256_add_ps(_mm256_add_ps(a, b), _mm256_add_ps(c, d)));
+#else
+    float a = 0;
+    for (std::size_t i = 0; i < share; ++i) a += p[i];
+    benchmark::DoNotOptimize(a);
+#endif
+  }
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(share * sizeof(float)) * static_cast<double>(state.iterations()) / 1e9,
+                                              benchmark::Counter::kIsRate);  // summed over threads
+}
+BENCHMARK(BM_memory_read_bandwidth)->Threads(1)->Threads(2)->UseRealTime();
 
 }  // namespace
 

@@ -85,8 +85,8 @@ int run_with(const args& a, const std::string& model_path) {
   for (const auto& f : feeds) std::cout << "input " << summary(f.name, f.value) << "\n";
   for (std::size_t k = 0; k < out->size(); ++k) std::cout << "output " << summary(s->outputs()[k].name, (*out)[k]) << "\n";
   char buf[160];
-  std::snprintf(buf, sizeof buf, "create %.3f ms, run %.3f ms, %d intra-op threads\n", create_ms, run_ms,
-                s->intra_op_threads());
+  std::snprintf(buf, sizeof buf, "create %.3f ms, run %.3f ms, %d intra-op threads (%.*s)\n", create_ms, run_ms,
+                s->intra_op_threads(), static_cast<int>(s->intra_op_runtime().size()), s->intra_op_runtime().data());
   std::cout << buf;
   if (auto rep = a.get("--repeat")) {
     // Determinism: N - 1 more runs in a row, then 8 threads at once, each compared bit for bit with the first.

@@ -135,7 +135,25 @@ Result<std::shared_ptr<const session_core>> session_core::build(model m, std::ve
   auto core = std::shared_ptr<session_core>(new session_core());
   auto& d = *core->impl_;
   d.m = std::move(m);
-  d.pool = std::make_unique<thread_pool>(options.intra_op_threads());
+  // The intra-op loops run on the first provider's thread runtime that names one, unless the session asks for its
+  // own workers. Not under ThreadSanitizer: an uninstrumented runtime (libgomp) hides its synchronisation from it.
+  parallel_runtime runtime;
+  if (auto v = options.config(config_keys::intra_op_runtime); v && *v != "provider") {
+    if (*v != "own")
+      return Status(errc::invalid_argument, cat("session option ", config_keys::intra_op_runtime, " is '", *v,
+                                                "'; it takes provider or own"));
+  } else {
+    for (const auto& p : providers)
+      if (p.intra_op_runtime && !runtime) runtime = p.intra_op_runtime;
+  }
+#if defined(__SANITIZE_THREAD__)
+  runtime = {};
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+  runtime = {};
+#endif
+#endif
+  d.pool = std::make_unique<thread_pool>(options.intra_op_threads(), runtime);
   d.profiling = options.profiling();
 
   // Free dimension overrides: symbolic input dims fixed, and shapes inferred again with them.
@@ -361,6 +379,9 @@ const partition_plan& session_core::plan() const noexcept { return impl_->plan; 
 const model& session_core::get_model() const noexcept { return impl_->m; }
 const optimization_report& session_core::optimizations() const noexcept { return impl_->report; }
 int session_core::intra_op_threads() const noexcept { return impl_->pool->size(); }
+std::string_view session_core::intra_op_runtime() const noexcept {
+  return impl_->pool->runtime() ? std::string_view(impl_->pool->runtime().name) : std::string_view("epstack");
+}
 const ep_context_report& session_core::ep_context() const noexcept { return impl_->context; }
 
 Status session_core::validate_and_infer(model& m) {

@@ -83,6 +83,45 @@ TEST_CASE("the thread pool serves loops from several callers at once, every inde
     for (const auto& x : h) CHECK(x.load() == 20);
 }
 
+namespace {
+// A thread runtime of the test's own, as a provider's library would give one: `threads` threads run fn, the caller
+// among them; it counts its regions and the most threads it was asked for.
+std::atomic<int> fake_regions{0}, fake_widest{0};
+void fake_run(void (*fn)(void*), void* data, unsigned threads) {
+  fake_regions.fetch_add(1);
+  for (int w = fake_widest.load(); w < static_cast<int>(threads) && !fake_widest.compare_exchange_weak(w, static_cast<int>(threads));) {}
+  std::vector<std::thread> team;
+  for (unsigned t = 1; t < threads; ++t) team.emplace_back([&] { fn(data); });
+  fn(data);
+  for (auto& t : team) t.join();
+}
+}  // namespace
+
+TEST_CASE("a thread pool on another runtime runs every chunk there, every index exactly once, from several callers") {
+  thread_pool pool(3, parallel_runtime{&fake_run, "fake"});
+  REQUIRE(pool.runtime());
+  CHECK(std::string_view(pool.runtime().name) == "fake");
+  constexpr std::size_t n = 5000;
+  std::vector<std::vector<std::atomic<int>>> hits(3);
+  for (auto& h : hits) h = std::vector<std::atomic<int>>(n);
+  std::vector<std::thread> callers;
+  for (int c = 0; c < 3; ++c)
+    callers.emplace_back([&, c] {
+      for (int round = 0; round < 10; ++round)
+        pool.parallel_for(n, 16, [&](std::size_t b, std::size_t e) {
+          for (std::size_t i = b; i < e; ++i) hits[static_cast<std::size_t>(c)][i].fetch_add(1, std::memory_order_relaxed);
+        });
+    });
+  for (auto& t : callers) t.join();
+  for (const auto& h : hits)
+    for (const auto& x : h) CHECK(x.load() == 10);
+  CHECK(fake_regions.load() == 30);
+  CHECK(fake_widest.load() == 3);  // never more threads than the pool's size
+  // A loop of one chunk runs on the caller, without a region.
+  pool.parallel_for(10, 100, [](std::size_t, std::size_t) {});
+  CHECK(fake_regions.load() == 30);
+}
+
 TEST_CASE("a session destroyed while another is created and run on other threads leaves both correct") {
   const auto m = zoo::make_mlp({16, 32, 4});
   const auto x = zoo::random_tensor({2, 16}, 5, 1.0f);

@@ -43,6 +43,10 @@ inline constexpr std::string_view ep_context_embed_limit_bytes = "epstack.ep_con
 /// estimates beyond it).
 inline constexpr std::string_view placement = "epstack.placement";
 inline constexpr std::string_view placement_budget_ms = "epstack.placement_budget_ms";
+/// epstack's own: where the session's intra-op loops run. "provider" (the default): on the thread runtime of the first
+/// provider of the stack that names one (oneDNN's OpenMP), so that its threads and the session's never spin against
+/// each other between partitions; "own": on the session's own workers.
+inline constexpr std::string_view intra_op_runtime = "epstack.intra_op_runtime";
 inline constexpr std::string_view ep_context_refuse_existing_in = "epstack.ep_context_refuse_existing_in";
 }  // namespace config_keys
 

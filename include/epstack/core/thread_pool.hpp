@@ -3,6 +3,8 @@
 /// @brief The intra-op thread pool: `parallel_for` splits a range into chunks that the calling thread and the pool's
 /// workers take from a shared counter. Several threads may call `parallel_for` at once (concurrent `run`s on one
 /// session): each call is a job of its own, and the caller always works on its own job, so no call waits for another.
+/// A pool may instead run its loops on a thread runtime that a provider's library already runs on (`parallel_runtime`,
+/// e.g. oneDNN's OpenMP): one set of threads for the whole run, so the two sets never spin against each other.
 
 #include <algorithm>
 #include <atomic>
@@ -16,15 +18,27 @@
 
 namespace epstack {
 
+/// @brief Another library's thread runtime, for a pool to run its loops on: `run(fn, data, threads)` calls
+/// `fn(data)` on `threads` threads, the caller among them, and returns when every call has returned. Empty: the pool's
+/// own workers. A provider whose library keeps threads of its own declares one (the oneDNN provider: libgomp's
+/// `GOMP_parallel`), so that between its partitions and the CPU provider's nodes the same threads work and wait.
+struct parallel_runtime {
+  void (*run)(void (*fn)(void*), void* data, unsigned threads) = nullptr;
+  const char* name = "";
+  [[nodiscard]] explicit operator bool() const noexcept { return run != nullptr; }
+};
+
 /// @brief A fixed set of worker threads for data-parallel loops.
 class thread_pool {
  public:
   /// @param threads the threads a loop may use, the caller included (so `threads - 1` workers); 0 means the
   /// hardware's concurrency.
-  explicit thread_pool(int threads = 0) {
+  /// @param runtime when set, loops run on its threads and the pool starts no workers of its own.
+  explicit thread_pool(int threads = 0, parallel_runtime runtime = {}) : runtime_(runtime) {
     if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     size_ = threads;
-    for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { work(); });
+    if (!runtime_)
+      for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { work(); });
   }
   thread_pool(const thread_pool&) = delete;
   thread_pool& operator=(const thread_pool&) = delete;
@@ -40,6 +54,8 @@ class thread_pool {
 
   /// The number of threads a loop may use (the caller included).
   [[nodiscard]] int size() const noexcept { return size_; }
+  /// The runtime loops run on (empty: the pool's own workers).
+  [[nodiscard]] const parallel_runtime& runtime() const noexcept { return runtime_; }
 
   /// @brief Calls `f(begin, end)` on disjoint chunks covering [0, n), at least `grain` items each (except the last),
   /// on up to `size()` threads; returns when every chunk is done. `f` must not throw.
@@ -59,6 +75,12 @@ class thread_pool {
     j.chunks = chunks;
     j.ctx = const_cast<void*>(static_cast<const void*>(&f));
     j.call = [](void* ctx, std::size_t b, std::size_t e) { (*static_cast<std::remove_reference_t<F>*>(ctx))(b, e); };
+    if (runtime_) {
+      // The runtime's threads take chunks as the pool's workers would; it returns when they are all done.
+      runtime_.run([](void* p) { run_chunks(*static_cast<job*>(p)); }, &j,
+                   static_cast<unsigned>(std::min<std::size_t>(chunks, static_cast<std::size_t>(size_))));
+      return;
+    }
     bool wake = false;
     {
       std::lock_guard lock(mu_);
@@ -149,6 +171,7 @@ class thread_pool {
   }
 
   int size_ = 1;
+  parallel_runtime runtime_;
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::condition_variable cv_;

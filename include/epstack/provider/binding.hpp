@@ -57,6 +57,8 @@ struct provider_binding {
   std::shared_ptr<const ep_context_binding> context = {};
   /// Estimated microseconds of one run of the nodes (negative: unknown); empty when the provider does not estimate.
   std::function<double(const graph&, std::span<const node_id>)> estimate_cost = {};
+  /// The thread runtime the provider's library runs on (empty: none of its own).
+  parallel_runtime intra_op_runtime = {};
 };
 
 /// @brief The binding of provider `q` (which must outlive it).
@@ -78,6 +80,7 @@ template <class Q>
   b.preferred_layout = traits::preferred_layout;
   if constexpr (traits::has_cost_estimate)
     b.estimate_cost = [&q](const graph& g, std::span<const node_id> nodes) { return double(q.estimate_cost(g, nodes)); };
+  if constexpr (traits::has_intra_op_runtime) b.intra_op_runtime = Q::intra_op_runtime();
   if constexpr (traits::has_ep_context) {
     auto c = std::make_shared<ep_context_binding>();
     for (std::string_view k : Q::source_keys) c->source_keys.emplace_back(k);

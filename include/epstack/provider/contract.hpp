@@ -22,6 +22,8 @@
 /// - `double estimate_cost(const graph&, std::span<const node_id> nodes) const`: the provider's estimate, in
 ///   microseconds, of one run of `nodes` (a capability it returned, with the graph's inferred shapes); negative when it
 ///   cannot say (unknown shapes). With it, the partitioner places by cost where several providers could take a node.
+/// - `static parallel_runtime intra_op_runtime()`: the thread runtime the provider's library runs on (oneDNN's
+///   OpenMP); the session's intra-op loops then run on it too, one set of threads for the whole stack.
 ///
 /// EP context (the `ep_context_provider` concept, ep-context-design.md): opt in with
 /// `using ep_context_concept = epstack::ep_context_tag;` and provide every member below;
@@ -123,6 +125,11 @@ concept provider_has_op_query = requires(std::string_view d, std::string_view op
 template <class P>
 concept provider_has_cost_estimate = requires(const P& p, const graph& g, std::span<const node_id> nodes) {
   { p.estimate_cost(g, nodes) } -> std::convertible_to<double>;
+};
+
+template <class P>
+concept provider_has_intra_op_runtime = requires {
+  { P::intra_op_runtime() } -> std::same_as<parallel_runtime>;
 };
 
 template <class P>
@@ -237,6 +244,8 @@ struct provider_traits {
   static constexpr bool has_op_query = detail::provider_has_op_query<P>;
   /// True when the provider estimates the cost of running nodes (placement by cost).
   static constexpr bool has_cost_estimate = detail::provider_has_cost_estimate<P>;
+  /// True when the provider names the thread runtime its library runs on: the session's loops run on it as well.
+  static constexpr bool has_intra_op_runtime = detail::provider_has_intra_op_runtime<P>;
   /// True when the provider opted in to EP contexts (and, checked by `check_ep_context_provider`, has every member).
   static constexpr bool has_ep_context = ep_context_provider<P>;
   /// The layout the provider prefers for 4-D activations (ONNX Runtime's GetPreferredLayout): its
@@ -280,6 +289,9 @@ struct provider_archetype {
   static constexpr data_layout preferred_layout = data_layout::nchw;
   /// Optional: the estimated microseconds of one run of `nodes` on this provider (negative: unknown).
   double estimate_cost(const graph& g, std::span<const node_id> nodes) const;
+  /// Optional: the thread runtime the provider's library keeps threads on; the session runs its intra-op loops on it
+  /// so that one set of threads serves every provider of the stack (the first provider that names one decides).
+  static parallel_runtime intra_op_runtime();
 
   /// EP context: the opt-in to `ep_context_provider`.
   using ep_context_concept = ep_context_tag;
@@ -306,6 +318,7 @@ struct provider_archetype {
 };
 static_assert(check_provider<provider_archetype>() && provider_traits<provider_archetype>::has_allocator &&
               provider_traits<provider_archetype>::has_why_not && provider_traits<provider_archetype>::has_op_query &&
-              provider_traits<provider_archetype>::has_cost_estimate);
+              provider_traits<provider_archetype>::has_cost_estimate &&
+              provider_traits<provider_archetype>::has_intra_op_runtime);
 
 }  // namespace epstack

@@ -73,6 +73,8 @@ class session_core {
   [[nodiscard]] const optimization_report& optimizations() const noexcept;
   /// Threads a kernel may use.
   [[nodiscard]] int intra_op_threads() const noexcept;
+  /// Where the intra-op loops run ("epstack": the session's own workers, else a provider's runtime's name).
+  [[nodiscard]] std::string_view intra_op_runtime() const noexcept;
   /// What the session loaded from or wrote to EPContext models.
   [[nodiscard]] const ep_context_report& ep_context() const noexcept;
 

@@ -369,6 +369,40 @@ TEST_CASE("the session's intra-op thread count is the OpenMP thread count oneDNN
   }
 }
 
+TEST_CASE("a stack with oneDNN runs the CPU provider's loops on oneDNN's OpenMP threads, with the same answers") {
+  // The transformer leaves nodes to the CPU provider between oneDNN's partitions (Gather, Shape, Softmax, ...).
+  const auto m = zoo::make_transformer();
+  tensor feed(element_type::int64, {2, 16});
+  for (std::size_t k = 0; k < feed.element_count(); ++k) feed.typed<std::int64_t>()[k] = static_cast<std::int64_t>((k * 37) % 100);
+  for (int threads : {1, 2, 3}) {
+    auto shared = dnnl_session::create(m, with_level(graph_optimization_level::all, threads));
+    REQUIRE_MESSAGE(shared.has_value(), shared.status().to_string());
+    auto so = with_level(graph_optimization_level::all, threads);
+    so.set_config(config_keys::intra_op_runtime, "own");
+    auto own = dnnl_session::create(m, so);
+    REQUIRE_MESSAGE(own.has_value(), own.status().to_string());
+    CHECK(own->intra_op_runtime() == "epstack");
+    CHECK(shared->intra_op_runtime() == "OpenMP (libgomp)");
+    REQUIRE_FALSE(dnnl_partitions(*shared).empty());  // oneDNN runs part of the model, the CPU provider the rest
+    REQUIRE(dnnl_partitions(*shared).size() < shared->plan().main.partitions.size());
+    for (int round = 0; round < 3; ++round) {
+      auto a = shared->run({{"input_ids", feed}});
+      auto b = own->run({{"input_ids", feed}});
+      REQUIRE_MESSAGE(a.has_value(), a.status().to_string());
+      REQUIRE(b.has_value());
+      EPSTACK_CHECK_CLOSE((*a)[0], (*b)[0], 1e-5, 1e-5);
+    }
+  }
+  // A CPU stack has no runtime to share; an unknown value is refused by name.
+  CHECK(cpu_session::create(m, with_level(graph_optimization_level::all))->intra_op_runtime() == "epstack");
+  auto so = with_level(graph_optimization_level::all);
+  so.set_config(config_keys::intra_op_runtime, "openmp");
+  auto bad = dnnl_session::create(m, so);
+  REQUIRE_FALSE(bad.has_value());
+  CHECK(bad.status().code() == errc::invalid_argument);
+  CHECK(bad.status().message().find("epstack.intra_op_runtime is 'openmp'; it takes provider or own") != std::string::npos);
+}
+
 TEST_CASE("placement by cost: batch-1 products over weights beyond the last-level cache go to the CPU provider") {
   // 3 x 2048 x 2048 floats: 48 MiB of weights, more than this machine's last-level cache.
   const auto m = zoo::make_mlp({2048, 2048, 2048, 2048}, dimension(1));

@@ -52,6 +52,9 @@ inline constexpr cost_profile default_cost_profile{
     .kernel_us = 2,
     .partition_us = 5,
 };
+/// The OpenMP runtime oneDNN runs on (libgomp's parallel regions): a session with this provider runs its own loops
+/// there too, so that oneDNN's threads and the session's do not spin against each other between partitions.
+[[nodiscard]] parallel_runtime openmp_runtime() noexcept;
 /// Why the oneDNN provider does not take node `n` (empty when it does, alone or in a group).
 [[nodiscard]] std::string why_not(const graph& g, node_id n);
 /// Compiles each partition into a sequence of oneDNN primitives.
@@ -102,6 +105,8 @@ struct dnnl_provider {
   [[nodiscard]] Result<std::vector<compute_function>> compile(std::span<const partition> parts) const {
     return dnnl_ep::compile(parts, options);
   }
+  /// oneDNN's threads are OpenMP's: the session's intra-op loops run on the same ones.
+  [[nodiscard]] static parallel_runtime intra_op_runtime() noexcept { return dnnl_ep::openmp_runtime(); }
 
   // EP context (ep_context_provider): the oneDNN version and the CPU ISA oneDNN selected are recorded and checked.
   static constexpr std::array<std::string_view, 1> source_keys{type_key};
