@@ -14,20 +14,26 @@ using namespace opt;
 
 namespace {
 
+// `fold_only`: constant folding and the removals, no fusion (the graph stays plain ONNX, which inference knows).
 Status optimize_graph(graph& g, const optimizer_options& opt, std::int64_t onnx_opset, optimization_report& rep,
-                      thread_pool* pool) {
+                      thread_pool* pool, bool fold_only = false) {
   // Subgraphs first, each on its own.
   for (node_id n = 0; n < g.node_count(); ++n)
     for (auto& a : g.node(n).attributes) {
-      if (auto* sg = std::get_if<subgraph>(&a.value); sg && *sg) EPSTACK_RETURN_IF_ERROR(optimize_graph(**sg, opt, onnx_opset, rep, pool));
+      if (auto* sg = std::get_if<subgraph>(&a.value); sg && *sg)
+        EPSTACK_RETURN_IF_ERROR(optimize_graph(**sg, opt, onnx_opset, rep, pool, fold_only));
       if (auto* sgs = std::get_if<std::vector<subgraph>>(&a.value))
         for (auto& sg : *sgs)
-          if (sg) EPSTACK_RETURN_IF_ERROR(optimize_graph(*sg, opt, onnx_opset, rep, pool));
+          if (sg) EPSTACK_RETURN_IF_ERROR(optimize_graph(*sg, opt, onnx_opset, rep, pool, fold_only));
     }
   EPSTACK_ASSIGN_OR_RETURN(egraph e, to_egraph(g));
   EPSTACK_RETURN_IF_ERROR(constant_folding(e, opt, rep, pool));
   identity_elimination(e, rep);
   dead_node_elimination(e, rep);
+  if (fold_only) {
+    g = from_egraph(e);
+    return {};
+  }
   fuse_conv_bn(e, rep);
   if (opt.level >= graph_optimization_level::extended) {
     const auto can = [&](std::string_view domain, std::string_view op) { return !opt.can_run || opt.can_run(domain, op); };
@@ -51,6 +57,18 @@ bool uses_domain(const graph& g, std::string_view domain) {
         for (const auto& sg : *sgs)
           if (sg && uses_domain(*sg, domain)) return true;
     }
+  }
+  return false;
+}
+
+// True when some tensor of the main graph has an unknown rank or a dimension neither a number nor a name.
+bool has_unknown_shapes(const graph& g) {
+  for (value_id v = 0; v < g.value_count(); ++v) {
+    const auto& t = g.value(v).type;
+    if (t.kind != type_kind::tensor) continue;
+    if (!t.dims) return true;
+    for (const auto& d : t.dims->dims())
+      if (!d.is_known() && !d.is_symbolic()) return true;
   }
   return false;
 }
@@ -136,6 +154,19 @@ Result<optimization_report> optimize(model& m, const optimizer_options& options)
     return rep;
   }
   thread_pool pool(std::max(1, options.threads));
+  // Folding can turn what inference could not size into constants (exporters' Shape -> Gather -> Unsqueeze -> Slice
+  // chains on static inputs): then shapes are inferred again, and what became known is folded in turn, so that the
+  // partitioner prices nodes on their shapes and kernels plan for them. Before any fusion, while the graph is plain
+  // ONNX that inference knows; inference that fails keeps the types already known (the model was valid before).
+  if (has_unknown_shapes(m.graph)) {
+    std::size_t last_folded = 0;
+    for (int round = 0; round < 4; ++round) {
+      EPSTACK_RETURN_IF_ERROR(optimize_graph(m.graph, options, m.opset(""), rep, &pool, true).with_context("graph optimisation"));
+      const auto folded = rep.constant_folded + rep.shapes_folded;
+      if (folded == last_folded || !has_unknown_shapes(m.graph) || !infer_shapes(m)) break;
+      last_folded = folded;
+    }
+  }
   EPSTACK_RETURN_IF_ERROR(optimize_graph(m.graph, options, m.opset(""), rep, &pool).with_context("graph optimisation"));
   if (uses_domain(m.graph, contrib_domain) && m.opset(contrib_domain) < 0) m.opsets.push_back({std::string(contrib_domain), 1});
   rep.nodes_after = count_nodes(m.graph);

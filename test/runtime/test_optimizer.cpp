@@ -248,3 +248,62 @@ TEST_CASE("function operators no provider takes run as their function bodies (th
       CHECK((*r)[0].typed<float>()[ch * 3 + k] == doctest::Approx((c[ch * 3 + k] - mean) / std::sqrt(sq + 1e-9)).epsilon(1e-4));
   }
 }
+
+TEST_CASE("shapes inference could not size become known once folding makes their inputs constant") {
+  // As exporters write position ids: Slice(positions, 0, Unsqueeze(Gather(Shape(ids), 1))). onnx's inference does not
+  // read a computed Slice end, so everything after it is unsized at load; on a static input the chain folds, shapes are
+  // inferred again, and the rest folds or gets its shape (the partitioner prices nodes by it).
+  graph g("positions");
+  g.add_input("ids", type_info::tensor_of(element_type::int64, shape{1, 4}));
+  std::vector<std::int64_t> pos(16);
+  for (std::size_t i = 0; i < pos.size(); ++i) pos[i] = static_cast<std::int64_t>(i);
+  g.add_initializer("positions", tensor::from<std::int64_t>(std::vector<std::int64_t>{16}, std::span<const std::int64_t>(pos)));
+  g.add_initializer("one", tensor::from<std::int64_t>({}, {1}));
+  g.add_initializer("zero1", tensor::from<std::int64_t>({1}, {0}));
+  std::vector<float> emb(16 * 8), w(8 * 8);
+  for (std::size_t i = 0; i < emb.size(); ++i) emb[i] = static_cast<float>(i % 7) * 0.25f - 0.5f;
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i % 5) * 0.125f - 0.25f;
+  g.add_initializer("emb", tensor::from<float>(std::vector<std::int64_t>{16, 8}, std::span<const float>(emb)));
+  g.add_initializer("w", tensor::from<float>(std::vector<std::int64_t>{8, 8}, std::span<const float>(w)));
+  g.add_node(test::op("shape", "Shape"), {"ids"}, {"s"});
+  g.add_node(test::op("gather_len", "Gather"), {"s", "one"}, {"n"});
+  g.add_node(test::op("unsqueeze", "Unsqueeze"), {"n", "zero1"}, {"n1"});
+  g.add_node(test::op("slice", "Slice"), {"positions", "zero1", "n1", "zero1"}, {"p"});
+  g.add_node(test::op("embed", "Gather"), {"emb", "p"}, {"e"});
+  g.add_node(test::op("tok", "Gather"), {"emb", "ids"}, {"t"});
+  g.add_node(test::op("add", "Add"), {"t", "e"}, {"h"});
+  g.add_node(test::op("proj", "MatMul"), {"h", "w"}, {"y"});
+  g.add_output("y");
+  const auto m = wrap(std::move(g));
+  // At load, inference leaves the MatMul's input unsized.
+  auto loaded = m;
+  REQUIRE(infer_shapes(loaded));
+  const auto& lg = loaded.graph;
+  const auto& h_type = lg.value(lg.find_value("h")).type;
+  REQUIRE_FALSE((h_type.dims && h_type.dims->is_static()));
+
+  auto plain = make(m, graph_optimization_level::disable);
+  auto all = make(m, graph_optimization_level::all);
+  const auto& og = all.get_model().graph;
+  const auto ops = op_counts(og);
+  CHECK(ops.count("Shape") == 0);
+  CHECK(ops.count("Slice") == 0);
+  CHECK(ops.count("Unsqueeze") == 0);
+  CHECK(all.optimizations().constant_folded >= 4);  // Gather, Unsqueeze, Slice, the positions' Gather
+  for (const char* name : {"h", "t"}) {
+    INFO(name);
+    const auto v = og.find_value(name);
+    REQUIRE(v != no_id);
+    const auto& t = og.value(v).type;
+    REQUIRE(t.dims.has_value());
+    REQUIRE(t.dims->is_static());
+    const auto sizes = *t.dims->sizes();
+    CHECK(std::vector<std::int64_t>(sizes.begin(), sizes.end()) == std::vector<std::int64_t>{1, 4, 8});
+  }
+  const auto ids = tensor::from<std::int64_t>({1, 4}, {3, 0, 15, 7});
+  auto a = plain.run({{"ids", ids}});
+  auto b = all.run({{"ids", ids}});
+  REQUIRE(a.has_value());
+  REQUIRE(b.has_value());
+  check_same(*a, *b, 1e-6);
+}
