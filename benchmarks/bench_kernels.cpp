@@ -150,6 +150,8 @@ void BM_matmul(benchmark::State& state) {
   b->run(state);
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(m * n * k), benchmark::Counter::kIsIterationInvariantRate,
                                                  benchmark::Counter::kIs1000);
+  // The weights' bytes read per second: what bounds a batch-1 product (compare bench_peak's memory bandwidth).
+  state.counters["weight GB/s"] = benchmark::Counter(4.0 * static_cast<double>(n * k) / 1e9, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_matmul)
     ->ArgNames({"m", "k", "n"})
@@ -157,6 +159,7 @@ BENCHMARK(BM_matmul)
     ->Args({128, 768, 3072})   // bert FFN in
     ->Args({128, 3072, 768})   // bert FFN out
     ->Args({1, 512, 8000})     // llm_decode lm_head
+    ->Args({1, 4096, 4096})    // a batch-1 product over 64 MiB of weights, beyond the last-level cache
     ->Args({64, 1024, 4096})   // mlp_b64
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
