@@ -3,7 +3,9 @@
 # same time window, same threads and inputs; then ../shared/bench/compare.py prints the ratios (epstack / ORT).
 # Usage: scripts/bench_peer.sh [BUILD_DIR] [PROVIDERS] [MODEL ...]
 #   env: EPSTACK_SHARED_DIR (default ../shared), EPSTACK_PEER_DIR (onnxruntime-node; default BUILD_DIR/peer),
-#        MODELS_DIR (default BUILD_DIR/shared-models), ITERS (100), THREADS (2), ROUNDS (1)
+#        MODELS_DIR (default BUILD_DIR/shared-models), ITERS (100), THREADS (2), ROUNDS (1),
+#        PERF_ARGS (more arguments of `epstack perf`, e.g. "--config epstack.placement=priority"), TAG (a suffix of the
+#        output folder, to keep such runs apart)
 set -eu
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
@@ -15,7 +17,8 @@ MODELS=${MODELS_DIR:-$BUILD/shared-models}
 ITERS=${ITERS:-100}
 THREADS=${THREADS:-2}
 ROUNDS=${ROUNDS:-1}
-OUT="$BUILD/bench-peer/$(echo "$PROVIDERS" | tr ',' '_')"
+PERF_ARGS=${PERF_ARGS:-}
+OUT="$BUILD/bench-peer/$(echo "$PROVIDERS" | tr ',' '_')${TAG:+_$TAG}"
 [ -f "$SHARED/bench/ort_bench.mjs" ] || { echo "bench_peer: $SHARED/bench is missing" >&2; exit 1; }
 [ -f "$MODELS/models.json" ] || { echo "bench_peer: no models in $MODELS (ctest -L shared generates them)" >&2; exit 1; }
 sh "$SHARED/bench/setup.sh" "$PEER" >/dev/null
@@ -33,7 +36,7 @@ while [ "$r" -lt "$ROUNDS" ]; do
     node "$SHARED/bench/ort_bench.mjs" --peer-dir "$PEER" --model "$MODELS/$m.onnx" --threads "$THREADS" \
       --warmup 10 --iters "$ITERS" --creates 5 --max-seconds 30 >> "$OUT/ort.$r.jsonl"
     "$BUILD/tools/epstack" perf --model "$MODELS/$m.onnx" --providers "$PROVIDERS" --threads "$THREADS" \
-      --warmup 10 --iters "$ITERS" --creates 5 --max-seconds 30 >> "$OUT/lib.$r.jsonl"
+      --warmup 10 --iters "$ITERS" --creates 5 --max-seconds 30 $PERF_ARGS >> "$OUT/lib.$r.jsonl"
   done
   cat "$OUT/ort.$r.jsonl" >> "$OUT/ort.jsonl"
   cat "$OUT/lib.$r.jsonl" >> "$OUT/lib.jsonl"
