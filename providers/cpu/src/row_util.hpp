@@ -95,6 +95,23 @@ template <class T, class Op>
 void scan_axis(const compute_context& ctx, const T* px, T* py, std::span<const std::int64_t> dims, std::size_t ax,
                bool exclusive, bool reverse, T identity, Op op) {
   const std::int64_t outer = product(dims, 0, ax), n = dims[ax], inner = product(dims, ax + 1);
+  if (inner == 1) {
+    // Along the last axis: each row is one running value (the blocked loop below would run one column at a time).
+    parallel_items(ctx, static_cast<std::size_t>(outer), static_cast<std::size_t>(n), [&](std::size_t i0, std::size_t i1) {
+      for (std::size_t row = i0; row < i1; ++row) {
+        const T* xs = px + static_cast<std::int64_t>(row) * n;
+        T* ys = py + static_cast<std::int64_t>(row) * n;
+        const std::int64_t first = reverse ? n - 1 : 0, step = reverse ? -1 : 1;
+        T acc = exclusive ? identity : xs[first];
+        ys[first] = acc;
+        for (std::int64_t s = 1, i = first + step; s < n; ++s, i += step) {
+          acc = op(acc, xs[exclusive ? i - step : i]);
+          ys[i] = acc;
+        }
+      }
+    });
+    return;
+  }
   constexpr std::int64_t blk = 1024;
   const std::int64_t nblk = (inner + blk - 1) / blk;
   parallel_items(ctx, static_cast<std::size_t>(outer * nblk), static_cast<std::size_t>(n * std::min(inner, blk)),

@@ -100,3 +100,49 @@ TEST_CASE("CumSum axis 1 of [1024, 16] (Mixed_ops) and axis 0 of [300, 200] on a
                         {rows, cols}, want);
   }
 }
+
+TEST_CASE("CumSum and CumProd along the last axis: every exclusive/reverse combination against a naive scan, -0.0 kept") {
+  // The last axis has its own loop (one running value per row); it must give what the general one gives.
+  thread_pool pool(2);
+  lcg g(11);
+  const i64 rows = 37, cols = 9;
+  std::vector<float> xs(static_cast<std::size_t>(rows * cols));
+  for (auto& v : xs) v = static_cast<float>(g.next() % 5) * 0.5f - 1.0f;  // halves: exact sums and products
+  xs[0] = -0.0f;                                                          // a row starting with -0.0
+  xs[static_cast<std::size_t>(2 * cols - 1)] = -0.0f;                     // a row ending with it (reverse)
+  for (const bool prod : {false, true})
+    for (const bool exclusive : {false, true})
+      for (const bool reverse : {false, true}) {
+        INFO("prod ", prod, " exclusive ", exclusive, " reverse ", reverse);
+        std::vector<float> want(xs.size());
+        for (i64 r = 0; r < rows; ++r) {
+          float acc = prod ? 1.0f : 0.0f;
+          bool started = false;
+          for (i64 s = 0; s < cols; ++s) {
+            const i64 c = reverse ? cols - 1 - s : s;
+            const float x = xs[static_cast<std::size_t>(r * cols + c)];
+            if (exclusive) {
+              want[static_cast<std::size_t>(r * cols + c)] = acc;  // the identity first
+              acc = prod ? acc * x : acc + x;
+            } else {
+              acc = started ? (prod ? acc * x : acc + x) : x;  // the first value as it is (keeps -0.0)
+              want[static_cast<std::size_t>(r * cols + c)] = acc;
+            }
+            started = true;
+          }
+        }
+        kernel_node kn = op(prod ? "CumProd" : "CumSum", prod ? 26 : 14);
+        if (exclusive) kn.set("exclusive", i64{1});
+        if (reverse) kn.set("reverse", i64{1});
+        const tensor x = make<float>({rows, cols}, xs);
+        const tensor got = prod ? run1<ops::cum_prod>(kn, {{x}, {tensor::scalar<i64>(1)}}, &pool)
+                                : run1<ops::cum_sum>(kn, {{x}, {tensor::scalar<i64>(-1)}}, &pool);
+        check_tensor<float>(got, {rows, cols}, want, 0, 0);
+        if (!exclusive) {  // the first value of each row is x's own, sign of zero included
+          const float first0 = got.typed<float>()[reverse ? cols - 1 : 0];
+          CHECK(std::signbit(first0) == std::signbit(xs[static_cast<std::size_t>(reverse ? cols - 1 : 0)]));
+          const float first1 = got.typed<float>()[reverse ? 2 * cols - 1 : cols];
+          CHECK(std::signbit(first1) == std::signbit(xs[static_cast<std::size_t>(reverse ? 2 * cols - 1 : cols)]));
+        }
+      }
+}
