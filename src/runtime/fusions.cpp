@@ -465,5 +465,36 @@ void fuse_matmul_add(egraph& e, optimization_report& rep) {
   }
 }
 
+void fuse_transpose_gemm(egraph& e, optimization_report& rep) {
+  // Gemm reads an operand transposed in place (transA/transB): a 2-D Transpose feeding only a Gemm is folded into the
+  // flag (ONNX Runtime's MatMul/Gemm transpose fusion), saving the copy.
+  const auto int_attr = [](const enode& en, const char* name, std::int64_t dflt) {
+    const auto* a = en.n.attributes.find(name);
+    return a != nullptr && std::holds_alternative<std::int64_t>(a->value) ? std::get<std::int64_t>(a->value) : dflt;
+  };
+  for (std::size_t i = 0; i < e.nodes.size(); ++i) {
+    if (e.nodes[i].dead || !is_op(e.nodes[i], "Gemm") || e.nodes[i].n.since_version < 11 || e.nodes[i].inputs.size() < 2) continue;
+    for (std::size_t k = 0; k < 2; ++k) {
+      auto& gm = e.nodes[i];
+      const auto pi = e.producer_index(gm.inputs[k]);
+      if (!pi || !e.sole_consumer(gm.inputs[k])) continue;
+      const auto& tr = e.nodes[*pi];
+      if (tr.dead || !is_op(tr, "Transpose") || tr.inputs.size() != 1) continue;
+      const type_info* t = e.type_of(tr.inputs[0]);
+      if (t == nullptr || !t->is_tensor() || t->elem != element_type::float32 || !t->dims || t->dims->rank() != 2) continue;
+      if (const auto* perm = tr.n.attributes.find("perm")) {
+        const auto* p = std::get_if<std::vector<std::int64_t>>(&perm->value);
+        if (p == nullptr || *p != std::vector<std::int64_t>{1, 0}) continue;
+      }
+      const char* flag = k == 0 ? "transA" : "transB";
+      gm.n.attributes.set(flag, std::int64_t{int_attr(gm, flag, 0) == 0 ? 1 : 0});
+      gm.inputs[k] = tr.inputs[0];
+      rep.fusions.push_back(cat("GemmTranspose: ", tr.n.name, " into ", gm.n.name, " (", flag, ")"));
+      e.nodes[*pi].dead = true;
+      e.index();
+    }
+  }
+}
+
 
 }  // namespace epstack::opt

@@ -307,3 +307,60 @@ TEST_CASE("shapes inference could not size become known once folding makes their
   REQUIRE(b.has_value());
   check_same(*a, *b, 1e-6);
 }
+
+TEST_CASE("extended: a 2-D Transpose feeding only a Gemm becomes its transA (or transB), and the outputs stay the same") {
+  graph g("transposed");
+  g.add_input("x", type_info::tensor_of(element_type::float32, shape{6, 5}));  // read as [5, 6] after the Transpose
+  g.add_input("y", type_info::tensor_of(element_type::float32, shape{3, 4}));
+  std::vector<float> w(6 * 4), bias(4), w2(3 * 4);
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i % 7) * 0.25f - 0.75f;
+  for (std::size_t i = 0; i < bias.size(); ++i) bias[i] = static_cast<float>(i) * 0.5f;
+  for (std::size_t i = 0; i < w2.size(); ++i) w2[i] = static_cast<float>(i % 5) * 0.5f - 1.0f;
+  g.add_initializer("w", tensor::from<float>(std::vector<std::int64_t>{6, 4}, std::span<const float>(w)));
+  g.add_initializer("bias", tensor::from<float>(std::vector<std::int64_t>{4}, std::span<const float>(bias)));
+  g.add_initializer("w2", tensor::from<float>(std::vector<std::int64_t>{5, 3}, std::span<const float>(w2.data(), 15)));
+  attribute_list perm;
+  perm.set("perm", std::vector<std::int64_t>{1, 0});
+  g.add_node(test::op("t", "Transpose", perm), {"x"}, {"xt"});
+  g.add_node(test::op("mm", "MatMul"), {"xt", "w"}, {"p"});
+  g.add_node(test::op("add", "Add"), {"p", "bias"}, {"out"});
+  // A Gemm whose B is a transposed activation, already with transB = 1: the flag flips back to 0.
+  g.add_node(test::op("ty", "Transpose"), {"y"}, {"yt"});  // no perm: reversed axes, [4, 3]
+  attribute_list trans_b;
+  trans_b.set("transB", std::int64_t{1});
+  g.add_node(test::op("gm", "Gemm", trans_b), {"w2", "yt"}, {"out2"});  // [5,3] x [3,4]
+  // A Transpose with a second consumer stays.
+  g.add_node(test::op("t2", "Transpose"), {"x"}, {"xt2"});
+  g.add_node(test::op("neg", "Neg"), {"xt2"}, {"n"});
+  g.add_node(test::op("g3", "Gemm"), {"xt2", "w"}, {"out3"});
+  g.add_output("out");
+  g.add_output("out2");
+  g.add_output("n");
+  g.add_output("out3");
+  const auto m = wrap(std::move(g));
+  auto plain = make(m, graph_optimization_level::disable);
+  auto all = make(m, graph_optimization_level::all);
+  const auto& og = all.get_model().graph;
+  CHECK(op_counts(og)["Transpose"] == 1);  // only the shared one
+  CHECK(fusion_kinds(all.optimizations())["GemmTranspose"] == 2);
+  for (node_id n = 0; n < og.node_count(); ++n) {
+    const auto& nd = og.node(n);
+    if (nd.op_type != "Gemm") continue;
+    const auto* ta = nd.attributes.find("transA");
+    const auto* tb = nd.attributes.find("transB");
+    const auto flag = [](const auto* a) { return a != nullptr ? std::get<std::int64_t>(a->value) : 0; };
+    if (nd.name == "mm") CHECK((flag(ta) == 1 && flag(tb) == 0));
+    if (nd.name == "gm") CHECK((flag(ta) == 0 && flag(tb) == 0));
+    if (nd.name == "g3") CHECK((flag(ta) == 0 && flag(tb) == 0));
+  }
+  std::vector<float> xv(30), yv(12);
+  for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<float>(i % 9) * 0.5f - 2.0f;
+  for (std::size_t i = 0; i < yv.size(); ++i) yv[i] = static_cast<float>(i % 4) - 1.5f;
+  const auto x = tensor::from<float>(std::vector<std::int64_t>{6, 5}, std::span<const float>(xv));
+  const auto y = tensor::from<float>(std::vector<std::int64_t>{3, 4}, std::span<const float>(yv));
+  auto a = plain.run({{"x", x}, {"y", y}});
+  auto b = all.run({{"x", x}, {"y", y}});
+  REQUIRE_MESSAGE(a.has_value(), a.status().to_string());
+  REQUIRE_MESSAGE(b.has_value(), b.status().to_string());
+  check_same(*a, *b, 1e-5);
+}

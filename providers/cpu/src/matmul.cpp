@@ -170,8 +170,9 @@ prepacked_b prepack_constant_b(const graph& g, node_id n, bool tb) {
 // Y[M, N] = alpha * op(A) * B (+ Y) with B prepacked: A packed into scratch, then the B panels (or, when there are
 // few, the A panels) split across the threads. Split by A panels, each thread packs the panels it multiplies (no
 // barrier, and they are still in cache); split by B panels, every thread needs all of A, packed by all first.
+// `ep`: applied as the last K block is stored (a row-broadcast bias as `z` with `ldz` 0).
 void gemm_prepacked(compute_context& ctx, bool ta, std::int64_t M, const float* a, std::int64_t lda, float alpha,
-                    const prepacked_b& pre, float* y, std::int64_t ldy, bool accumulate) {
+                    const prepacked_b& pre, float* y, std::int64_t ldy, bool accumulate, const sgemm_epilogue* ep = nullptr) {
   const std::int64_t N = pre.N, K = pre.K;
   if (M == 0) return;
   tensor buf = ctx.scratch(element_type::float32, packed_a_size(M, K) + 16);
@@ -180,20 +181,20 @@ void gemm_prepacked(compute_context& ctx, bool ta, std::int64_t M, const float* 
   const int threads = ctx.thread_count();
   if (threads == 1 || 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K) < 2e5) {
     pack_a(pa, a, lda, ta, M, K);
-    sgemm_packed(M, N, K, pa, pre.data.get(), y, ldy, alpha, accumulate, 0, ap, 0, bp);
+    sgemm(M, N, K, pa, sgemm_b{pre.data.get(), 0}, y, ldy, alpha, accumulate, ep, 0, ap, 0, bp);
   } else if (bp >= 2 * threads || ap < 2 * threads) {
     ctx.parallel_for(static_cast<std::size_t>(ap), 1, [&](std::size_t p0, std::size_t p1) {
       pack_a_panels(pa, a, lda, ta, M, K, static_cast<std::int64_t>(p0), static_cast<std::int64_t>(p1));
     });
     ctx.parallel_for(static_cast<std::size_t>(bp), 1, [&](std::size_t q0, std::size_t q1) {
-      sgemm_packed(M, N, K, pa, pre.data.get(), y, ldy, alpha, accumulate, 0, ap, static_cast<std::int64_t>(q0),
-                   static_cast<std::int64_t>(q1));
+      sgemm(M, N, K, pa, sgemm_b{pre.data.get(), 0}, y, ldy, alpha, accumulate, ep, 0, ap, static_cast<std::int64_t>(q0),
+            static_cast<std::int64_t>(q1));
     });
   } else {
     ctx.parallel_for(static_cast<std::size_t>(ap), 1, [&](std::size_t p0, std::size_t p1) {
       pack_a_panels(pa, a, lda, ta, M, K, static_cast<std::int64_t>(p0), static_cast<std::int64_t>(p1));
-      sgemm_packed(M, N, K, pa, pre.data.get(), y, ldy, alpha, accumulate, static_cast<std::int64_t>(p0),
-                   static_cast<std::int64_t>(p1), 0, bp);
+      sgemm(M, N, K, pa, sgemm_b{pre.data.get(), 0}, y, ldy, alpha, accumulate, ep, static_cast<std::int64_t>(p0),
+            static_cast<std::int64_t>(p1), 0, bp);
     });
   }
 }
@@ -213,6 +214,18 @@ Status gemm_run(compute_context& ctx, const tensor& a, const tensor& b, const te
   const std::int64_t out[] = {M, N};
   T* py = alloc(std::span<const std::int64_t>(out));
   bool accumulate = false;
+  if constexpr (std::is_same_v<T, float>) {
+    // With B packed, a bias of one value per column (C of [N] or [1, N], beta 1: MatMul + Add fused) is added as
+    // the product is stored, instead of being broadcast into Y first.
+    if (pre != nullptr && c_in != nullptr && beta == 1.0f && c_in->element_count() == static_cast<std::size_t>(N) &&
+        (c_in->rank() == 1 || (c_in->rank() == 2 && c_in->sizes()[0] == 1)) && N > 0) {
+      sgemm_epilogue ep;
+      ep.z = c_in->typed<float>();
+      ep.ldz = 0;
+      gemm_prepacked(ctx, ta, M, a.typed<float>(), a.sizes()[1], alpha, *pre, py, N, false, &ep);
+      return {};
+    }
+  }
   if (c_in != nullptr && beta != T(0)) {
     const tensor& c = *c_in;
     EPSTACK_ASSIGN_OR_RETURN(auto shape, broadcast_shape(c.sizes(), std::span<const std::int64_t>(out)));
