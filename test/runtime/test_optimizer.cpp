@@ -312,13 +312,13 @@ TEST_CASE("extended: a 2-D Transpose feeding only a Gemm becomes its transA (or 
   graph g("transposed");
   g.add_input("x", type_info::tensor_of(element_type::float32, shape{6, 5}));  // read as [5, 6] after the Transpose
   g.add_input("y", type_info::tensor_of(element_type::float32, shape{3, 4}));
-  std::vector<float> w(6 * 4), bias(4), w2(3 * 4);
+  std::vector<float> w(6 * 4), bias(4), w2(5 * 3);
   for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i % 7) * 0.25f - 0.75f;
   for (std::size_t i = 0; i < bias.size(); ++i) bias[i] = static_cast<float>(i) * 0.5f;
   for (std::size_t i = 0; i < w2.size(); ++i) w2[i] = static_cast<float>(i % 5) * 0.5f - 1.0f;
   g.add_initializer("w", tensor::from<float>(std::vector<std::int64_t>{6, 4}, std::span<const float>(w)));
   g.add_initializer("bias", tensor::from<float>(std::vector<std::int64_t>{4}, std::span<const float>(bias)));
-  g.add_initializer("w2", tensor::from<float>(std::vector<std::int64_t>{5, 3}, std::span<const float>(w2.data(), 15)));
+  g.add_initializer("w2", tensor::from<float>(std::vector<std::int64_t>{5, 3}, std::span<const float>(w2)));
   attribute_list perm;
   perm.set("perm", std::vector<std::int64_t>{1, 0});
   g.add_node(test::op("t", "Transpose", perm), {"x"}, {"xt"});
