@@ -2,6 +2,8 @@
 // SkipLayerNormalization, MatMul+Add into Gemm (ONNX Runtime's transformers of the same names).
 #include "egraph.hpp"
 
+#include <epstack/ir/node_facts.hpp>
+
 #include <cmath>
 #include <cstring>
 #include <set>
@@ -468,10 +470,6 @@ void fuse_matmul_add(egraph& e, optimization_report& rep) {
 void fuse_transpose_gemm(egraph& e, optimization_report& rep) {
   // Gemm reads an operand transposed in place (transA/transB): a 2-D Transpose feeding only a Gemm is folded into the
   // flag (ONNX Runtime's MatMul/Gemm transpose fusion), saving the copy.
-  const auto int_attr = [](const enode& en, const char* name, std::int64_t dflt) {
-    const auto* a = en.n.attributes.find(name);
-    return a != nullptr && std::holds_alternative<std::int64_t>(a->value) ? std::get<std::int64_t>(a->value) : dflt;
-  };
   for (std::size_t i = 0; i < e.nodes.size(); ++i) {
     if (e.nodes[i].dead || !is_op(e.nodes[i], "Gemm") || e.nodes[i].n.since_version < 11 || e.nodes[i].inputs.size() < 2) continue;
     for (std::size_t k = 0; k < 2; ++k) {
@@ -487,7 +485,7 @@ void fuse_transpose_gemm(egraph& e, optimization_report& rep) {
         if (p == nullptr || *p != std::vector<std::int64_t>{1, 0}) continue;
       }
       const char* flag = k == 0 ? "transA" : "transB";
-      gm.n.attributes.set(flag, std::int64_t{int_attr(gm, flag, 0) == 0 ? 1 : 0});
+      gm.n.attributes.set(flag, std::int64_t{attr_i(gm.n, flag, 0) == 0 ? 1 : 0});
       gm.inputs[k] = tr.inputs[0];
       rep.fusions.push_back(cat("GemmTranspose: ", tr.n.name, " into ", gm.n.name, " (", flag, ")"));
       e.nodes[*pi].dead = true;

@@ -3,6 +3,7 @@
 // runs the result is executor.cpp.
 #include "session_impl.hpp"
 
+#include <epstack/core/sanitizers.hpp>
 #include <epstack/ep_context/attributes.hpp>
 #include <epstack/ep_context/contexts.hpp>
 #include <epstack/ir/graph_algorithms.hpp>
@@ -142,17 +143,13 @@ Result<std::shared_ptr<const session_core>> session_core::build(model m, std::ve
     if (*v != "own")
       return Status(errc::invalid_argument, cat("session option ", config_keys::intra_op_runtime, " is '", *v,
                                                 "'; it takes provider or own"));
-  } else {
+  } else if (!under_thread_sanitizer) {
     for (const auto& p : providers)
-      if (p.intra_op_runtime && !runtime) runtime = p.intra_op_runtime;
+      if (p.intra_op_runtime) {
+        runtime = p.intra_op_runtime;
+        break;
+      }
   }
-#if defined(__SANITIZE_THREAD__)
-  runtime = {};
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-  runtime = {};
-#endif
-#endif
   d.pool = std::make_unique<thread_pool>(options.intra_op_threads(), runtime);
   d.profiling = options.profiling();
 
