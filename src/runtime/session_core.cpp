@@ -279,6 +279,24 @@ Result<std::shared_ptr<const session_core>> session_core::build(model m, std::ve
   }
   EPSTACK_RETURN_IF_ERROR(ctx::progress(options, "partition", 0, 1));
   EPSTACK_ASSIGN_OR_RETURN(d.plan, partition_graph(d.m.graph, providers, po));
+  // The blocked layout (NCHWc) for the convolution chains the CPU provider got, at the `all` level as in ONNX Runtime
+  // (its layout transformers run after partitioning, on CPU nodes only); then the graph is partitioned again, the new
+  // operators being the CPU provider's alone.
+  bool blocked_layout = options.optimization_level() == graph_optimization_level::all && can_run &&
+                        can_run(nchwc_domain, "Conv") && d.plan.cpu_provider != no_index;
+  if (auto v = options.config(config_keys::cpu_layout)) {
+    if (*v != "nchwc" && *v != "nchw")
+      return Status(errc::invalid_argument, cat("session option ", config_keys::cpu_layout, " is '", *v, "'; it takes nchwc or nchw"));
+    blocked_layout = blocked_layout && *v == "nchwc";
+  }
+  if (blocked_layout) {
+    std::vector<bool> on_cpu(d.m.graph.node_count());
+    for (node_id n = 0; n < on_cpu.size(); ++n) on_cpu[n] = d.plan.main.nodes[n].provider == d.plan.cpu_provider;
+    EPSTACK_ASSIGN_OR_RETURN(const auto converted, nchwc_layout(d.m, on_cpu, d.report));
+    if (converted > 0) {
+      EPSTACK_ASSIGN_OR_RETURN(d.plan, partition_graph(d.m.graph, providers, po));
+    }
+  }
   const auto is_restored = [&](const partition& part) {
     return !part.is_fused() && part.nodes.size() == 1 && ctx::is_ep_context_node(part.g->node(part.nodes.front()));
   };

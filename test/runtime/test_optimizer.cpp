@@ -14,6 +14,7 @@
 #include <map>
 
 using namespace epstack;
+using test::op_counts;
 using cpu_session = session<cpu_provider>;
 
 namespace {
@@ -30,12 +31,6 @@ cpu_session make(const model& m, graph_optimization_level level) {
   auto s = cpu_session::create(m, so);
   REQUIRE_MESSAGE(s.has_value(), s.status().to_string());
   return std::move(*s);
-}
-std::map<std::string, int> op_counts(const graph& g) {
-  std::map<std::string, int> r;
-  for (node_id n = 0; n < g.node_count(); ++n)
-    r[(g.node(n).domain.empty() ? std::string() : g.node(n).domain + ".") + g.node(n).op_type]++;
-  return r;
 }
 std::map<std::string, int> fusion_kinds(const optimization_report& r) {
   std::map<std::string, int> k;
@@ -89,24 +84,34 @@ TEST_CASE("Conv+BatchNormalization folds, and Conv+Add+Relu becomes FusedConv wi
   const auto m = zoo::make_convnet({8, 16}, 32, 10);
   auto plain = make(m, graph_optimization_level::disable);
   auto basic = make(m, graph_optimization_level::basic);
-  auto all = make(m, graph_optimization_level::all);
+  auto extended = make(m, graph_optimization_level::extended);
+  auto all = make(m, graph_optimization_level::all);  // and the CPU provider's blocked layout after partitioning
   CHECK(fusion_kinds(basic.optimizations())["Conv+BatchNormalization"] == 6);
   CHECK(op_counts(basic.get_model().graph)["BatchNormalization"] == 0);
-  const auto fused = op_counts(all.get_model().graph);
+  const auto fused = op_counts(extended.get_model().graph);
   CHECK(fused.count("Conv") == 0);
   CHECK(fused.at("com.microsoft.FusedConv") == 6);
   CHECK(fused.count("Relu") == 0);
   CHECK(fused.count("Add") == 0);  // both residual Adds went into a FusedConv as Z
-  CHECK(all.get_model().opset("com.microsoft") == 1);
+  CHECK(extended.get_model().opset("com.microsoft") == 1);
+  // At `all`, the fused convolutions the blocked kernels run better are in the NCHWc layout; the others (3x3 with
+  // unit strides over enough tiles: Winograd) stay FusedConv. Six either way.
+  const auto blocked = op_counts(all.get_model().graph);
+  CHECK(blocked.at("com.epstack.nchwc16.Conv") >= 1);
+  CHECK(blocked.at("com.epstack.nchwc16.Conv") + (blocked.count("com.microsoft.FusedConv") ? blocked.at("com.microsoft.FusedConv") : 0) == 6);
+  CHECK(all.get_model().opset("com.epstack.nchwc16") == 1);
   const auto x = zoo::random_tensor({2, 3, 32, 32}, 3, 1.0f);
   auto a = plain.run({{"image", x}});
   auto b = basic.run({{"image", x}});
   auto c = all.run({{"image", x}});
+  auto e = extended.run({{"image", x}});
   REQUIRE(a.has_value());
   REQUIRE(b.has_value());
   REQUIRE_MESSAGE(c.has_value(), c.status().to_string());
+  REQUIRE(e.has_value());
   check_same(*a, *b, 1e-5);
   check_same(*a, *c, 1e-5);
+  check_same(*a, *e, 1e-5);
 }
 
 TEST_CASE("a transformer's LayerNorm, residual Add, bias and GELU fuse into contrib ops, same outputs") {

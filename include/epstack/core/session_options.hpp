@@ -47,6 +47,9 @@ inline constexpr std::string_view placement_budget_ms = "epstack.placement_budge
 /// provider of the stack that names one (oneDNN's OpenMP), so that its threads and the session's never spin against
 /// each other between partitions; "own": on the session's own workers.
 inline constexpr std::string_view intra_op_runtime = "epstack.intra_op_runtime";
+/// epstack's own: the layout of the convolution chains the CPU provider runs. "nchwc" (the default, at optimisation level
+/// all): blocked channels, 16 per block (ONNX Runtime's NCHWc at that level); "nchw": the plain layout.
+inline constexpr std::string_view cpu_layout = "epstack.cpu_layout";
 inline constexpr std::string_view ep_context_refuse_existing_in = "epstack.ep_context_refuse_existing_in";
 }  // namespace config_keys
 

@@ -46,6 +46,15 @@ struct optimizer_options {
 /// @brief Transforms `m` in place (main graph and subgraphs). The result computes the same outputs for every input.
 [[nodiscard]] Result<optimization_report> optimize(model& m, const optimizer_options& options);
 
+/// The domain of the blocked-channel layout operators (NCHWc, 16 channels per block) the CPU provider runs.
+inline constexpr std::string_view nchwc_domain = "com.epstack.nchwc16";
+
+/// @brief The blocked-channel layout (ONNX Runtime's NchwcTransformer): chains of float 2-D Conv/FusedConv, pools and
+/// element-wise nodes of the main graph for which `eligible[node]` holds (the nodes placed on the CPU provider) are
+/// rewritten into domain `nchwc_domain`, with ReorderInput/ReorderOutput where a chain meets the rest of the graph
+/// (ReorderOutput writes the original value's name). Returns how many nodes were converted; 0 leaves `m` unchanged.
+[[nodiscard]] Result<std::size_t> nchwc_layout(model& m, const std::vector<bool>& eligible, optimization_report& rep);
+
 /// For each node of a graph, whether some provider of the stack takes it (its `get_capability` on the whole graph).
 using claim_query = std::function<std::vector<bool>(const graph&)>;
 

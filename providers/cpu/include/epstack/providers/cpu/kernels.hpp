@@ -94,6 +94,14 @@ EPSTACK_DECLARE_CPU_KERNEL(einsum, "Einsum", "");
 // Convolution and pooling.
 EPSTACK_DECLARE_CPU_KERNEL(conv, "Conv", "");
 EPSTACK_DECLARE_CPU_KERNEL(fused_conv, "FusedConv", "com.microsoft");
+// The blocked-channel layout (NCHWc, 16 channels per block) the optimiser writes for the CPU provider (nchwc.cpp).
+EPSTACK_DECLARE_CPU_KERNEL(nchwc_reorder_input, "ReorderInput", "com.epstack.nchwc16");
+EPSTACK_DECLARE_CPU_KERNEL(nchwc_reorder_output, "ReorderOutput", "com.epstack.nchwc16");
+EPSTACK_DECLARE_CPU_KERNEL(nchwc_conv, "Conv", "com.epstack.nchwc16");
+EPSTACK_DECLARE_CPU_KERNEL(nchwc_max_pool, "MaxPool", "com.epstack.nchwc16");
+EPSTACK_DECLARE_CPU_KERNEL(nchwc_average_pool, "AveragePool", "com.epstack.nchwc16");
+EPSTACK_DECLARE_CPU_KERNEL(nchwc_global_max_pool, "GlobalMaxPool", "com.epstack.nchwc16");
+EPSTACK_DECLARE_CPU_KERNEL(nchwc_global_average_pool, "GlobalAveragePool", "com.epstack.nchwc16");
 EPSTACK_DECLARE_CPU_KERNEL(max_pool, "MaxPool", "");
 EPSTACK_DECLARE_CPU_KERNEL(average_pool, "AveragePool", "");
 EPSTACK_DECLARE_CPU_KERNEL(global_average_pool, "GlobalAveragePool", "");
@@ -258,7 +266,9 @@ using all_kernels = boost::mp11::mp_list<
     ops::shrink, ops::mod, ops::bit_shift, ops::gelu, ops::bias_gelu, ops::add,
     ops::sub, ops::mul, ops::div, ops::pow, ops::equal, ops::greater, ops::less, ops::greater_or_equal,
     ops::less_or_equal, ops::and_, ops::or_, ops::xor_, ops::where, ops::max, ops::min, ops::sum, ops::mean, ops::gemm,
-    ops::matmul, ops::fused_matmul, ops::einsum, ops::conv, ops::fused_conv, ops::max_pool, ops::average_pool,
+    ops::matmul, ops::fused_matmul, ops::einsum, ops::conv, ops::fused_conv, ops::nchwc_reorder_input, ops::nchwc_reorder_output,
+    ops::nchwc_conv, ops::nchwc_max_pool, ops::nchwc_average_pool, ops::nchwc_global_max_pool, ops::nchwc_global_average_pool,
+    ops::max_pool, ops::average_pool,
     ops::global_average_pool, ops::global_max_pool, ops::batch_normalization, ops::layer_normalization,
     ops::layer_normalization_contrib, ops::skip_layer_normalization, ops::softmax, ops::log_softmax, ops::reduce_mean,
     ops::reduce_sum, ops::reduce_max, ops::reduce_min, ops::reduce_prod, ops::reduce_sum_square, ops::reduce_l1,

@@ -1,0 +1,616 @@
+// Blocked-channel layout (NCHWc, c = 16): the kernels of domain com.epstack.nchwc16, which the optimiser's layout pass
+// (src/runtime/nchwc_layout.cpp) writes for the chains of convolutions and pools the CPU provider runs.
+//
+// A blocked tensor is declared [N, Cp, H, W] (Cp: the channels rounded up to 16) and stored [N, Cp/16, H, W, 16]:
+// the 16 channels of a block sit side by side, so one vector holds one pixel of a block. Padded channels hold finite
+// values that no consumer reads (the filters are zero there) and that ReorderOutput drops.
+//
+// Convolutions run direct kernels, no im2col: per call up to 4 output blocks (64 channels) x 6 output pixels in 24
+// vector accumulators; per filter tap and input channel, one broadcast of the input and one filter vector per output
+// block (ONNX Runtime's MLAS NCHWc kernels have the same register blocking). Filters are laid out by the pass:
+//   dense        [Op/16][Ip/16][KH][KW][16 in][16 out]   (X blocked)
+//   first layer  [Op/16][C][KH][KW][16 out]               (X plain NCHW with C < 16 channels: no reorder of X)
+//   depthwise    [Cp/16][KH][KW][16]                       (group = Cp)
+// Bias, the residual `Sum` (input 3, blocked like Y), and the activation are applied while the accumulators are in
+// registers. A 1x1 convolution with unit strides and no padding treats the image as one long row.
+#include "conv_activation.hpp"
+
+#include <array>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+namespace epstack::cpu {
+namespace impl {
+namespace {
+
+constexpr std::int64_t blk = 16;
+typedef float v16 __attribute__((vector_size(64)));
+typedef std::int32_t mask16 __attribute__((vector_size(64)));
+
+inline v16 load(const float* p) {
+  v16 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store(float* p, v16 v) { std::memcpy(p, &v, sizeof v); }
+inline v16 splat(float x) { return v16{x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x}; }
+// max(0, v) and min(hi, v) keeping NaN (the operand order of the AVX-512 instructions matters).
+inline v16 vmax(v16 lo, v16 v) {
+#if defined(__AVX512F__)
+  return reinterpret_cast<v16>(_mm512_max_ps(reinterpret_cast<__m512>(lo), reinterpret_cast<__m512>(v)));
+#else
+  for (int i = 0; i < 16; ++i) v[i] = v[i] < lo[i] ? lo[i] : v[i];
+  return v;
+#endif
+}
+inline v16 vmin(v16 hi, v16 v) {
+#if defined(__AVX512F__)
+  return reinterpret_cast<v16>(_mm512_min_ps(reinterpret_cast<__m512>(hi), reinterpret_cast<__m512>(v)));
+#else
+  for (int i = 0; i < 16; ++i) v[i] = v[i] > hi[i] ? hi[i] : v[i];
+  return v;
+#endif
+}
+
+// The activations applied in registers; the others run over the stored row (activation::apply).
+inline bool in_register(const activation& a) {
+  return a.kind == act_kind::none || a.kind == act_kind::relu || a.kind == act_kind::clip || a.kind == act_kind::leaky_relu;
+}
+inline v16 activate(const activation& a, v16 v) {
+  switch (a.kind) {
+    case act_kind::relu: return vmax(v16{}, v);
+    case act_kind::clip: return vmin(splat(a.b), vmax(splat(a.a), v));
+    case act_kind::leaky_relu:
+      for (int i = 0; i < 16; ++i) v[i] = v[i] >= 0 ? v[i] : a.a * v[i];
+      return v;
+    default: return v;
+  }
+}
+
+// ---- geometry (2-D; pads resolved from auto_pad) ----
+struct window_attrs {
+  std::string auto_pad = "NOTSET";
+  std::vector<std::int64_t> kernel, strides, dilations, pads;
+  bool ceil_mode = false;
+};
+struct window {
+  std::int64_t in = 0, k = 1, s = 1, d = 1, pb = 0, out = 0;
+};
+Result<window> make_window(const window_attrs& a, std::size_t i, std::int64_t in, std::int64_t k, std::string_view what) {
+  window w;
+  w.in = in;
+  w.k = k;
+  w.s = a.strides.empty() ? 1 : a.strides[i];
+  w.d = a.dilations.empty() ? 1 : a.dilations[i];
+  if (w.s <= 0 || w.d <= 0 || k <= 0) return invalid(cat(what, ": strides, dilations and the kernel must be positive"));
+  const std::int64_t ek = (k - 1) * w.d + 1;
+  if (a.auto_pad == "SAME_UPPER" || a.auto_pad == "SAME_LOWER") {
+    w.out = (in + w.s - 1) / w.s;
+    const std::int64_t total = std::max<std::int64_t>(0, (w.out - 1) * w.s + ek - in);
+    w.pb = a.auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+    return w;
+  }
+  std::int64_t pe = 0;
+  if (a.auto_pad != "VALID" && !a.pads.empty()) {
+    w.pb = a.pads[i];
+    pe = a.pads[i + 2];
+  }
+  if (w.pb < 0 || pe < 0) return invalid(cat(what, ": pads must not be negative"));
+  const std::int64_t span = in + w.pb + pe - ek;
+  if (span < 0) return w;
+  w.out = (a.ceil_mode ? (span + w.s - 1) / w.s : span / w.s) + 1;
+  if (a.ceil_mode && (w.out - 1) * w.s >= in + w.pb) --w.out;  // the last window must start inside the input or left pad
+  return w;
+}
+// Output positions [lo, hi) whose taps all fall inside the input.
+inline std::pair<std::int64_t, std::int64_t> interior(const window& w) {
+  const std::int64_t lo = std::min(w.out, (w.pb + w.s - 1) / w.s);
+  const std::int64_t last = w.in - 1 + w.pb - (w.k - 1) * w.d;  // ow * s <= last
+  const std::int64_t hi = last < 0 ? 0 : std::min(w.out, last / w.s + 1);
+  return {lo, std::max(lo, hi)};
+}
+window_attrs read_window_attrs(const node& nd, bool pool) {
+  window_attrs a;
+  a.auto_pad = attr_s(nd, "auto_pad", "NOTSET");
+  a.kernel = attr_ints(nd, "kernel_shape");
+  a.strides = attr_ints(nd, "strides");
+  a.dilations = attr_ints(nd, "dilations");
+  a.pads = attr_ints(nd, "pads");
+  a.ceil_mode = pool && attr_i(nd, "ceil_mode", 0) != 0;
+  return a;
+}
+Status check_window_attrs(const window_attrs& a, std::string_view what) {
+  if ((!a.kernel.empty() && a.kernel.size() != 2) || (!a.strides.empty() && a.strides.size() != 2) ||
+      (!a.dilations.empty() && a.dilations.size() != 2) || (!a.pads.empty() && a.pads.size() != 4))
+    return invalid(cat(what, ": kernel_shape, strides, dilations or pads are not 2-D"));
+  if (a.auto_pad != "NOTSET" && a.auto_pad != "VALID" && a.auto_pad != "SAME_UPPER" && a.auto_pad != "SAME_LOWER")
+    return invalid(cat(what, ": auto_pad '", a.auto_pad, "' is not supported"));
+  return {};
+}
+
+// ---- convolution ----
+enum class conv_kind : std::uint8_t { dense, first_layer, depthwise };
+
+struct conv_geom {
+  conv_kind kind = conv_kind::dense;
+  std::int64_t N = 0, C = 0, M = 0;  // input channels (blocked: padded; first layer: plain) and padded output channels
+  window h, w;
+  std::int64_t CB = 0, MB = 0;  // blocks of C (dense, depthwise) and of M
+};
+
+struct conv_epilogue {
+  const float* bias = nullptr;  // M values
+  const float* sum = nullptr;   // blocked like Y
+  activation act;
+};
+
+// Offsets of one convolution's operands for the tile kernels.
+struct conv_view {
+  const conv_geom* g;
+  const float* x;  // image n
+  const float* wt;  // filters
+  float* y;        // image n
+  const float* sum;  // image n, or null
+};
+
+// Up to NB output blocks x NO output pixels of row `oh` from column ow0, input channels [c0, c1) (blocks for dense,
+// channels for first_layer). Taps that fall outside the input read a block of zeros. `first`: the accumulators start
+// at zero, else from Y; `last`: bias, sum and activation, else stored raw for the next chunk of input channels.
+alignas(64) constexpr float zero_block[blk] = {};
+
+template <int NB, int NO, bool FIRST_LAYER>
+void dense_tile(const conv_view& v, const conv_epilogue& ep, std::int64_t ob0, std::int64_t oh, std::int64_t ow0,
+                std::int64_t c0, std::int64_t c1, bool first, bool last) {
+  const conv_geom& g = *v.g;
+  const std::int64_t OH = g.h.out, OW = g.w.out, IH = g.h.in, IW = g.w.in, KH = g.h.k, KW = g.w.k;
+  constexpr std::int64_t bi_count = FIRST_LAYER ? 1 : blk;
+  constexpr std::int64_t xcol = FIRST_LAYER ? 1 : blk;  // floats between neighbouring input pixels
+  // Floats between filter blocks, between input channels (blocks) and per tap.
+  const std::int64_t tap = bi_count * blk;
+  const std::int64_t per_c = KH * KW * tap;
+  const std::int64_t per_ob = (FIRST_LAYER ? g.C : g.CB) * per_c;
+  const std::int64_t x_per_c = IH * IW * xcol;
+  v16 acc[NB][NO];
+  for (int b = 0; b < NB; ++b)
+    for (int o = 0; o < NO; ++o)
+      acc[b][o] = first ? v16{} : load(v.y + (((ob0 + b) * OH + oh) * OW + ow0 + o) * blk);
+  for (std::int64_t kh = 0; kh < KH; ++kh) {
+    const std::int64_t ih = oh * g.h.s - g.h.pb + kh * g.h.d;
+    if (ih < 0 || ih >= IH) continue;
+    for (std::int64_t kw = 0; kw < KW; ++kw) {
+      // Each output pixel's input pixel for this tap (channel c0), or the zeros.
+      const float* xo[NO];
+      std::int64_t xstep[NO];
+      for (int o = 0; o < NO; ++o) {
+        const std::int64_t iw = (ow0 + o) * g.w.s - g.w.pb + kw * g.w.d;
+        const bool in = iw >= 0 && iw < IW;
+        xo[o] = in ? v.x + c0 * x_per_c + (ih * IW + iw) * xcol : zero_block;
+        xstep[o] = in ? x_per_c : 0;
+      }
+      const float* wp = v.wt + ob0 * per_ob + c0 * per_c + (kh * KW + kw) * tap;
+      for (std::int64_t c = c0; c < c1; ++c) {
+#pragma GCC unroll 2
+        for (std::int64_t bi = 0; bi < bi_count; ++bi) {
+          v16 wv[NB];
+#pragma GCC unroll 4
+          for (int b = 0; b < NB; ++b) wv[b] = load(wp + b * per_ob + bi * blk);
+#pragma GCC unroll 24
+          for (int o = 0; o < NO; ++o) {
+            const v16 xs = splat(xo[o][bi]);
+#pragma GCC unroll 4
+            for (int b = 0; b < NB; ++b) acc[b][o] += wv[b] * xs;
+          }
+        }
+        wp += per_c;
+        for (int o = 0; o < NO; ++o) xo[o] += xstep[o];
+      }
+    }
+  }
+  const bool reg_act = in_register(ep.act);
+  for (int b = 0; b < NB; ++b) {
+    const v16 bias = last && ep.bias != nullptr ? load(ep.bias + (ob0 + b) * blk) : v16{};
+    for (int o = 0; o < NO; ++o) {
+      const std::int64_t at = (((ob0 + b) * OH + oh) * OW + ow0 + o) * blk;
+      v16 r = acc[b][o];
+      if (last) {
+        r += bias;
+        if (v.sum != nullptr) r += load(v.sum + at);
+        if (reg_act) r = activate(ep.act, r);
+      }
+      store(v.y + at, r);
+    }
+  }
+}
+
+// Columns [s0, s1) of row `oh` in tiles of 24 / NB pixels (24 accumulators: 4 blocks x 6, 3 x 8, 2 x 12, 1 x 24), the
+// remainder in tiles of 4, 3, 2 and 1 (5 as 3 + 2).
+template <int NB, bool FIRST_LAYER>
+void dense_segment_nb(const conv_view& v, const conv_epilogue& ep, std::int64_t ob0, std::int64_t oh, std::int64_t s0,
+                      std::int64_t s1, std::int64_t c0, std::int64_t c1, bool first, bool last) {
+  constexpr int full = 24 / NB;
+  for (std::int64_t ow = s0; ow < s1;) {
+    const std::int64_t r = s1 - ow;
+    const int n = r >= full ? full : r == 5 ? 3 : r >= 4 ? 4 : static_cast<int>(r);
+    switch (n) {
+      case full: dense_tile<NB, full, FIRST_LAYER>(v, ep, ob0, oh, ow, c0, c1, first, last); break;
+      case 4: dense_tile<NB, 4, FIRST_LAYER>(v, ep, ob0, oh, ow, c0, c1, first, last); break;
+      case 3: dense_tile<NB, 3, FIRST_LAYER>(v, ep, ob0, oh, ow, c0, c1, first, last); break;
+      case 2: dense_tile<NB, 2, FIRST_LAYER>(v, ep, ob0, oh, ow, c0, c1, first, last); break;
+      default: dense_tile<NB, 1, FIRST_LAYER>(v, ep, ob0, oh, ow, c0, c1, first, last); break;
+    }
+    ow += n;
+  }
+}
+
+template <bool FIRST_LAYER>
+void dense_segment(int nb, const conv_view& v, const conv_epilogue& ep, std::int64_t ob0, std::int64_t oh, std::int64_t s0,
+                   std::int64_t s1, std::int64_t c0, std::int64_t c1, bool first, bool last) {
+  switch (nb) {
+    case 4: return dense_segment_nb<4, FIRST_LAYER>(v, ep, ob0, oh, s0, s1, c0, c1, first, last);
+    case 3: return dense_segment_nb<3, FIRST_LAYER>(v, ep, ob0, oh, s0, s1, c0, c1, first, last);
+    case 2: return dense_segment_nb<2, FIRST_LAYER>(v, ep, ob0, oh, s0, s1, c0, c1, first, last);
+    default: return dense_segment_nb<1, FIRST_LAYER>(v, ep, ob0, oh, s0, s1, c0, c1, first, last);
+  }
+}
+
+// Depthwise: one block of 16 channels, NO pixels of row `oh` from ow0, bias, sum and activation in registers.
+template <int NO, bool EDGE>
+void depthwise_tile(const conv_view& v, const conv_epilogue& ep, std::int64_t cb, std::int64_t oh, std::int64_t ow0) {
+  const conv_geom& g = *v.g;
+  const std::int64_t IH = g.h.in, IW = g.w.in, KH = g.h.k, KW = g.w.k;
+  const v16 bias = ep.bias != nullptr ? load(ep.bias + cb * blk) : v16{};
+  v16 acc[NO];
+  for (int o = 0; o < NO; ++o) acc[o] = bias;
+  const float* xb = v.x + cb * IH * IW * blk;
+  const float* wb = v.wt + cb * KH * KW * blk;
+  for (std::int64_t kh = 0; kh < KH; ++kh) {
+    const std::int64_t ih = oh * g.h.s - g.h.pb + kh * g.h.d;
+    if (ih < 0 || ih >= IH) continue;
+    const float* xr = xb + ih * IW * blk;
+    for (std::int64_t kw = 0; kw < KW; ++kw) {
+      const std::int64_t iw0 = ow0 * g.w.s - g.w.pb + kw * g.w.d;
+      if constexpr (EDGE) {
+        if (iw0 < 0 || iw0 >= IW) continue;
+      }
+      const v16 wv = load(wb + (kh * KW + kw) * blk);
+      for (int o = 0; o < NO; ++o) acc[o] += load(xr + (iw0 + o * g.w.s) * blk) * wv;
+    }
+  }
+  for (int o = 0; o < NO; ++o) {
+    const std::int64_t at = ((cb * g.h.out + oh) * g.w.out + ow0 + o) * blk;
+    v16 r = acc[o];
+    if (v.sum != nullptr) r += load(v.sum + at);
+    store(v.y + at, activate(ep.act, r));
+  }
+}
+
+void depthwise_row(const conv_view& v, const conv_epilogue& ep, std::int64_t cb, std::int64_t oh) {
+  const auto [lo, hi] = interior(v.g->w);
+  const std::int64_t OW = v.g->w.out;
+  std::int64_t ow = 0;
+  for (; ow < lo; ++ow) depthwise_tile<1, true>(v, ep, cb, oh, ow);
+  for (; ow + 8 <= hi; ow += 8) depthwise_tile<8, false>(v, ep, cb, oh, ow);
+  for (; ow < hi; ++ow) depthwise_tile<1, false>(v, ep, cb, oh, ow);
+  for (; ow < OW; ++ow) depthwise_tile<1, true>(v, ep, cb, oh, ow);
+}
+
+struct nchwc_conv_plan {
+  window_attrs attrs;
+  std::int64_t group = 1;
+  bool fused = false;
+  activation act;
+};
+
+Status nchwc_conv_compute(const nchwc_conv_plan& p, compute_context& ctx) {
+  constexpr std::string_view op = "Conv (NCHWc)";
+  const tensor& x = ctx.input(0);
+  const tensor& wt = ctx.input(1);
+  if (x.type() != element_type::float32 || wt.type() != element_type::float32) return op_error(op, "X and W must be float");
+  if (x.rank() != 4 || wt.rank() != 4) return op_error(op, cat("X ", dims_string(x.sizes()), " and W ", dims_string(wt.sizes()), " must be 4-D"));
+  conv_geom g;
+  g.N = x.sizes()[0];
+  g.C = x.sizes()[1];
+  g.M = wt.sizes()[0];
+  if (g.M % blk != 0) return op_error(op, cat("W has ", std::to_string(g.M), " filters, not a multiple of 16"));
+  if (p.group == g.C && g.C == g.M && wt.sizes()[1] == 1 && g.C % blk == 0) g.kind = conv_kind::depthwise;
+  else if (p.group == 1 && wt.sizes()[1] == g.C && g.C < blk) g.kind = conv_kind::first_layer;
+  else if (p.group == 1 && wt.sizes()[1] == g.C && g.C % blk == 0) g.kind = conv_kind::dense;
+  else
+    return op_error(op, cat("X ", dims_string(x.sizes()), ", W ", dims_string(wt.sizes()), " and group ", std::to_string(p.group),
+                            " are neither a depthwise, a blocked nor a first-layer convolution"));
+  g.CB = g.C / blk;
+  g.MB = g.M / blk;
+  if (!p.attrs.kernel.empty() && (p.attrs.kernel[0] != wt.sizes()[2] || p.attrs.kernel[1] != wt.sizes()[3]))
+    return op_error(op, "kernel_shape does not match W");
+  EPSTACK_ASSIGN_OR_RETURN(g.h, make_window(p.attrs, 0, x.sizes()[2], wt.sizes()[2], op));
+  EPSTACK_ASSIGN_OR_RETURN(g.w, make_window(p.attrs, 1, x.sizes()[3], wt.sizes()[3], op));
+  conv_epilogue ep;
+  ep.act = p.act;
+  if (ctx.has_input(2)) {
+    const tensor& b = ctx.input(2);
+    if (b.type() != element_type::float32 || b.element_count() != static_cast<std::size_t>(g.M))
+      return op_error(op, cat("B must hold ", std::to_string(g.M), " floats"));
+    ep.bias = b.typed<float>();
+  }
+  const std::array<std::int64_t, 4> out_sizes{g.N, g.M, g.h.out, g.w.out};
+  if (p.fused && ctx.has_input(3)) {
+    const tensor& s = ctx.input(3);
+    if (s.type() != element_type::float32 || !std::equal(s.sizes().begin(), s.sizes().end(), out_sizes.begin(), out_sizes.end()))
+      return op_error(op, cat("Sum ", dims_string(s.sizes()), " must have the output's shape ", dims_string(out_sizes)));
+    ep.sum = s.typed<float>();
+  }
+  tensor& y = ctx.allocate_output(0, element_type::float32, out_sizes);
+  if (y.element_count() == 0) return {};
+  const float* px = x.typed<float>();
+  float* py = y.typed<float>();
+  const std::int64_t in_image = g.C * g.h.in * g.w.in, out_image = g.M * g.h.out * g.w.out;
+
+  if (g.kind == conv_kind::depthwise) {
+    const auto rows = static_cast<std::size_t>(g.N * g.CB * g.h.out);
+    parallel_items(ctx, rows, static_cast<std::size_t>(g.w.out * g.h.k * g.w.k * blk), [&](std::size_t r0, std::size_t r1) {
+      for (std::size_t r = r0; r < r1; ++r) {
+        const auto ri = static_cast<std::int64_t>(r);
+        const std::int64_t n = ri / (g.CB * g.h.out), cb = ri / g.h.out % g.CB, oh = ri % g.h.out;
+        const conv_view v{&g, px + n * in_image, wt.typed<float>(), py + n * out_image, ep.sum ? ep.sum + n * out_image : nullptr};
+        depthwise_row(v, ep, cb, oh);
+        if (!in_register(ep.act)) ep.act.apply(py + n * out_image + (cb * g.h.out + oh) * g.w.out * blk, static_cast<std::size_t>(g.w.out * blk));
+      }
+    });
+    return {};
+  }
+
+  // Dense and first layer. A 1x1 convolution with unit strides and no padding: the image is one row.
+  conv_geom flat = g;
+  if (g.h.k == 1 && g.w.k == 1 && g.h.s == 1 && g.w.s == 1 && g.h.pb == 0 && g.w.pb == 0 && g.h.out == g.h.in &&
+      g.w.out == g.w.in) {
+    flat.w.in = flat.w.out = g.h.in * g.w.in;
+    flat.h.in = flat.h.out = 1;
+  }
+  const bool first_layer = g.kind == conv_kind::first_layer;
+  // Sets of up to 4 output blocks, as even as they can be (9 blocks: 3 + 3 + 3, not 4 + 4 + 1).
+  const std::int64_t groups = (g.MB + 3) / 4, per_group = g.MB / groups, wider = g.MB % groups;
+  // Column segments: short enough for the segment's outputs to stay in cache while input channels are accumulated,
+  // and enough work items for every thread.
+  const std::int64_t OW = flat.w.out;
+  std::int64_t seg = std::max<std::int64_t>(1, (OW + 191) / 192);
+  const auto threads = static_cast<std::int64_t>(ctx.thread_count());
+  while (g.N * groups * flat.h.out * seg < 4 * threads && (OW + seg) / (seg + 1) >= 12) ++seg;
+  const std::int64_t seg_len = (OW + seg - 1) / seg;
+  // Input channels per pass: the filters of one pass (up to 4 blocks) stay within about 64 KiB.
+  const std::int64_t channels = first_layer ? g.C : g.CB;
+  const std::int64_t per_channel_bytes = 4 * g.h.k * g.w.k * (first_layer ? blk : blk * blk) * 4;
+  const std::int64_t chunk = std::max<std::int64_t>(1, std::min(channels, (64 * 1024) / std::max<std::int64_t>(per_channel_bytes, 1)));
+  const auto items = static_cast<std::size_t>(g.N * groups * flat.h.out * seg);
+  const std::size_t cost = static_cast<std::size_t>(seg_len * 64 * g.C * g.h.k * g.w.k);
+  parallel_items(ctx, items, cost, [&](std::size_t i0, std::size_t i1) {
+    for (std::size_t i = i0; i < i1; ++i) {
+      auto r = static_cast<std::int64_t>(i);
+      const std::int64_t s = r % seg;
+      r /= seg;
+      const std::int64_t oh = r % flat.h.out;
+      r /= flat.h.out;
+      const std::int64_t grp = r % groups, n = r / groups;
+      const std::int64_t ob0 = grp * per_group + std::min(grp, wider);
+      const int nb = static_cast<int>(per_group + (grp < wider ? 1 : 0));
+      const std::int64_t s0 = s * seg_len, s1 = std::min(OW, s0 + seg_len);
+      if (s0 >= s1) continue;
+      const conv_view v{&flat, px + n * in_image, wt.typed<float>(), py + n * out_image, ep.sum ? ep.sum + n * out_image : nullptr};
+      for (std::int64_t c0 = 0; c0 < channels; c0 += chunk) {
+        const std::int64_t c1 = std::min(channels, c0 + chunk);
+        if (first_layer) dense_segment<true>(nb, v, ep, ob0, oh, s0, s1, c0, c1, c0 == 0, c1 == channels);
+        else dense_segment<false>(nb, v, ep, ob0, oh, s0, s1, c0, c1, c0 == 0, c1 == channels);
+      }
+      if (!in_register(ep.act))
+        for (std::int64_t b = ob0; b < ob0 + nb; ++b)
+          ep.act.apply(v.y + ((b * flat.h.out + oh) * OW + s0) * blk, static_cast<std::size_t>((s1 - s0) * blk));
+    }
+  });
+  return {};
+}
+
+// ---- pooling ----
+enum class pool_kind : std::uint8_t { max, average, global_max, global_average };
+
+struct nchwc_pool_plan {
+  pool_kind kind = pool_kind::max;
+  window_attrs attrs;
+  bool count_include_pad = false;
+};
+
+Status nchwc_pool_compute(const nchwc_pool_plan& p, compute_context& ctx) {
+  const std::string_view op = p.kind == pool_kind::max              ? "MaxPool (NCHWc)"
+                              : p.kind == pool_kind::average        ? "AveragePool (NCHWc)"
+                              : p.kind == pool_kind::global_max     ? "GlobalMaxPool (NCHWc)"
+                                                                    : "GlobalAveragePool (NCHWc)";
+  const tensor& x = ctx.input(0);
+  if (x.type() != element_type::float32 || x.rank() != 4 || x.sizes()[1] % blk != 0)
+    return op_error(op, cat("X must be a 4-D float tensor with a multiple of 16 channels, got ", dims_string(x.sizes())));
+  const std::int64_t N = x.sizes()[0], CB = x.sizes()[1] / blk, IH = x.sizes()[2], IW = x.sizes()[3];
+  const bool global = p.kind == pool_kind::global_max || p.kind == pool_kind::global_average;
+  window h, w;
+  if (global) {
+    h = {IH, IH, 1, 1, 0, 1};
+    w = {IW, IW, 1, 1, 0, 1};
+  } else {
+    if (p.attrs.kernel.size() != 2) return op_error(op, "kernel_shape must have 2 values");
+    EPSTACK_ASSIGN_OR_RETURN(h, make_window(p.attrs, 0, IH, p.attrs.kernel[0], op));
+    EPSTACK_ASSIGN_OR_RETURN(w, make_window(p.attrs, 1, IW, p.attrs.kernel[1], op));
+  }
+  const std::array<std::int64_t, 4> out_sizes{N, x.sizes()[1], h.out, w.out};
+  tensor& y = ctx.allocate_output(0, element_type::float32, out_sizes);
+  if (y.element_count() == 0) return {};
+  if (global && IH * IW == 0) return op_error(op, "X has no pixels");
+  const float* px = x.typed<float>();
+  float* py = y.typed<float>();
+  const bool is_max = p.kind == pool_kind::max || p.kind == pool_kind::global_max;
+  const auto rows = static_cast<std::size_t>(N * CB * h.out);
+  parallel_items(ctx, rows, static_cast<std::size_t>(w.out * h.k * w.k * blk), [&](std::size_t r0, std::size_t r1) {
+    for (std::size_t r = r0; r < r1; ++r) {
+      const auto ri = static_cast<std::int64_t>(r);
+      const std::int64_t plane = ri / h.out, oh = ri % h.out;
+      const float* xp = px + plane * IH * IW * blk;
+      float* yp = py + (plane * h.out + oh) * w.out * blk;
+      const std::int64_t ih0 = oh * h.s - h.pb;
+      for (std::int64_t ow = 0; ow < w.out; ++ow) {
+        const std::int64_t iw0 = ow * w.s - w.pb;
+        v16 acc = is_max ? splat(std::numeric_limits<float>::lowest()) : v16{};
+        std::int64_t count = 0;
+        mask16 nan{};
+        for (std::int64_t kh = 0; kh < h.k; ++kh) {
+          const std::int64_t ih = ih0 + kh * h.d;
+          if (ih < 0 || ih >= IH) continue;
+          for (std::int64_t kw = 0; kw < w.k; ++kw) {
+            const std::int64_t iw = iw0 + kw * w.d;
+            if (iw < 0 || iw >= IW) continue;
+            const v16 xv = load(xp + (ih * IW + iw) * blk);
+            if (is_max) {
+              acc = vmax(acc, xv);
+              nan |= xv != xv;
+            } else {
+              acc += xv;
+            }
+            ++count;
+          }
+        }
+        if (is_max) {
+          for (int l = 0; l < 16; ++l)
+            if (nan[l] != 0) acc[l] = std::numeric_limits<float>::quiet_NaN();  // NaN propagates (numpy's max, the ONNX reference)
+        } else {
+          const std::int64_t div = global ? IH * IW : p.count_include_pad ? h.k * w.k : count;
+          acc = div > 0 ? acc / splat(static_cast<float>(div)) : splat(std::numeric_limits<float>::quiet_NaN());
+        }
+        store(yp + ow * blk, acc);
+      }
+    }
+  });
+  return {};
+}
+
+// ---- reorders ----
+Status reorder_input_compute(compute_context& ctx) {
+  constexpr std::string_view op = "ReorderInput";
+  const tensor& x = ctx.input(0);
+  if (x.type() != element_type::float32 || x.rank() != 4) return op_error(op, cat("X must be a 4-D float tensor, got ", dims_string(x.sizes())));
+  const std::int64_t N = x.sizes()[0], C = x.sizes()[1], HW = x.sizes()[2] * x.sizes()[3];
+  const std::int64_t CB = (C + blk - 1) / blk;
+  const std::array<std::int64_t, 4> out_sizes{N, CB * blk, x.sizes()[2], x.sizes()[3]};
+  tensor& y = ctx.allocate_output(0, element_type::float32, out_sizes);
+  if (y.element_count() == 0) return {};
+  const float* px = x.typed<float>();
+  float* py = y.typed<float>();
+  parallel_items(ctx, static_cast<std::size_t>(N * CB), static_cast<std::size_t>(HW * blk), [&](std::size_t b0, std::size_t b1) {
+    for (std::size_t b = b0; b < b1; ++b) {
+      const auto bi = static_cast<std::int64_t>(b);
+      const std::int64_t n = bi / CB, cb = bi % CB, lanes = std::min(blk, C - cb * blk);
+      const float* src = px + (n * C + cb * blk) * HW;
+      float* dst = py + bi * HW * blk;
+      // 16 pixels at a time: each channel's run of 16 read once, written into the 16 pixels' vectors.
+      for (std::int64_t p0 = 0; p0 < HW; p0 += 16) {
+        const std::int64_t np = std::min<std::int64_t>(16, HW - p0);
+        float tile[16][16] = {};
+        for (std::int64_t l = 0; l < lanes; ++l)
+          for (std::int64_t q = 0; q < np; ++q) tile[q][l] = src[l * HW + p0 + q];
+        std::memcpy(dst + p0 * blk, tile, static_cast<std::size_t>(np * blk) * sizeof(float));
+      }
+    }
+  });
+  return {};
+}
+
+Status reorder_output_compute(compute_context& ctx, std::int64_t channels) {
+  constexpr std::string_view op = "ReorderOutput";
+  const tensor& x = ctx.input(0);
+  if (x.type() != element_type::float32 || x.rank() != 4 || x.sizes()[1] % blk != 0 || channels > x.sizes()[1] || channels <= 0)
+    return op_error(op, cat("X must be a 4-D blocked float tensor of at least ", std::to_string(channels), " channels, got ",
+                            dims_string(x.sizes())));
+  const std::int64_t N = x.sizes()[0], CB = x.sizes()[1] / blk, HW = x.sizes()[2] * x.sizes()[3];
+  const std::array<std::int64_t, 4> out_sizes{N, channels, x.sizes()[2], x.sizes()[3]};
+  tensor& y = ctx.allocate_output(0, element_type::float32, out_sizes);
+  if (y.element_count() == 0) return {};
+  const float* px = x.typed<float>();
+  float* py = y.typed<float>();
+  const std::int64_t UB = (channels + blk - 1) / blk;
+  parallel_items(ctx, static_cast<std::size_t>(N * UB), static_cast<std::size_t>(HW * blk), [&](std::size_t b0, std::size_t b1) {
+    for (std::size_t b = b0; b < b1; ++b) {
+      const auto bi = static_cast<std::int64_t>(b);
+      const std::int64_t n = bi / UB, cb = bi % UB, lanes = std::min(blk, channels - cb * blk);
+      const float* src = px + (n * CB + cb) * HW * blk;
+      float* dst = py + (n * channels + cb * blk) * HW;
+      for (std::int64_t p0 = 0; p0 < HW; p0 += 16) {
+        const std::int64_t np = std::min<std::int64_t>(16, HW - p0);
+        float tile[16][16];
+        std::memcpy(tile, src + p0 * blk, static_cast<std::size_t>(np * blk) * sizeof(float));
+        for (std::int64_t l = 0; l < lanes; ++l)
+          for (std::int64_t q = 0; q < np; ++q) dst[l * HW + p0 + q] = tile[q][l];
+      }
+    }
+  });
+  return {};
+}
+
+bool float_input(const graph& g, node_id n) { return in_type(g, n, 0) == element_type::float32; }
+
+}  // namespace
+}  // namespace impl
+
+namespace ops {
+using namespace impl;
+
+bool nchwc_reorder_input::supports(const graph& g, node_id n) { return float_input(g, n) && attr_i(g.node(n), "channels_last", 0) == 0; }
+Result<compute_function> nchwc_reorder_input::compile(const graph&, node_id) {
+  return make_fn("ReorderInput", [](compute_context& ctx) { return reorder_input_compute(ctx); });
+}
+
+bool nchwc_reorder_output::supports(const graph& g, node_id n) {
+  return float_input(g, n) && attr_i(g.node(n), "channels_last", 0) == 0 && attr_i(g.node(n), "channels", 0) > 0;
+}
+Result<compute_function> nchwc_reorder_output::compile(const graph& g, node_id n) {
+  const std::int64_t channels = attr_i(g.node(n), "channels", 0);
+  return make_fn("ReorderOutput", [channels](compute_context& ctx) { return reorder_output_compute(ctx, channels); });
+}
+
+bool nchwc_conv::supports(const graph& g, node_id n) {
+  const auto& nd = g.node(n);
+  return float_input(g, n) && in_type(g, n, 1) == element_type::float32 && parse_activation(nd).has_value() &&
+         check_window_attrs(read_window_attrs(nd, false), "Conv").is_ok();
+}
+Result<compute_function> nchwc_conv::compile(const graph& g, node_id n) {
+  const auto& nd = g.node(n);
+  nchwc_conv_plan p;
+  p.attrs = read_window_attrs(nd, false);
+  EPSTACK_RETURN_IF_ERROR(check_window_attrs(p.attrs, "Conv (NCHWc)"));
+  p.group = attr_i(nd, "group", 1);
+  p.fused = true;
+  EPSTACK_ASSIGN_OR_RETURN(p.act, parse_activation(nd));
+  return make_fn("Conv (NCHWc)", [p](compute_context& ctx) { return nchwc_conv_compute(p, ctx); });
+}
+
+namespace {
+Result<compute_function> pool_fn(const graph& g, node_id n, pool_kind kind) {
+  nchwc_pool_plan p;
+  p.kind = kind;
+  p.attrs = read_window_attrs(g.node(n), true);
+  p.count_include_pad = attr_i(g.node(n), "count_include_pad", 0) != 0;
+  EPSTACK_RETURN_IF_ERROR(check_window_attrs(p.attrs, g.node(n).op_type));
+  return make_fn(g.node(n).op_type + " (NCHWc)", [p](compute_context& ctx) { return nchwc_pool_compute(p, ctx); });
+}
+bool pool_ok(const graph& g, node_id n) {
+  return float_input(g, n) && g.node(n).outputs.size() == 1 && check_window_attrs(read_window_attrs(g.node(n), true), "").is_ok();
+}
+}  // namespace
+
+bool nchwc_max_pool::supports(const graph& g, node_id n) { return pool_ok(g, n); }
+Result<compute_function> nchwc_max_pool::compile(const graph& g, node_id n) { return pool_fn(g, n, pool_kind::max); }
+bool nchwc_average_pool::supports(const graph& g, node_id n) { return pool_ok(g, n); }
+Result<compute_function> nchwc_average_pool::compile(const graph& g, node_id n) { return pool_fn(g, n, pool_kind::average); }
+bool nchwc_global_max_pool::supports(const graph& g, node_id n) { return pool_ok(g, n); }
+Result<compute_function> nchwc_global_max_pool::compile(const graph& g, node_id n) { return pool_fn(g, n, pool_kind::global_max); }
+bool nchwc_global_average_pool::supports(const graph& g, node_id n) { return pool_ok(g, n); }
+Result<compute_function> nchwc_global_average_pool::compile(const graph& g, node_id n) {
+  return pool_fn(g, n, pool_kind::global_average);
+}
+
+}  // namespace ops
+}  // namespace epstack::cpu

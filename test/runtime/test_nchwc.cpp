@@ -1,0 +1,255 @@
+// The CPU provider's blocked-channel layout (NCHWc): which nodes the pass converts, that every converted graph computes
+// what the plain layout computes (convolutions of every kind the blocked kernels run, pools, element-wise nodes in the
+// chain, values leaving the chain as graph outputs and to NCHW consumers), that a model holding the blocked
+// nodes: saved as ONNX, they load and run again; and the kernels' refusals.
+#include <epstack/testing/model_zoo.hpp>
+#include <epstack/onnx/onnx_io.hpp>
+#include <epstack/providers/cpu.hpp>
+#include <epstack/runtime/session.hpp>
+
+#include "../support/graphs.hpp"
+#include "../support/temp_dir.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <map>
+
+using namespace epstack;
+using test::op_counts;
+using cpu_session = session<cpu_provider>;
+
+namespace {
+
+constexpr std::string_view blocked_conv = "com.epstack.nchwc16.Conv";
+
+attribute_list attrs(std::initializer_list<attribute> a) {
+  attribute_list l;
+  for (const auto& x : a) l.set(x);
+  return l;
+}
+attribute ints(std::string name, std::vector<std::int64_t> v) {
+  attribute a;
+  a.name = std::move(name);
+  a.value = std::move(v);
+  return a;
+}
+attribute one(std::string name, std::int64_t v) {
+  attribute a;
+  a.name = std::move(name);
+  a.value = v;
+  return a;
+}
+attribute text(std::string name, std::string v) {
+  attribute a;
+  a.name = std::move(name);
+  a.value = std::move(v);
+  return a;
+}
+
+// One graph with every conversion: a first layer of 3 channels (7x7, stride 2), 1x1 convolutions to and from channel
+// counts that are not multiples of 16 (24, 40), a depthwise stride-2 3x3, a dilated 3x3, SAME_UPPER padding, a
+// residual Add (FusedConv's Z), ReLU/Clip/Sigmoid activations, Mul and Tanh on blocked tensors, MaxPool (ceil_mode,
+// pads), AveragePool (count_include_pad, asymmetric pads), both global pools, a grouped convolution (left in NCHW),
+// a Winograd-shaped 3x3 (left in NCHW), a Transpose reading a blocked value, and a mid-chain graph output.
+model layout_model() {
+  graph g("nchwc");
+  const auto f32 = [](std::initializer_list<std::int64_t> d) { return type_info::tensor_of(element_type::float32, shape::of(std::vector<std::int64_t>(d))); };
+  g.add_input("x", f32({2, 24, 20, 20}));
+  g.add_input("img", f32({2, 3, 17, 17}));
+  std::uint64_t seed = 1;
+  const auto w = [&](std::string name, std::initializer_list<std::int64_t> d) {
+    g.add_initializer(name, zoo::random_tensor(d, seed++, 0.3f));
+    return name;
+  };
+  const auto conv = [&](std::string name, std::vector<std::string> in, std::string out, attribute_list a) {
+    const std::vector<std::string> outs{std::move(out)};
+    g.add_node(test::op(std::move(name), "Conv", std::move(a)), std::span<const std::string>(in), std::span<const std::string>(outs));
+  };
+  conv("pw1", {"x", w("w1", {40, 24, 1, 1}), w("b1", {40})}, "a0", {});
+  g.add_node(test::op("relu1", "Relu"), {"a0"}, {"a"});
+  conv("dw", {"a", w("wd", {40, 1, 3, 3}), w("bd", {40})}, "b0", attrs({ints("strides", {2, 2}), ints("pads", {1, 1, 1, 1}), one("group", 40)}));
+  g.add_initializer("lo", tensor::scalar(0.0f));
+  g.add_initializer("hi", tensor::scalar(0.5f));
+  g.add_node(test::op("clip", "Clip"), {"b0", "lo", "hi"}, {"b"});  // b: [2, 40, 10, 10], also a graph output
+  conv("dil", {"b", w("w3", {24, 40, 3, 3})}, "c", attrs({ints("dilations", {2, 2}), ints("pads", {2, 2, 2, 2})}));
+  conv("pw2", {"b", w("w4", {24, 40, 1, 1}), w("b4", {24})}, "c2", {});
+  g.add_node(test::op("res", "Add"), {"c2", "c"}, {"d0"});  // Conv + Add: FusedConv with Z
+  g.add_node(test::op("sig", "Sigmoid"), {"d0"}, {"d"});
+  g.add_node(test::op("sq", "Mul"), {"d", "c"}, {"e0"});    // both blocked: runs on the blocked tensors
+  g.add_node(test::op("tanh", "Tanh"), {"e0"}, {"e"});
+  g.add_node(test::op("maxpool", "MaxPool", attrs({ints("kernel_shape", {3, 3}), ints("strides", {2, 2}), ints("pads", {1, 1, 1, 1}), one("ceil_mode", 1)})),
+             {"e"}, {"f"});
+  g.add_node(test::op("avgpool", "AveragePool",
+                      attrs({ints("kernel_shape", {2, 2}), ints("pads", {0, 0, 1, 1}), one("count_include_pad", 1)})),
+             {"f"}, {"h"});
+  g.add_node(test::op("gap", "GlobalAveragePool"), {"h"}, {"gap"});
+  g.add_node(test::op("gmp", "GlobalMaxPool"), {"f"}, {"gmp"});
+  g.add_node(test::op("tr", "Transpose", attrs({ints("perm", {0, 2, 3, 1})})), {"c"}, {"t"});
+  conv("grouped", {"b", w("wg", {8, 20, 3, 3})}, "grp", attrs({one("group", 2), ints("pads", {1, 1, 1, 1})}));
+  conv("wino", {"e", w("ww", {16, 24, 3, 3})}, "wino", attrs({ints("pads", {1, 1, 1, 1})}));
+  // The first layer: 3 channels read in NCHW, then SAME_UPPER with a stride.
+  conv("first", {"img", w("wf", {16, 3, 7, 7}), w("bf", {16})}, "k0", attrs({ints("strides", {2, 2}), ints("pads", {3, 3, 3, 3})}));
+  g.add_node(test::op("relu2", "Relu"), {"k0"}, {"k1"});
+  g.add_node(test::op("same", "Conv", attrs({ints("strides", {2, 2}), text("auto_pad", "SAME_UPPER")})),
+             {"k1", w("ws", {20, 16, 5, 5})}, {"k"});
+  for (const char* o : {"b", "gap", "gmp", "t", "grp", "wino", "k"}) g.add_output(o);
+  model m;
+  m.opsets = {{"", 13}};
+  m.graph = std::move(g);
+  return m;
+}
+
+cpu_session make(const model& m, std::string_view layout, graph_optimization_level level = graph_optimization_level::all) {
+  session_options so;
+  so.set_graph_optimization_level(level);
+  so.set_config(config_keys::cpu_layout, layout);
+  auto s = cpu_session::create(m, so);
+  REQUIRE_MESSAGE(s.has_value(), s.status().to_string());
+  return std::move(*s);
+}
+
+
+void check_close(const std::vector<tensor>& a, const std::vector<tensor>& b) {
+  REQUIRE(a.size() == b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    REQUIRE(a[i].type() == element_type::float32);
+    REQUIRE(std::vector<std::int64_t>(a[i].sizes().begin(), a[i].sizes().end()) ==
+            std::vector<std::int64_t>(b[i].sizes().begin(), b[i].sizes().end()));
+    const float* x = a[i].typed<float>();
+    const float* y = b[i].typed<float>();
+    for (std::size_t k = 0; k < a[i].element_count(); ++k) {
+      INFO("output ", i, " element ", k, ": ", x[k], " vs ", y[k]);
+      REQUIRE(std::isfinite(x[k]));
+      REQUIRE(std::fabs(x[k] - y[k]) <= 1e-4 * (1.0 + std::fabs(y[k])));
+    }
+  }
+}
+
+std::vector<named_tensor> inputs() {
+  return {{"x", zoo::random_tensor({2, 24, 20, 20}, 101, 1.0f)}, {"img", zoo::random_tensor({2, 3, 17, 17}, 102, 1.0f)}};
+}
+
+}  // namespace
+
+TEST_CASE("NCHWc: convolutions, pools and element-wise chains in the blocked layout compute what NCHW computes") {
+  const auto m = layout_model();
+  auto blocked = make(m, "nchwc");
+  auto plain = make(m, "nchw");
+  auto unoptimised = make(m, "nchwc", graph_optimization_level::disable);
+  const auto counts = op_counts(blocked.get_model().graph);
+  // pw1, dw, dil, pw2 (+ the residual), first, same: blocked; grouped and wino stay NCHW.
+  CHECK(counts.at(std::string(blocked_conv)) == 6);
+  const auto count = [&](const std::string& k) { return counts.count(k) ? counts.at(k) : 0; };
+  CHECK(count("com.microsoft.FusedConv") + count("Conv") == 2);
+  CHECK(counts.at("com.epstack.nchwc16.MaxPool") == 1);
+  CHECK(counts.at("com.epstack.nchwc16.AveragePool") == 1);
+  CHECK(counts.at("com.epstack.nchwc16.GlobalAveragePool") == 1);
+  CHECK(counts.at("com.epstack.nchwc16.GlobalMaxPool") == 1);
+  CHECK(counts.at("Mul") == 1);  // on blocked tensors
+  CHECK(counts.at("com.epstack.nchwc16.ReorderInput") == 1);   // x (the first layer reads img as it is)
+  CHECK(counts.at("com.epstack.nchwc16.ReorderOutput") >= 5);  // b, c (Transpose), e (wino), gap, gmp, k
+  CHECK(op_counts(plain.get_model().graph).count(std::string(blocked_conv)) == 0);
+  CHECK(blocked.get_model().opset("com.epstack.nchwc16") == 1);
+  bool reported = false;
+  for (const auto& f : blocked.optimizations().fusions) reported = reported || f.rfind("NCHWc layout", 0) == 0;
+  CHECK(reported);
+  // Every blocked node is the CPU provider's.
+  for (node_id n = 0; n < blocked.get_model().graph.node_count(); ++n)
+    CHECK(blocked.plan().main.nodes[n].provider == blocked.plan().cpu_provider);
+
+  const auto in = inputs();
+  auto a = blocked.run(in);
+  auto b = plain.run(in);
+  auto c = unoptimised.run(in);
+  REQUIRE_MESSAGE(a.has_value(), a.status().to_string());
+  REQUIRE_MESSAGE(b.has_value(), b.status().to_string());
+  REQUIRE_MESSAGE(c.has_value(), c.status().to_string());
+  check_close(*a, *b);
+  check_close(*a, *c);
+  // Runs reuse the session's plan: the second run gives the same bits.
+  auto again = blocked.run(in);
+  REQUIRE(again.has_value());
+  for (std::size_t i = 0; i < a->size(); ++i)
+    CHECK(std::memcmp((*a)[i].data(), (*again)[i].data(), (*a)[i].byte_size()) == 0);
+}
+
+TEST_CASE("NCHWc: a residual network converts whole and matches NCHW at 1 and 3 threads") {
+  const auto m = zoo::make_convnet({16, 32, 48}, 28, 10);
+  for (int threads : {1, 3}) {
+    session_options so;
+    so.set_intra_op_threads(threads);
+    auto blocked = cpu_session::create(m, so);
+    so.set_config(config_keys::cpu_layout, "nchw");
+    auto plain = cpu_session::create(m, so);
+    REQUIRE(blocked.has_value());
+    REQUIRE(plain.has_value());
+    CHECK(op_counts(blocked->get_model().graph).count(std::string(blocked_conv)) == 1);
+    const auto x = zoo::random_tensor({3, 3, 28, 28}, 7, 1.0f);
+    auto a = blocked->run({{"image", x}});
+    auto b = plain->run({{"image", x}});
+    REQUIRE_MESSAGE(a.has_value(), a.status().to_string());
+    REQUIRE(b.has_value());
+    check_close(*a, *b);
+  }
+}
+
+TEST_CASE("NCHWc: the blocked graph saved as ONNX loads and runs again (what an EPContext model holds of the CPU's part)") {
+  // A context model keeps the nodes the CPU provider runs as they are after partitioning: here, blocked nodes of a
+  // domain the onnx package does not know, whose values keep their types through value_info.
+  test::temp_dir dir;
+  auto blocked = make(layout_model(), "nchwc");
+  const auto path = dir.path() / "blocked.onnx";
+  REQUIRE(save_model(blocked.get_model(), path).is_ok());
+  auto saved = load_model(path);
+  REQUIRE_MESSAGE(saved.has_value(), saved.status().to_string());
+  CHECK(op_counts(saved->graph).at(std::string(blocked_conv)) == 6);
+  CHECK(saved->opset("com.epstack.nchwc16") == 1);
+  auto loaded = cpu_session::create(path);
+  REQUIRE_MESSAGE(loaded.has_value(), loaded.status().to_string());
+  CHECK(op_counts(loaded->get_model().graph).at(std::string(blocked_conv)) == 6);  // not converted twice
+  auto plain = make(layout_model(), "nchw");
+  const auto in = inputs();
+  auto a = loaded->run(in);
+  auto b = plain.run(in);
+  REQUIRE_MESSAGE(a.has_value(), a.status().to_string());
+  REQUIRE(b.has_value());
+  check_close(*a, *b);
+}
+
+TEST_CASE("NCHWc: the option's values, and the blocked kernels' refusals name what is wrong") {
+  const auto m = layout_model();
+  session_options so;
+  so.set_config(config_keys::cpu_layout, "nhwc");
+  auto bad = cpu_session::create(m, so);
+  REQUIRE_FALSE(bad.has_value());
+  CHECK(bad.code() == errc::invalid_argument);
+  CHECK(bad.status().message().find("epstack.cpu_layout") != std::string::npos);
+  // Below the `all` level the layout does not change.
+  auto extended = make(m, "nchwc", graph_optimization_level::extended);
+  CHECK(op_counts(extended.get_model().graph).count(std::string(blocked_conv)) == 0);
+
+  // A hand-written blocked Conv whose filter count is not a multiple of 16, and a ReorderOutput asked for more
+  // channels than its input has.
+  graph g("refusals");
+  g.add_input("x", type_info::tensor_of(element_type::float32, shape{1, 16, 4, 4}));
+  g.add_initializer("w", zoo::random_tensor({20, 16, 1, 1}, 3, 1.0f));
+  node c = test::op("bad_conv", "Conv");
+  c.domain = "com.epstack.nchwc16";
+  g.add_node(c, {"x", "w"}, {"y"});
+  node r = test::op("bad_out", "ReorderOutput", attrs({one("channels", 40)}));
+  r.domain = "com.epstack.nchwc16";
+  g.add_node(r, {"x"}, {"z"});
+  g.add_output("y", type_info::tensor_of(element_type::float32));
+  g.add_output("z", type_info::tensor_of(element_type::float32));
+  model bm;
+  bm.opsets = {{"", 13}, {"com.epstack.nchwc16", 1}};
+  bm.graph = std::move(g);
+  auto s = cpu_session::create(bm);
+  REQUIRE_MESSAGE(s.has_value(), s.status().to_string());
+  auto out = s->run({{"x", zoo::random_tensor({1, 16, 4, 4}, 4, 1.0f)}});
+  REQUIRE_FALSE(out.has_value());
+  CHECK(out.code() == errc::invalid_argument);
+  const auto msg = out.status().message();
+  CHECK((msg.find("not a multiple of 16") != std::string::npos || msg.find("at least 40 channels") != std::string::npos));
+}
