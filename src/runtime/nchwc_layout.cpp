@@ -156,18 +156,22 @@ struct layout_pass {
         const std::int64_t sizes[] = {Op, Ip, KH, KW};
         nw = zeros(sizes);
         float* d = nw.typed<float>();
-        const std::int64_t IB = Ip / blk;
-        for (std::int64_t o = 0; o < O; ++o)
-          for (std::int64_t i = 0; i < I; ++i)
+        // Written in order: [ob][ib][k][bi][bo].
+        for (std::int64_t ob = 0; ob < Op / blk; ++ob)
+          for (std::int64_t ib = 0; ib < Ip / blk; ++ib)
             for (std::int64_t k = 0; k < KK; ++k)
-              d[((((o / blk) * IB + i / blk) * KK + k) * blk + i % blk) * blk + o % blk] = src[(o * I + i) * KK + k];
+              for (std::int64_t bi = 0, i = ib * blk; bi < blk; ++bi, ++i, d += blk)
+                for (std::int64_t bo = 0, o = ob * blk; bo < blk && i < I; ++bo, ++o)
+                  if (o < O) d[bo] = src[(o * I + i) * KK + k];
       } else {
         const std::int64_t sizes[] = {Op, I, KH, KW};
         nw = zeros(sizes);
         float* d = nw.typed<float>();
-        for (std::int64_t o = 0; o < O; ++o)
+        // [ob][i][k][bo].
+        for (std::int64_t ob = 0; ob < Op / blk; ++ob)
           for (std::int64_t i = 0; i < I; ++i)
-            for (std::int64_t k = 0; k < KK; ++k) d[(((o / blk) * I + i) * KK + k) * blk + o % blk] = src[(o * I + i) * KK + k];
+            for (std::int64_t k = 0; k < KK; ++k, d += blk)
+              for (std::int64_t bo = 0, o = ob * blk; bo < blk && o < O; ++bo, ++o) d[bo] = src[(o * I + i) * KK + k];
       }
       wname = add_tensor(en.inputs[1] + "_nchwc", std::move(nw));
       filters[key] = wname;
