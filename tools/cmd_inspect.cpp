@@ -168,6 +168,23 @@ int inspect_model(const std::string& path) {
   }
   if (!m->functions.empty()) std::cout << "functions: " << m->functions.size() << "\n";
   print_ep_context_nodes(*m, path);
+  // A compiled model: how it suits each provider of this build's stack (ONNX Runtime's compatibility verdicts).
+  bool compiled = false;
+  for (const auto& kv : m->metadata) compiled = compiled || kv.first.starts_with(ep_compatibility_info_prefix);
+  for (node_id n = 0; n < g.node_count() && !compiled; ++n) compiled = g.node(n).op_type == "EPContext";
+  if (compiled) {
+    const auto st = with_stack(default_stack(), [&](auto tag) {
+      using S = typename decltype(tag)::type;
+      auto verdicts = S::compiled_model_compatibility(std::filesystem::path(path));
+      std::cout << "compatibility with this build's stack (" << default_stack() << "):\n";
+      if (!verdicts) {
+        std::cout << "  " << verdicts.status().message() << "\n";
+        return;
+      }
+      for (const auto& v : *verdicts) std::cout << "  " << v.provider << ": " << to_string(v.value) << " (" << v.reason << ")\n";
+    });
+    if (!st) return fail(st);
+  }
   return 0;
 }
 

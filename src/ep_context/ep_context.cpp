@@ -555,6 +555,13 @@ Status generate(const model& m, const partition_plan& plan, const function_of& f
   out.model_version = m.model_version;
   out.doc_string = m.doc_string;
   out.metadata = m.metadata;
+  // Each provider that compiled a partition says, in ONNX Runtime's key, what it compiled for.
+  for (std::size_t p = 0; p < providers.size(); ++p) {
+    if (per[p].empty() || !providers[p].context) continue;
+    const std::string key = cat(ep_compatibility_info_prefix, providers[p].type_key);
+    std::erase_if(out.metadata, [&](const auto& kv) { return kv.first == key; });
+    out.metadata.emplace_back(key, compatibility_info(providers[p]));
+  }
   out.functions = m.functions;
   graph cg(g.name());
   cg.set_doc_string(g.doc_string());

@@ -181,6 +181,14 @@ Result<std::shared_ptr<const session_core>> session_core::build(model m, std::ve
   // EP contexts: what generation would write is refused now if it exists (before anything is compiled); the contexts
   // an EPContext model names are loaded and verified before anything else is done.
   EPSTACK_ASSIGN_OR_RETURN(auto gen, ctx::plan_generation(d.m, options));
+  // A compiled model some provider would rather recompile (made for older hardware than this machine's) is refused
+  // when the session asks (ONNX Runtime's session.fail_on_suboptimal_compiled_model).
+  if (options.flag(config_keys::fail_on_suboptimal_compiled_model))
+    for (const auto& c : ctx::model_compatibility(d.m, providers))
+      if (c.value == compiled_model_compatibility::ep_supported_prefer_recompilation)
+        return Status(errc::model_requires_compilation,
+                      cat(config_keys::fail_on_suboptimal_compiled_model, " is set and provider ", c.provider,
+                          " rates the compiled model ", to_string(c.value), ": ", c.reason));
   EPSTACK_ASSIGN_OR_RETURN(auto loaded, ctx::load_contexts(d.m, &d.m, providers, options, false));
   d.context.binaries_read = loaded.files_read;
   d.context.graphs_from_workspace = loaded.from_workspace;
@@ -407,6 +415,10 @@ Status session_core::validate_and_infer(model& m) {
 Status session_core::check_compatibility(const model& m, const std::vector<provider_binding>& providers,
                                          const session_options& options) {
   return ctx::load_contexts(m, nullptr, providers, options, true).status();
+}
+
+std::vector<ep_compatibility> session_core::compiled_model_compatibility(const model& m, const std::vector<provider_binding>& providers) {
+  return ctx::model_compatibility(m, providers);
 }
 
 }  // namespace epstack

@@ -25,7 +25,10 @@ TEST_CASE("EPContext generation, embed_mode 0: one _ctx.onnx and one [model]_[ep
   auto cm = load_model(dir / "model_ctx.onnx");
   REQUIRE_MESSAGE(cm.is_ok(), cm.status().message());
   CHECK(cm->graph.name() == "chain");
-  CHECK(cm->metadata == chain_model().metadata);
+  // The source's metadata, then the compiling provider's compatibility string (ONNX Runtime's key).
+  auto expected = chain_model().metadata;
+  expected.emplace_back("ep_compatibility_info.ToyExecutionProvider", "ToyExecutionProvider;sdk_version=1.0;hardware_architecture=toyarch");
+  CHECK(cm->metadata == expected);
   CHECK(cm->opset("com.microsoft") == 1);
   CHECK(cm->opset("") == 13);
   REQUIRE(cm->graph.inputs().size() == 1);

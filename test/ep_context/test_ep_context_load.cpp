@@ -104,6 +104,79 @@ TEST_CASE("SDK version and hardware mismatches are refused, check_compatibility 
   CHECK(h.status().message().find("'toyarch2'") != std::string::npos);
 }
 
+TEST_CASE("Compiled-model compatibility in ONNX Runtime's terms: recorded at generation, judged per provider, a suboptimal model refused on request") {
+  test::temp_dir dir;
+  const auto src = write_model(chain_model(), dir / "model.onnx");
+  REQUIRE(toy_session::create(src, gen_options(0)).is_ok());
+  const auto ctx = dir / "model_ctx.onnx";
+  auto m = load_model(ctx);
+  REQUIRE(m.has_value());
+  std::string info;
+  for (const auto& [k, v] : m->metadata)
+    if (k == "ep_compatibility_info.ToyExecutionProvider") info = v;
+  CHECK(info == "ToyExecutionProvider;sdk_version=1.0;hardware_architecture=toyarch");
+
+  using cmc = compiled_model_compatibility;
+  const auto verdicts = [&](const fs::path& p, toy t) {
+    auto v = toy_session::compiled_model_compatibility(p, {t, cpu_provider{}});
+    REQUIRE_MESSAGE(v.has_value(), v.status().to_string());
+    REQUIRE(v->size() == 2);
+    CHECK((*v)[0].provider == "ToyExecutionProvider");
+    CHECK((*v)[1].provider == "CPUExecutionProvider");
+    CHECK((*v)[1].value == cmc::ep_not_applicable);  // the CPU provider compiles nothing it keeps
+    return (*v)[0];
+  };
+  const auto same = verdicts(ctx, toy{});
+  CHECK(same.value == cmc::ep_supported_optimal);
+  CHECK(same.info == info);
+  CHECK(verdicts(src, toy{}).value == cmc::ep_not_applicable);  // not compiled
+  const std::string bytes = test::read_file(ctx);
+  auto from_bytes = toy_session::compiled_model_compatibility(std::as_bytes(std::span(bytes.data(), bytes.size())));
+  REQUIRE(from_bytes.has_value());
+  CHECK((*from_bytes)[0].value == cmc::ep_supported_optimal);
+
+  toy newer;
+  newer.sdk = "2.0";
+  const auto sdk = verdicts(ctx, newer);
+  CHECK(sdk.value == cmc::ep_unsupported);
+  CHECK(sdk.reason.find("SDK version '1.0'; this build has '2.0'") != std::string::npos);
+  toy other;
+  other.hw = "toyarch2";
+  CHECK(verdicts(ctx, other).value == cmc::ep_unsupported);
+  toy plus;  // runs contexts made for toyarch, but would compile better ones
+  plus.hw = "toyarch+";
+  const auto sub = verdicts(ctx, plus);
+  CHECK(sub.value == cmc::ep_supported_prefer_recompilation);
+  CHECK(sub.reason.find("'toyarch'") != std::string::npos);
+  CHECK(sub.reason.find("'toyarch+'") != std::string::npos);
+  CHECK(toy_session::create(ctx, {}, {plus, cpu_provider{}}).is_ok());
+  session_options strict;
+  strict.set_config(config_keys::fail_on_suboptimal_compiled_model, "1");
+  auto refused = toy_session::create(ctx, strict, {plus, cpu_provider{}});
+  REQUIRE_FALSE(refused.is_ok());
+  CHECK(refused.status().code() == errc::model_requires_compilation);
+  CHECK(refused.status().message().find("session.fail_on_suboptimal_compiled_model") != std::string::npos);
+  CHECK(refused.status().message().find("ToyExecutionProvider") != std::string::npos);
+  CHECK(toy_session::create(ctx, strict).is_ok());  // optimal: the option changes nothing
+
+  // An entry that does not read as epstack writes it, and none at all.
+  for (const std::string& value : {std::string("garbage"), std::string("ToyExecutionProvider;sdk_version=1.0")}) {
+    auto edited = *m;
+    for (auto& [k, v] : edited.metadata)
+      if (k == "ep_compatibility_info.ToyExecutionProvider") v = value;
+    REQUIRE(save_model(edited, dir / "edited_ctx.onnx").is_ok());
+    const auto bad = verdicts(dir / "edited_ctx.onnx", toy{});
+    CHECK(bad.value == cmc::ep_unsupported);
+    CHECK(bad.reason.find(value) != std::string::npos);
+  }
+  auto bare = *m;
+  std::erase_if(bare.metadata, [](const auto& kv) { return kv.first.starts_with("ep_compatibility_info."); });
+  REQUIRE(save_model(bare, dir / "bare_ctx.onnx").is_ok());
+  const auto none = verdicts(dir / "bare_ctx.onnx", toy{});
+  CHECK(none.value == cmc::ep_not_applicable);
+  CHECK(none.reason.find("records no ep_compatibility_info.ToyExecutionProvider") != std::string::npos);
+}
+
 TEST_CASE("An EPContext node no provider of the stack recognises is an error naming its source and the stack") {
   test::temp_dir dir;
   const auto src = write_model(chain_model(), dir / "model.onnx");

@@ -200,6 +200,8 @@ struct context_provider {
   }
   [[nodiscard]] std::string ep_sdk_version() const { return sdk; }
   [[nodiscard]] std::string hardware_architecture() const { return hw; }
+  /// A context compiled for "toyarch" runs on "toyarch+" (a superset), as an AVX2 context runs on an AVX-512 machine.
+  [[nodiscard]] bool hardware_supported(std::string_view recorded) const { return recorded == hw || (hw == "toyarch+" && recorded == "toyarch"); }
 
   [[nodiscard]] Result<ep_context_record> serialize(const partition& part, const compute_function& fn,
                                                     ep_context_builder& b) const {

@@ -19,6 +19,9 @@ namespace config_keys {
 inline constexpr std::string_view disable_cpu_ep_fallback = "session.disable_cpu_ep_fallback";
 inline constexpr std::string_view external_initializers_folder = "session.model_external_initializers_file_folder_path";
 inline constexpr std::string_view disable_model_compile = "session.disable_model_compile";
+/// "1": a session refuses (model_requires_compilation) a compiled model that some provider of the stack rates
+/// supported-prefer-recompilation (compiled for older hardware than this machine's: it runs, but not at its best).
+inline constexpr std::string_view fail_on_suboptimal_compiled_model = "session.fail_on_suboptimal_compiled_model";
 inline constexpr std::string_view ep_context_enable = "ep.context_enable";
 inline constexpr std::string_view ep_context_file_path = "ep.context_file_path";
 inline constexpr std::string_view ep_context_embed_mode = "ep.context_embed_mode";

@@ -82,6 +82,13 @@ using function_of = std::function<const compute_function&(std::size_t k)>;
                               const std::vector<provider_binding>& providers, const generation& gen,
                               const session_options& options, ep_context_report& report);
 
+/// The compatibility string provider `b` writes into a generated model (`<type>;sdk_version=..;hardware_architecture=..`).
+[[nodiscard]] std::string compatibility_info(const provider_binding& b);
+/// Each provider's verdict on model `m` from its `ep_compatibility_info.<type>` metadata (ONNX Runtime's
+/// GetModelCompatibilityForEpDevices over the stack): a provider without an entry, or without EP contexts, is
+/// not applicable; an entry that does not parse is unsupported.
+[[nodiscard]] std::vector<ep_compatibility> model_compatibility(const model& m, const std::vector<provider_binding>& providers);
+
 /// Reports progress; false when the callback cancelled.
 [[nodiscard]] Status progress(const session_options& o, std::string_view stage, std::size_t done, std::size_t total,
                               std::string_view detail = {});

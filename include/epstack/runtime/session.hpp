@@ -138,6 +138,25 @@ class basic_session {
     return session_core::check_compatibility(m, make_bindings(providers), options);
   }
 
+  /// @brief How the compiled model at `path` suits each provider of this stack, without creating a session (ONNX
+  /// Runtime's GetModelCompatibilityForEpDevices): one verdict per provider, in stack order, with the reason. Read
+  /// from the model's `ep_compatibility_info.<provider type>` metadata; the context binaries are not opened.
+  [[nodiscard]] static Result<std::vector<ep_compatibility>> compiled_model_compatibility(const std::filesystem::path& path,
+                                                                                         providers_type providers = {}) {
+    load_options lo;
+    lo.shape_inference = shape_inference_mode::off;
+    EPSTACK_ASSIGN_OR_RETURN(auto m, load_model(path, lo));
+    return session_core::compiled_model_compatibility(m, make_bindings(providers));
+  }
+  /// From serialized bytes.
+  [[nodiscard]] static Result<std::vector<ep_compatibility>> compiled_model_compatibility(std::span<const std::byte> bytes,
+                                                                                         providers_type providers = {}) {
+    load_options lo;
+    lo.shape_inference = shape_inference_mode::off;
+    EPSTACK_ASSIGN_OR_RETURN(auto m, load_model(bytes, lo));
+    return session_core::compiled_model_compatibility(m, make_bindings(providers));
+  }
+
  private:
   static Result<basic_session> create_prepared(model m, const session_options& options, providers_type providers) {
     auto keep = std::make_shared<providers_type>(std::move(providers));

@@ -57,6 +57,10 @@ class session_core {
   /// model without EPContext nodes; otherwise the error a session would report.
   [[nodiscard]] static Status check_compatibility(const model& m, const std::vector<provider_binding>& providers,
                                                   const session_options& options);
+  /// @brief Each provider's verdict on compiled model `m` (its `ep_compatibility_info.<type>` metadata), in ONNX
+  /// Runtime's terms: not applicable, supported and optimal, supported but better recompiled, unsupported.
+  [[nodiscard]] static std::vector<ep_compatibility> compiled_model_compatibility(const model& m,
+                                                                                 const std::vector<provider_binding>& providers);
   ~session_core();
   session_core(const session_core&) = delete;
   session_core& operator=(const session_core&) = delete;
