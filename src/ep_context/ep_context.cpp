@@ -184,6 +184,24 @@ Result<load_result> load_contexts(const model& src, model* m, const std::vector<
                                                cat("EPContext node '", name, "': embedded context"));
       if (!bin) return bin.status();
       cn.binary = std::make_shared<const ep_context_binary>(std::move(*bin));
+    } else if (const auto& reader = options.get_context_reader()) {
+      // The application's reader: the name is a key into its storage, never a path we open; still plain and relative,
+      // as the model would name a file.
+      if (!is_plain_relative(fs::path(cn.a.ep_cache_context)))
+        return bad_graph(name, cat("its context binary '", cn.a.ep_cache_context, "' is not a plain relative name"));
+      cn.path_key = "reader:" + cn.a.ep_cache_context;
+      for (const auto& other : nodes)
+        if (&other != &cn && other.binary && other.path_key == cn.path_key) cn.binary = other.binary;
+      if (!cn.binary) {
+        auto bytes = reader(cn.a.ep_cache_context);
+        if (!bytes)
+          return bad_graph(name, cat("the context reader has no context binary '", cn.a.ep_cache_context, "'"));
+        auto block = aligned_copy(std::string_view(reinterpret_cast<const char*>(bytes->data()), bytes->size()));
+        auto bin = ep_context_binary::from_bytes(std::span<const std::byte>(block.get(), bytes->size()), block,
+                                                 cat("context binary '", cn.a.ep_cache_context, "' (from the reader)"));
+        if (!bin) return Status(errc::invalid_graph, cat("EPContext node '", name, "': ", bin.status().message()));
+        cn.binary = std::make_shared<const ep_context_binary>(std::move(*bin));
+      }
     } else {
       if (!folder)
         return bad_graph(name, cat("its context binary '", cn.a.ep_cache_context,

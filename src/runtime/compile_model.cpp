@@ -28,8 +28,14 @@ Result<ep_context_report> compile_model_with(const compile_options& o, const ses
   namespace fs = std::filesystem;
   if (o.input_path.empty() == o.input_bytes.empty())
     return Status(errc::invalid_argument, "compile_model: give exactly one input, a path or a buffer");
-  if (o.output_path.empty() == (o.output_buffer == nullptr))
-    return Status(errc::invalid_argument, "compile_model: give exactly one output, a path or a buffer");
+  if (int(!o.output_path.empty()) + int(o.output_buffer != nullptr) + int(bool(o.write_model)) != 1)
+    return Status(errc::invalid_argument, "compile_model: give exactly one output, a path, a buffer or a write function");
+  if (o.write_model && o.embed_mode == 0 && !o.write_context)
+    return Status(errc::invalid_argument, "compile_model: a model write function with embed_mode 0 needs a context "
+                                          "write function for the binaries (or embed_mode 1)");
+  if (o.write_model && !o.external_initializers_file.empty())
+    return Status(errc::invalid_argument, "compile_model: a model write function takes the whole model: an external "
+                                          "initializers file ('" + o.external_initializers_file + "') needs an output path");
   if (o.embed_mode != 0 && o.embed_mode != 1)
     return Status(errc::invalid_argument, "compile_model: embed_mode must be 0 or 1");
   if (o.output_buffer != nullptr && o.embed_mode != 1)
@@ -40,7 +46,7 @@ Result<ep_context_report> compile_model_with(const compile_options& o, const ses
                                           "initializers file ('" + o.external_initializers_file +
                                               "') needs an output path");
   std::error_code ec;
-  const fs::path final_path = o.output_buffer != nullptr ? fs::path() : fs::absolute(o.output_path, ec);
+  const fs::path final_path = o.output_path.empty() ? fs::path() : fs::absolute(o.output_path, ec);
   if (!final_path.empty() && (!final_path.has_extension() || fs::is_directory(final_path, ec)))
     return Status(errc::invalid_argument, "compile_model: the output path should not point to a folder: '" +
                                               o.output_path.string() + "'");
@@ -79,13 +85,31 @@ Result<ep_context_report> compile_model_with(const compile_options& o, const ses
     EPSTACK_RETURN_IF_ERROR(save_model(*m, out, sv));
     report.model_written = out;
   }
-  if (o.output_buffer != nullptr) {
-    std::ifstream f(out, std::ios::binary | std::ios::ate);
-    if (!f) return Status(errc::fail, "compile_model: cannot read back '" + out.string() + "'");
-    o.output_buffer->resize(static_cast<std::size_t>(f.tellg()));
+  const auto read_back = [](const fs::path& p, std::vector<std::byte>& bytes) -> Status {
+    std::ifstream f(p, std::ios::binary | std::ios::ate);
+    if (!f) return Status(errc::fail, "compile_model: cannot read back '" + p.string() + "'");
+    bytes.resize(static_cast<std::size_t>(f.tellg()));
     f.seekg(0);
-    f.read(reinterpret_cast<char*>(o.output_buffer->data()), static_cast<std::streamsize>(o.output_buffer->size()));
-    if (!f) return Status(errc::fail, "compile_model: cannot read back '" + out.string() + "'");
+    f.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    if (!f) return Status(errc::fail, "compile_model: cannot read back '" + p.string() + "'");
+    return {};
+  };
+  // Context binaries to the application's write function, under the names the model gives them; none stays here.
+  if (o.write_context) {
+    for (auto& b : report.binaries_written) {
+      const fs::path in_work = work / b.filename();
+      std::vector<std::byte> bytes;
+      EPSTACK_RETURN_IF_ERROR(read_back(in_work, bytes));
+      EPSTACK_RETURN_IF_ERROR(o.write_context(b.filename().string(), bytes).with_context("compile_model: the context write function"));
+      fs::remove(in_work, ec);
+    }
+    report.binaries_written.clear();
+  }
+  if (o.output_buffer != nullptr || o.write_model) {
+    std::vector<std::byte> local;
+    std::vector<std::byte>& bytes = o.output_buffer != nullptr ? *o.output_buffer : local;
+    EPSTACK_RETURN_IF_ERROR(read_back(out, bytes));
+    if (o.write_model) EPSTACK_RETURN_IF_ERROR(o.write_model(bytes).with_context("compile_model: the model write function"));
     report.model_written.clear();
     return report;
   }

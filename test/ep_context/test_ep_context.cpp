@@ -5,6 +5,8 @@
 
 #include <epstack/onnx/version_convert.hpp>
 
+#include <map>
+
 using namespace epstack;
 using namespace epstack::test::ctx;
 
@@ -482,6 +484,95 @@ TEST_CASE("compile_model: path or buffer in and out, the flags, and a model writ
   REQUIRE_FALSE(e.is_ok());
   CHECK(e.status().code() == errc::ep_fail);
   CHECK_FALSE(fs::exists(dir / "plain2.onnx"));
+}
+
+TEST_CASE("compile_model to write functions, and contexts read back through a reader: a toy cipher round trip") {
+  test::temp_dir dir;
+  const auto src = write_model(chain_model(), dir / "model.onnx");
+  const auto ref = reference(src);
+  // A toy cipher standing for the application's protection: each byte XORed with a position-dependent key.
+  const auto cipher = [](std::span<const std::byte> in) {
+    std::vector<std::byte> out(in.begin(), in.end());
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] ^= static_cast<std::byte>((0xa5 + 7 * i) & 0xff);
+    return out;
+  };
+  std::vector<std::byte> sealed_model;
+  std::map<std::string, std::vector<std::byte>, std::less<>> store;
+  compile_options co;
+  co.input_path = src;
+  co.write_model = [&](std::span<const std::byte> b) {
+    sealed_model = cipher(b);
+    return Status();
+  };
+  co.write_context = [&](std::string_view name, std::span<const std::byte> b) {
+    store[std::string(name)] = cipher(b);
+    return Status();
+  };
+  auto r = compile_model<toy>(co);
+  REQUIRE_MESSAGE(r.is_ok(), r.status().message());
+  CHECK(r->nodes_written == 2);
+  CHECK(r->model_written.empty());
+  CHECK(r->binaries_written.empty());
+  REQUIRE(store.size() == 1);
+  const std::string bin_name = store.begin()->first;
+  CHECK(bin_name.ends_with("_toy.bin"));
+  CHECK(file_count(dir.path()) == 1);  // only the source: nothing was written beside it
+  // Sealed, the bytes are neither a model nor a binary.
+  CHECK_FALSE(load_model(std::span<const std::byte>(sealed_model)).is_ok());
+  CHECK_FALSE(ep_context_binary::from_bytes(store.begin()->second, nullptr, "sealed").is_ok());
+
+  const auto model_bytes = cipher(sealed_model);
+  session_options so;
+  so.set_context_reader([&](std::string_view name) -> std::optional<std::vector<std::byte>> {
+    auto it = store.find(name);
+    if (it == store.end()) return std::nullopt;
+    return cipher(it->second);
+  });
+  toy t;
+  auto l = toy_session::create(std::span<const std::byte>(model_bytes), so, {t, cpu_provider{}});
+  REQUIRE_MESSAGE(l.is_ok(), l.status().message());
+  CHECK(*t.compiled == 0);
+  CHECK(*t.restored == 2);
+  check_close(run_x(*l), ref);
+  CHECK(toy_session::check_compatibility(std::span<const std::byte>(model_bytes), so).is_ok());
+
+  // Without a reader, a model from a buffer cannot find its binary; a reader without it, or returning sealed bytes,
+  // is invalid_graph naming the node and the binary.
+  auto none = toy_session::create(std::span<const std::byte>(model_bytes));
+  REQUIRE_FALSE(none.is_ok());
+  CHECK(none.status().code() == errc::invalid_graph);
+  session_options empty;
+  empty.set_context_reader([](std::string_view) -> std::optional<std::vector<std::byte>> { return std::nullopt; });
+  auto missing = toy_session::create(std::span<const std::byte>(model_bytes), empty);
+  REQUIRE_FALSE(missing.is_ok());
+  CHECK(missing.status().code() == errc::invalid_graph);
+  CHECK(missing.status().message().find("the context reader has no context binary '" + bin_name + "'") != std::string::npos);
+  session_options sealed;
+  sealed.set_context_reader([&](std::string_view name) -> std::optional<std::vector<std::byte>> { return store.find(name)->second; });
+  auto garbled = toy_session::create(std::span<const std::byte>(model_bytes), sealed);
+  REQUIRE_FALSE(garbled.is_ok());
+  CHECK(garbled.status().code() == errc::invalid_graph);
+  CHECK(garbled.status().message().find("(from the reader)") != std::string::npos);
+
+  // The options that cannot work together, and a write function's error.
+  compile_options two = co;
+  two.output_path = dir / "also.onnx";
+  CHECK(compile_model<toy>(two).status().code() == errc::invalid_argument);
+  compile_options no_ctx;
+  no_ctx.input_path = src;
+  no_ctx.write_model = co.write_model;
+  auto refused = compile_model<toy>(no_ctx);
+  CHECK(refused.status().code() == errc::invalid_argument);
+  CHECK(refused.status().message().find("needs a context write function") != std::string::npos);
+  no_ctx.embed_mode = 1;  // the binaries inside the model: no context function needed
+  REQUIRE(compile_model<toy>(no_ctx).is_ok());
+  compile_options failing = co;
+  failing.write_context = [](std::string_view, std::span<const std::byte>) { return Status(errc::fail, "the store is full"); };
+  auto full = compile_model<toy>(failing);
+  REQUIRE_FALSE(full.is_ok());
+  CHECK(full.status().message().find("the store is full") != std::string::npos);
+  CHECK(full.status().message().find("context write function") != std::string::npos);
+  CHECK(file_count(dir.path()) == 1);
 }
 
 TEST_CASE("compile_model of an IR 10 / opset 21 model keeps its IR version, opsets, metadata and functions") {

@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 #include <cstdint>
+#include <vector>
 
 namespace epstack {
 
@@ -67,6 +68,10 @@ struct compile_progress {
 /// Called between the steps of a session's preparation; returning false cancels it (errc::fail, "cancelled"), before
 /// anything is written.
 using progress_callback = std::function<bool(const compile_progress&)>;
+/// Reads a context binary an EPContext model names (its `ep_cache_context`, as given) from wherever the application
+/// keeps it, in place of the file beside the model: decrypted, from a store, from memory. nullopt: not available.
+/// (ONNX Runtime's experimental EP-context data read function.)
+using context_reader = std::function<std::optional<std::vector<std::byte>>(std::string_view name)>;
 
 /// Graph transformations before partitioning, as ONNX Runtime's `GraphOptimizationLevel`.
 enum class graph_optimization_level : std::uint8_t {
@@ -141,6 +146,13 @@ class session_options {
     return *this;
   }
   [[nodiscard]] const progress_callback& progress() const noexcept { return progress_; }
+  /// Context binaries of embed_mode 0 EPContext nodes come from `f` instead of files beside the model (the model may
+  /// then come from a buffer without ep.context_file_path). Their bytes are verified as a file's would be.
+  session_options& set_context_reader(context_reader f) {
+    context_reader_ = std::move(f);
+    return *this;
+  }
+  [[nodiscard]] const context_reader& get_context_reader() const noexcept { return context_reader_; }
 
  private:
   std::map<std::string, std::string, std::less<>> config_;
@@ -149,6 +161,7 @@ class session_options {
   std::filesystem::path optimized_model_path_;
   bool profiling_ = false;
   progress_callback progress_;
+  context_reader context_reader_;
   std::map<std::string, std::int64_t, std::less<>> dim_overrides_;
 };
 

@@ -22,8 +22,15 @@ namespace epstack {
 struct compile_options {
   std::filesystem::path input_path;               ///< the source model (or `input_bytes`: exactly one)
   std::span<const std::byte> input_bytes;
-  std::filesystem::path output_path;              ///< the EPContext model (or `output_buffer`: exactly one)
+  std::filesystem::path output_path;              ///< the EPContext model (or `output_buffer`, or `write_model`: one)
   std::vector<std::byte>* output_buffer = nullptr;  ///< needs embed_mode 1 (a buffer has no folder for binaries)
+  /// The EPContext model's bytes, to the application (ONNX Runtime's SetOutputModelWriteFunc): called once, after
+  /// everything compiled. With embed_mode 0 it needs `write_context` for the binaries.
+  std::function<Status(std::span<const std::byte> bytes)> write_model;
+  /// Each context binary's bytes with the name the model refers to it by (its `ep_cache_context`), instead of a file
+  /// beside the model (ONNX Runtime's EP-context data write function): encrypt, sign or store them anywhere, and give
+  /// the session a `session_options::set_context_reader` that returns them. Called before the model is written.
+  std::function<Status(std::string_view name, std::span<const std::byte> bytes)> write_context;
   int embed_mode = 0;                             ///< ep.context_embed_mode
   std::string external_initializers_file;         ///< ep.context_model_external_initializers_file_name
   bool error_if_no_nodes_compiled = false;        ///< else the model is written even with nothing compiled
