@@ -26,6 +26,14 @@ bool all_ones(const std::vector<std::int64_t>& v) {
   return std::all_of(v.begin(), v.end(), [](std::int64_t x) { return x == 1; });
 }
 constexpr std::int64_t round_up(std::int64_t c) { return (c + blk - 1) / blk * blk; }
+// The window attributes the blocked kernels read (2-D strides, dilations and pads, a known auto_pad) are well formed.
+bool window_attrs_2d(const node& n) {
+  for (const char* a : {"strides", "dilations"})
+    if (const auto v = attr_ints(n, a); !v.empty() && v.size() != 2) return false;
+  if (const auto p = attr_ints(n, "pads"); !p.empty() && p.size() != 4) return false;
+  const auto ap = attr_s(n, "auto_pad", "NOTSET");
+  return ap == "NOTSET" || ap == "VALID" || ap == "SAME_UPPER" || ap == "SAME_LOWER";
+}
 tensor zeros(std::span<const std::int64_t> sizes) {
   tensor t = tensor::uninitialized(element_type::float32, sizes);
   std::memset(t.mutable_data(), 0, t.byte_size());
@@ -108,11 +116,7 @@ struct layout_pass {
     }
     const auto kernel = attr_ints(en.n, "kernel_shape");
     if (!kernel.empty() && (kernel.size() != 2 || kernel[0] != KH || kernel[1] != KW)) return false;
-    for (const char* a : {"strides", "dilations"})
-      if (const auto v = attr_ints(en.n, a); !v.empty() && v.size() != 2) return false;
-    if (const auto p = attr_ints(en.n, "pads"); !p.empty() && p.size() != 4) return false;
-    const auto ap = attr_s(en.n, "auto_pad", "NOTSET");
-    if (ap != "NOTSET" && ap != "VALID" && ap != "SAME_UPPER" && ap != "SAME_LOWER") return false;
+    if (!window_attrs_2d(en.n)) return false;
     const std::int64_t group = attr_i(en.n, "group", 1);
     const auto in_blocked = blocked.find(en.inputs[0]);
     const auto C = in_blocked != blocked.end() ? std::optional<std::int64_t>(in_blocked->second.channels) : known_channels(xt);
@@ -140,7 +144,6 @@ struct layout_pass {
         return false;
     }
     const std::int64_t Op = round_up(O), Ip = kind == dense ? round_up(I) : I;
-    const float* src = w->typed<float>();
     // The filters, laid out once per original W (a W shared by two convolutions is laid out once).
     const std::string key = en.inputs[1] + (kind == dense ? "#dense" : kind == depthwise ? "#dw" : "#first");
     std::string wname;
@@ -149,7 +152,7 @@ struct layout_pass {
     } else {
       std::vector<float> staged(w->element_count());
       std::memcpy(staged.data(), w->data(), w->byte_size());  // W may sit unaligned in a mapped file
-      src = staged.data();
+      const float* src = staged.data();
       const std::int64_t KK = KH * KW;
       tensor nw;
       if (kind == dense) {
@@ -176,12 +179,12 @@ struct layout_pass {
       wname = add_tensor(en.inputs[1] + "_nchwc", std::move(nw));
       filters[key] = wname;
     }
-    std::string bname;
-    if (has_b || Op != O) {
+    std::string bname;  // zero-padded to Op; without B the kernels add none
+    if (has_b) {
       const std::int64_t sizes[] = {Op};
       tensor nb = zeros(sizes);
-      if (has_b) std::memcpy(nb.mutable_data(), b->data(), b->byte_size());
-      bname = add_tensor((has_b ? en.inputs[2] : en.outputs[0] + "_bias") + "_nchwc", std::move(nb));
+      std::memcpy(nb.mutable_data(), b->data(), b->byte_size());
+      bname = add_tensor(en.inputs[2] + "_nchwc", std::move(nb));
     }
 
     enode c;
@@ -214,12 +217,7 @@ struct layout_pass {
     if (it == blocked.end() || type4(en.outputs[0]) == nullptr) return false;
     if (!global) {
       const auto k = attr_ints(en.n, "kernel_shape");
-      if (k.size() != 2) return false;
-      for (const char* a : {"strides", "dilations"})
-        if (const auto v = attr_ints(en.n, a); !v.empty() && v.size() != 2) return false;
-      if (const auto p = attr_ints(en.n, "pads"); !p.empty() && p.size() != 4) return false;
-      const auto ap = attr_s(en.n, "auto_pad", "NOTSET");
-      if (ap != "NOTSET" && ap != "VALID" && ap != "SAME_UPPER" && ap != "SAME_LOWER") return false;
+      if (k.size() != 2 || !window_attrs_2d(en.n)) return false;
       // AveragePool's divisor under ceil_mode (windows past the padding) is left to the NCHW kernel.
       if (op == "AveragePool" && (attr_i(en.n, "ceil_mode", 0) != 0 || !attr_ints(en.n, "dilations").empty())) return false;
     }
