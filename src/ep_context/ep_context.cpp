@@ -15,6 +15,7 @@
 #include <set>
 #include <system_error>
 #include <thread>
+#include <unordered_map>
 #include <utility>
 
 namespace epstack::ctx {
@@ -128,7 +129,7 @@ Result<bool> verify_tensors_on_load(const session_options& o) {
 }
 
 Result<load_result> load_contexts(const model& src, model* m, const std::vector<provider_binding>& providers,
-                                  const session_options& options, bool check_only) {
+                                  const session_options& options, bool check_only, const source_optimizer& optimise) {
   load_result r;
   const graph& g = src.graph;
   struct ctx_node {
@@ -160,6 +161,70 @@ Result<load_result> load_contexts(const model& src, model* m, const std::vector<
   if (auto f = options.config(config_keys::ep_context_file_path); f && !f->empty()) folder = fs::path(*f).parent_path();
   else if (!src.path.empty()) folder = src.path.parent_path();
   auto& ws = shared_workspace();
+
+  // The source model of weightless contexts, read once when the first one needs it: the buffer of the session options,
+  // else ep.context_source_model_path, else the node's onnx_model_filename beside the compiled model.
+  std::shared_ptr<const model> source;
+  std::string source_label;
+  const auto read_source = [&](const ctx_node& cn, bool infer) -> Result<model> {
+    const std::string& name = g.node(cn.n).name;
+    load_options lo;
+    if (!infer) lo.shape_inference = shape_inference_mode::off;
+    if (auto f = options.config(config_keys::external_initializers_folder)) lo.external_data_folder = std::string(*f);
+    Result<model> sm = Status(errc::fail, "");
+    if (!options.weightless_source_model().empty()) {
+      source_label = "(the session options' buffer)";
+      sm = load_model(options.weightless_source_model(), lo);
+      if (sm) r.source_model_read = "<buffer>";
+    } else {
+      fs::path path;
+      if (auto p = options.config(config_keys::ep_context_source_model_path); p && !p->empty()) {
+        path = fs::path(*p);
+      } else if (!cn.a.onnx_model_filename.empty() && folder) {
+        auto full = resolve_file_in_folder(*folder, cn.a.onnx_model_filename,
+                                           cat("EPContext node '", name, "': source model (onnx_model_filename)"));
+        if (!full)
+          return bad_graph(name, cat("its context is weightless and its source model '", cn.a.onnx_model_filename,
+                                     "' is not beside the compiled model (", full.status().message(), "): set ",
+                                     config_keys::ep_context_source_model_path, " or give the source model's bytes"));
+        path = *full;
+      } else {
+        return bad_graph(name, cat("its context is weightless: its weights are in the source model, which is not known "
+                                   "(no onnx_model_filename, or a model loaded from a buffer): set ",
+                                   config_keys::ep_context_source_model_path, " or give the source model's bytes"));
+      }
+      source_label = cat("'", path.string(), "'");
+      sm = load_model(path, lo);
+      if (sm) r.source_model_read = path;
+    }
+    if (!sm)
+      return bad_graph(name, cat("its context is weightless and its source model ", source_label, " does not load: ",
+                                 sm.status().message()));
+    return sm;
+  };
+  const auto source_model = [&](const ctx_node& cn) -> Result<std::shared_ptr<const model>> {
+    if (source) return source;
+    EPSTACK_ASSIGN_OR_RETURN(auto sm, read_source(cn, false));
+    source = std::make_shared<const model>(std::move(sm));
+    return source;
+  };
+  // The same, optimised as the session that compiled the context did: fused and folded weights are derived again.
+  std::shared_ptr<const model> optimised;
+  const auto optimised_model = [&](const ctx_node& cn) -> Result<std::shared_ptr<const model>> {
+    if (optimised) return optimised;
+    const std::string& name = g.node(cn.n).name;
+    if (!optimise)
+      return bad_graph(name, "its weightless context refers to weights derived by graph optimisation, and this check "
+                             "does not optimise the source model");
+    // Read again rather than copied (tensors share their storage, and optimisation may change some), with types.
+    EPSTACK_ASSIGN_OR_RETURN(auto fresh, read_source(cn, true));
+    auto om = optimise(std::move(fresh));
+    if (!om)
+      return bad_graph(name, cat("its weightless context needs the source model ", source_label,
+                                 " optimised, which failed: ", om.status().message()));
+    optimised = std::make_shared<const model>(std::move(*om));
+    return optimised;
+  };
 
   // Main contexts: embedded payloads and binaries beside the model (or in the shared workspace).
   for (auto& cn : nodes) {
@@ -248,6 +313,36 @@ Result<load_result> load_contexts(const model& src, model* m, const std::vector<
     if (!b.hardware_supported(bin.hardware_architecture()))
       return bad_graph(name, cat("its context ", bin.origin(), " was compiled for hardware architecture '",
                                  bin.hardware_architecture(), "'; this machine has '", b.hardware, "'"));
+    // A weightless context reads its weights from the source model, checked by hash now (once per binary).
+    if (!cn.binary->bound()) {
+      EPSTACK_ASSIGN_OR_RETURN(auto source, source_model(cn));
+      bool any_derived = false;
+      for (const auto& t : cn.binary->tensors()) any_derived = any_derived || t.derived;
+      std::shared_ptr<const model> derived;
+      if (any_derived) {
+        EPSTACK_ASSIGN_OR_RETURN(derived, optimised_model(cn));
+      }
+      const auto find = [&](const ep_context_tensor& t) -> Result<std::span<const std::byte>> {
+        const graph& sg = t.derived ? derived->graph : source->graph;
+        const value_id v = sg.find_value(t.source);
+        if (v == no_id || !sg.value(v).initializer)
+          return Status(errc::invalid_graph, cat("the source model ", source_label, t.derived ? " as optimised" : "",
+                                                 " has no initializer '", t.source, "'"));
+        const tensor& w = *sg.value(v).initializer;
+        if (w.type() != t.type)
+          return Status(errc::invalid_graph, cat("initializer '", t.source, "' of the source model ", source_label, " is ",
+                                                 to_string(w.type()), "; the context was compiled with ", to_string(t.type)));
+        return std::span<const std::byte>(static_cast<const std::byte*>(w.data()), w.byte_size());
+      };
+      std::shared_ptr<const void> keep = source;
+      if (derived) keep = std::make_shared<std::pair<std::shared_ptr<const model>, std::shared_ptr<const model>>>(source, derived);
+      auto bound = cn.binary->bind_weights(find, std::move(keep), verify_threads(options));
+      if (!bound) return bad_graph(name, bound.status().message());
+      auto shared = std::make_shared<const ep_context_binary>(std::move(*bound));
+      for (auto& other : nodes)
+        if (other.binary == cn.binary && &other != &cn) other.binary = shared;
+      cn.binary = std::move(shared);
+    }
     // A compatibility check answers for every byte of the binary: the whole-file hash, the zeros between tensors and
     // every tensor.
     if (check_only)
@@ -335,8 +430,26 @@ Result<std::optional<generation>> plan_generation(const model& m, const session_
   const auto enable = options.config(config_keys::ep_context_enable);
   if (enable && *enable != "0" && *enable != "1")
     return Status(errc::invalid_argument, cat("ep.context_enable must be 0 or 1, found '", *enable, "'"));
+  // Weightless options are checked whether or not this session generates (as ONNX Runtime does).
+  int weightless = 0;
+  bool recorded = false;
+  if (auto w = options.config(config_keys::ep_enable_weightless_mode)) {
+    if (*w != "0" && *w != "1" && *w != "2")
+      return Status(errc::invalid_argument, cat(config_keys::ep_enable_weightless_mode, " must be 0, 1 or 2, found '", *w, "'"));
+    if (*w == "1")
+      return Status(errc::ep_fail, cat(config_keys::ep_enable_weightless_mode, " is 1 (external_only): epstack's providers "
+                                       "support weightless mode 2 (all) only, which leaves every weight in the source model"));
+    weightless = *w == "2" ? 2 : 0;
+    recorded = weightless != 0;
+  } else if (auto d = options.config(config_keys::ep_enable_weightless)) {
+    if (*d != "0" && *d != "1")
+      return Status(errc::invalid_argument, cat(config_keys::ep_enable_weightless, " must be 0 or 1, found '", *d, "'"));
+    weightless = *d == "1" ? 2 : 0;
+  }
   if (!options.flag(config_keys::ep_context_enable)) return std::optional<generation>();
   generation gen;
+  gen.weightless = weightless != 0;
+  gen.weightless_recorded = recorded;
   for (node_id n = 0; n < m.graph.node_count(); ++n) {
     const auto& nd = m.graph.node(n);
     if (is_ep_context_node(nd) || nd.domain == "ai.epstack.fused")
@@ -379,6 +492,10 @@ Result<std::optional<generation>> plan_generation(const model& m, const session_
   if (gen.share && gen.embed_mode == 1)
     return Status(errc::invalid_argument,
                   "ep.share_ep_contexts shares one context binary between models: it needs ep.context_embed_mode 0");
+  if (gen.share && gen.weightless)
+    return Status(errc::invalid_argument,
+                  "ep.share_ep_contexts with a weightless mode: a shared binary would refer to the weights of several "
+                  "source models, and a session loads one; generate weightless contexts without sharing");
   // Graph names of one shared binary must differ across the models of the group.
   if (gen.share && gen.prefix.empty()) gen.prefix = gen.model_name + "_";
   if (auto f = options.config(config_keys::ep_context_refuse_existing_in); f && !f->empty()) gen.refuse_existing_in = *f;
@@ -395,6 +512,64 @@ Result<std::optional<generation>> plan_generation(const model& m, const session_
     gen.external_initializers = std::string(*x);
   }
   return std::optional<generation>(std::move(gen));
+}
+
+std::optional<session_options> weightless_optimization_of(std::string_view recorded) {
+  session_options o;
+  bool level = false;
+  while (!recorded.empty()) {
+    const auto end = recorded.find(';');
+    const std::string_view item = recorded.substr(0, end);
+    recorded = end == std::string_view::npos ? std::string_view() : recorded.substr(end + 1);
+    const auto number = [](std::string_view t) -> std::optional<std::int64_t> {
+      std::int64_t v = 0;
+      const auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+      if (ec != std::errc() || p != t.data() + t.size()) return std::nullopt;
+      return v;
+    };
+    if (item.starts_with("level=")) {
+      const auto v = number(item.substr(6));
+      if (!v || *v < 0 || *v > static_cast<int>(graph_optimization_level::all)) return std::nullopt;
+      o.set_graph_optimization_level(static_cast<graph_optimization_level>(*v));
+      level = true;
+    } else if (item.starts_with("dim=")) {
+      const auto rest = item.substr(4);
+      const auto eq = rest.rfind('=');
+      if (eq == std::string_view::npos) return std::nullopt;
+      const auto v = number(rest.substr(eq + 1));
+      if (!v) return std::nullopt;
+      o.add_free_dimension_override(std::string(rest.substr(0, eq)), *v);
+    } else {
+      return std::nullopt;
+    }
+  }
+  if (!level) return std::nullopt;
+  return o;
+}
+
+weight_source index_source_weights(const model& m, bool derived) {
+  struct entry {
+    std::string name;
+    tensor t;
+  };
+  auto index = std::make_shared<std::unordered_multimap<std::uint64_t, entry>>();
+  const graph& g = m.graph;
+  for (value_id v = 0; v < g.value_count(); ++v) {
+    const auto& rec = g.value(v);
+    if (!rec.initializer || rec.initializer->type() == element_type::string || rec.initializer->byte_size() == 0) continue;
+    const tensor& t = *rec.initializer;
+    const std::span<const std::byte> bytes(static_cast<const std::byte*>(t.data()), t.byte_size());
+    index->emplace(ep_context_hash(bytes), entry{rec.name, t});
+  }
+  return [index, derived](element_type type, std::span<const std::byte> bytes, std::uint64_t hash) -> std::optional<weight_ref> {
+    const auto [lo, hi] = index->equal_range(hash);
+    for (auto it = lo; it != hi; ++it) {
+      const tensor& t = it->second.t;
+      if (t.type() == type && t.byte_size() == bytes.size() && std::memcmp(t.data(), bytes.data(), bytes.size()) == 0)
+        return weight_ref{it->second.name, derived};
+    }
+    return std::nullopt;
+  };
 }
 
 Status check_outputs(const generation& gen, const partition_plan& plan, const std::vector<provider_binding>& providers) {
@@ -459,6 +634,7 @@ Status generate(const model& m, const partition_plan& plan, const function_of& f
     bool created;
   };
   std::vector<touched_entry> touched;
+  std::vector<std::shared_ptr<ep_context_builder>> used;  // every builder this session added to
   struct rollback_guard {
     workspace& ws;
     std::vector<touched_entry>& touched;
@@ -485,7 +661,7 @@ Status generate(const model& m, const partition_plan& plan, const function_of& f
         auto& e = ws.gen[key];
         const bool created = !e.builder;
         if (created) {
-          e.builder = std::make_shared<ep_context_builder>(key, b.sdk_version, b.hardware);
+          e.builder = std::make_shared<ep_context_builder>(key, b.sdk_version, b.hardware);  // never weightless
           e.bin_path = binary_path(gen, b, 0, false);
         }
         touched.push_back({key, e.builder, e.builder->mark(), created});
@@ -498,14 +674,21 @@ Status generate(const model& m, const partition_plan& plan, const function_of& f
                             "' (the models of a group are written beside one another)"));
       } else {
         common = std::make_shared<ep_context_builder>(key, b.sdk_version, b.hardware);
+        if (gen.weightless) common->set_weight_source(gen.weights);
         common_path = binary_path(gen, b, 0, false);
       }
+      used.push_back(common);
     }
     for (std::size_t i = 0; i < per[p].size(); ++i) {
       const auto& part = gp.partitions[per[p][i]];
       EPSTACK_RETURN_IF_ERROR(progress(options, "serialize", done++, total, part.name));
       const std::string name = gen.prefix + part.name;
-      auto builder = common ? common : std::make_shared<ep_context_builder>(key, b.sdk_version, b.hardware);
+      auto builder = common;
+      if (!builder) {
+        builder = std::make_shared<ep_context_builder>(key, b.sdk_version, b.hardware);
+        if (gen.weightless) builder->set_weight_source(gen.weights);
+        used.push_back(builder);
+      }
       auto rec = b.serialize(part, fn(per[p][i]), *builder);
       if (!rec) return Status(rec.code(), cat("provider ", key, ": serializing partition '", part.name, "': ", rec.status().message()));
       auto st = builder->add_graph(name, io_names(g, part.inputs, true), io_names(g, part.outputs, false),
@@ -579,6 +762,17 @@ Status generate(const model& m, const partition_plan& plan, const function_of& f
     const std::string key = cat(ep_compatibility_info_prefix, providers[p].type_key);
     std::erase_if(out.metadata, [&](const auto& kv) { return kv.first == key; });
     out.metadata.emplace_back(key, compatibility_info(providers[p]));
+  }
+  if (gen.weightless) {
+    // What a load replays on the source model to derive the fused and folded weights again.
+    std::string how = cat("level=", std::to_string(static_cast<int>(options.optimization_level())));
+    for (const auto& [name, value] : options.free_dimension_overrides()) how += cat(";dim=", name, "=", std::to_string(value));
+    std::erase_if(out.metadata, [](const auto& kv) { return kv.first == weightless_optimization_metadata; });
+    out.metadata.emplace_back(std::string(weightless_optimization_metadata), how);
+  }
+  if (gen.weightless_recorded) {
+    std::erase_if(out.metadata, [](const auto& kv) { return kv.first == config_keys::weightless_mode_metadata; });
+    out.metadata.emplace_back(std::string(config_keys::weightless_mode_metadata), "2");
   }
   out.functions = m.functions;
   graph cg(g.name());
@@ -685,6 +879,10 @@ Status generate(const model& m, const partition_plan& plan, const function_of& f
   report.model_written = gen.model_path;
   report.binaries_written = written;
   report.nodes_written = node_attrs.size();
+  for (const auto& b : used) {
+    report.weight_bytes_stored += b->tensor_bytes();
+    report.weight_bytes_referenced += b->referenced_bytes();
+  }
   return {};
 }
 

@@ -85,6 +85,8 @@ std::string hex(std::uint64_t v) {
 
 }  // namespace
 
+std::uint64_t ep_context_hash(std::span<const std::byte> bytes) noexcept { return hash_of(bytes); }
+
 // ---- building ----
 
 ep_context_builder::ep_context_builder(std::string provider, std::string sdk_version, std::string hardware_architecture)
@@ -93,14 +95,19 @@ ep_context_builder::ep_context_builder(std::string provider, std::string sdk_ver
 std::uint32_t ep_context_builder::add_tensor(std::string_view name, element_type type, std::span<const std::int64_t> shape,
                                              std::span<const std::byte> bytes) {
   const std::uint64_t h = hash_of(bytes);
+  const auto ref = source_ && !bytes.empty() ? source_(type, bytes, h) : std::nullopt;
+  const std::string source = ref ? ref->name : std::string();
   for (std::size_t i = 0; i < tensors_.size(); ++i) {
     const auto& t = tensors_[i];
-    if (t.hash == h && t.type == type && std::equal(t.shape.begin(), t.shape.end(), shape.begin(), shape.end()) &&
-        t.bytes.size() == bytes.size() && std::memcmp(t.bytes.data(), bytes.data(), bytes.size()) == 0)
-      return static_cast<std::uint32_t>(i);
+    if (t.hash != h || t.type != type || !std::equal(t.shape.begin(), t.shape.end(), shape.begin(), shape.end()) ||
+        t.length != bytes.size() || t.source != source || (ref && t.derived != ref->derived))
+      continue;
+    if (!source.empty() || std::memcmp(t.bytes.data(), bytes.data(), bytes.size()) == 0) return static_cast<std::uint32_t>(i);
   }
-  tensors_.push_back({std::string(name), type, std::vector<std::int64_t>(shape.begin(), shape.end()),
-                      std::vector<std::byte>(bytes.begin(), bytes.end()), h});
+  tensor_rec r{std::string(name), type, std::vector<std::int64_t>(shape.begin(), shape.end()), {}, h, source,
+               ref && ref->derived, bytes.size()};
+  if (source.empty()) r.bytes.assign(bytes.begin(), bytes.end());
+  tensors_.push_back(std::move(r));
   return static_cast<std::uint32_t>(tensors_.size() - 1);
 }
 
@@ -122,12 +129,25 @@ std::uint64_t ep_context_builder::tensor_bytes() const noexcept {
   return n;
 }
 
+std::uint64_t ep_context_builder::referenced_bytes() const noexcept {
+  std::uint64_t n = 0;
+  for (const auto& t : tensors_)
+    if (!t.source.empty()) n += t.length;
+  return n;
+}
+
 Result<std::vector<std::byte>> ep_context_builder::serialize() const {
   flatbuffers::FlatBufferBuilder fbb(1024);
   std::vector<flatbuffers::Offset<fb::Tensor>> tensors;
   std::uint64_t data_size = 0;
   std::vector<std::uint64_t> offsets;
   for (const auto& t : tensors_) {
+    if (!t.source.empty()) {  // a reference: nothing in the data section
+      offsets.push_back(0);
+      tensors.push_back(fb::CreateTensor(fbb, fbb.CreateString(t.name), static_cast<std::int32_t>(t.type),
+                                         fbb.CreateVector(t.shape), 0, t.length, t.hash, fbb.CreateString(t.source), t.derived));
+      continue;
+    }
     offsets.push_back(data_size);
     tensors.push_back(fb::CreateTensor(fbb, fbb.CreateString(t.name), static_cast<std::int32_t>(t.type),
                                        fbb.CreateVector(t.shape), data_size, t.bytes.size(), t.hash));
@@ -248,11 +268,22 @@ Result<ep_context_binary> ep_context_binary::from_bytes(std::span<const std::byt
       const std::uint64_t off = t->offset(), len = t->length();
       if (et.type != element_type::string && (element_size(et.type) == 0 || count > len || count * element_size(et.type) != len))
         return bad("tensor '" + et.name + "' has " + std::to_string(len) + " bytes for its shape");
+      et.source = str(t->source());
+      et.derived = t->derived();
+      et.length = len;
+      et.hash = t->xxh3_64();  // checked before the bytes are used (verify_tensors)
+      if (!et.source.empty()) {
+        // A weight of the source model: bound (and checked) before anything reads it.
+        if (off != 0 || et.type == element_type::string)
+          return bad("tensor '" + et.name + "' refers to source initializer '" + et.source + "' but has an offset or is a string");
+        b.weightless_ = true;
+        b.tensors_.push_back(std::move(et));
+        continue;
+      }
       if (off % alignment != 0 || off > data.size() || len > data.size() - off)
         return bad("tensor '" + et.name + "' at " + std::to_string(off) + "+" + std::to_string(len) +
                    " lies outside the " + std::to_string(data.size()) + "-byte data section");
       et.data = data.subspan(off, len);
-      et.hash = t->xxh3_64();  // checked before the bytes are used (verify_tensors)
       b.tensors_.push_back(std::move(et));
     }
   if (c->graphs() != nullptr)
@@ -308,7 +339,7 @@ Status ep_context_binary::verify_tensors(std::span<const std::uint32_t> indices,
   const auto work = [&] {
     for (std::size_t k; (k = next.fetch_add(1, std::memory_order_relaxed)) < todo.size();) {
       const auto i = todo[k];
-      if (hash_of(tensors_[i].data) == tensors_[i].hash) {
+      if (tensors_[i].data.size() == tensors_[i].length && hash_of(tensors_[i].data) == tensors_[i].hash) {
         verified_[i].store(1, std::memory_order_release);
       } else {
         for (std::size_t b = first_bad.load(); k < b && !first_bad.compare_exchange_weak(b, k);) {
@@ -334,6 +365,15 @@ Status ep_context_binary::verify_tensors(std::span<const std::uint32_t> indices,
   }
   if (const std::size_t k = first_bad.load(); k < todo.size()) {
     const auto& t = tensors_[todo[k]];
+    if (!t.source.empty() && t.data.size() != t.length)
+      return Status(errc::invalid_graph, origin_ + ": tensor '" + t.name + "' is initializer '" + t.source +
+                                             "' of the source model (a weightless context), and no source model was bound");
+    if (!t.source.empty())
+      return Status(errc::invalid_graph,
+                    origin_ + ": weight '" + t.source + (t.derived ? "' (derived by optimisation)" : "'") +
+                        " of the source model differs from the one this weightless context "
+                    "was compiled against (its bytes hash to " + hex(hash_of(t.data)) + ", expected " + hex(t.hash) +
+                    "): recompile the model, or give the source model it was compiled from");
     return Status(errc::invalid_graph,
                   origin_ + ": corrupted: tensor '" + t.name + "' (" + std::to_string(t.data.size()) + " bytes at offset " +
                       std::to_string(t.data.data() - data_.data()) + " of the data section) hashes to " +
@@ -360,6 +400,35 @@ Status ep_context_binary::verify_bytes(const void* p, std::size_t n) const {
   return verify_tensors(idx);
 }
 
+Result<ep_context_binary> ep_context_binary::bind_weights(const weight_finder& find, std::shared_ptr<const void> keep,
+                                                         unsigned threads) const {
+  ep_context_binary b = *this;
+  if (!weightless_) return b;
+  b.weights_owner_ = std::move(keep);
+  b.verified_ = std::shared_ptr<std::atomic<std::uint8_t>[]>(new std::atomic<std::uint8_t>[tensors_.size()]());
+  std::vector<std::uint32_t> refs;
+  for (std::uint32_t i = 0; i < tensors_.size(); ++i) {
+    auto& t = b.tensors_[i];
+    if (t.source.empty()) {
+      b.verified_[i].store(verified(i) ? 1 : 0, std::memory_order_relaxed);
+      continue;
+    }
+    auto bytes = find(t);
+    if (!bytes)
+      return Status(errc::invalid_graph, origin_ + ": weight '" + t.source + "' (tensor '" + t.name + "'): " +
+                                             bytes.status().message());
+    if (bytes->size() != t.length)
+      return Status(errc::invalid_graph, origin_ + ": weight '" + t.source + "' of the source model has " +
+                                             std::to_string(bytes->size()) + " bytes; this weightless context was compiled "
+                                             "against " + std::to_string(t.length));
+    t.data = *bytes;
+    refs.push_back(i);
+  }
+  b.bound_ = true;
+  EPSTACK_RETURN_IF_ERROR(b.verify_tensors(refs, threads));
+  return b;
+}
+
 Status ep_context_binary::verify_all(unsigned threads) const {
   std::vector<std::uint32_t> all(tensors_.size());
   for (std::uint32_t i = 0; i < all.size(); ++i) all[i] = i;
@@ -367,7 +436,7 @@ Status ep_context_binary::verify_all(unsigned threads) const {
   // Between and after the tensors: zeros, as written.
   std::vector<std::pair<std::size_t, std::size_t>> spans;
   for (const auto& t : tensors_)
-    spans.emplace_back(static_cast<std::size_t>(t.data.data() - data_.data()), t.data.size());
+    if (t.source.empty()) spans.emplace_back(static_cast<std::size_t>(t.data.data() - data_.data()), t.data.size());
   std::sort(spans.begin(), spans.end());
   std::size_t at = 0;
   const auto zeros = [&](std::size_t from, std::size_t to) -> Status {

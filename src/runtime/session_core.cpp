@@ -10,6 +10,7 @@
 #include <epstack/ir/graph_view.hpp>
 #include <epstack/onnx/onnx_io.hpp>
 #include <epstack/partition/partitioner.hpp>
+#include <epstack/runtime/compile_cache.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -112,6 +113,79 @@ placement_timer make_placement_timer(const std::vector<provider_binding>& provid
   };
 }
 
+// Free dimension overrides: symbolic input dims fixed, and shapes inferred again with them.
+Status apply_free_dimension_overrides(model& m, const session_options& options) {
+  if (!options.free_dimension_overrides().empty()) {
+    bool changed = false;
+    auto& g = m.graph;
+    for (value_id v : g.inputs()) {
+      auto& t = g.value(v).type;
+      if (!t.dims) continue;
+      for (auto& dim : t.dims->dims())
+        if (dim.is_symbolic())
+          if (auto it = options.free_dimension_overrides().find(dim.param); it != options.free_dimension_overrides().end()) {
+            if (it->second < 0)
+              return Status(errc::invalid_argument, cat("free dimension override '", it->first, "' is negative"));
+            dim = dimension(it->second);
+            changed = true;
+          }
+    }
+    if (changed) {
+      // Inferred types of intermediate values are recomputed from the new input shapes.
+      for (value_id v = 0; v < g.value_count(); ++v)
+        if (!g.value(v).is_graph_input && !g.value(v).is_graph_output && !g.value(v).initializer && g.value(v).producer != no_id)
+          g.value(v).type = {};
+      EPSTACK_RETURN_IF_ERROR(infer_shapes(m).with_context("applying free dimension overrides"));
+    }
+  }
+  return {};
+}
+
+// The optimiser's options for a stack: constants folded on its CPU provider, fusions only into operators it has.
+optimizer_options optimizer_options_for(const std::vector<provider_binding>& providers, const session_options& options) {
+  optimizer_options oo;
+  oo.level = options.optimization_level();
+  for (const auto& p : providers)
+    if (p.type_key == cpu_provider_key) {
+      oo.fold = compile_one(p);
+      oo.can_run = p.has_op;
+    }
+  return oo;
+}
+
+// Function operators no provider takes run as their bodies (ONNX Runtime expands them and partitions again).
+claim_query claims_of(const std::vector<provider_binding>& providers) {
+  return [&providers](const graph& g) {
+    std::vector<bool> taken(g.node_count());
+    const graph_view<graph> whole(g);
+    for (const auto& p : providers)
+      for (const auto& cap : p.get_capability(whole))
+        for (node_id n : cap.nodes)
+          if (n < taken.size()) taken[n] = true;
+    return taken;
+  };
+}
+
+// A source model taken through the steps a session takes before partitioning (free dimension overrides, function
+// expansion, optimisation), as a session on this stack with these options did when it compiled a weightless context.
+ctx::source_optimizer source_optimizer_for(const std::vector<provider_binding>& providers, const model& compiled) {
+  return [&providers, &compiled](model m) -> Result<model> {
+    std::optional<session_options> recorded;
+    for (const auto& [k, v] : compiled.metadata)
+      if (k == ctx::weightless_optimization_metadata) recorded = ctx::weightless_optimization_of(v);
+    if (!recorded)
+      return Status(errc::invalid_graph, cat("the compiled model's ", ctx::weightless_optimization_metadata,
+                                             " metadata is missing or does not parse"));
+    const session_options& options = *recorded;
+    EPSTACK_RETURN_IF_ERROR(apply_free_dimension_overrides(m, options));
+    const auto claimed = claims_of(providers);
+    EPSTACK_RETURN_IF_ERROR(expand_functions(m, claimed).status());
+    EPSTACK_RETURN_IF_ERROR(optimize(m, optimizer_options_for(providers, options)).status());
+    EPSTACK_RETURN_IF_ERROR(expand_functions(m, claimed).status());
+    return m;
+  };
+}
+
 // Every graph plan of the model, parents before their subgraphs.
 void collect_plans(graph_plan& gp, std::vector<graph_plan*>& out) {
   out.push_back(&gp);
@@ -126,13 +200,10 @@ Result<std::shared_ptr<const session_core>> session_core::build(model m, std::ve
                                                                  const session_options& options) {
   // The CPU provider of the stack folds constants, and the optimiser fuses only into operators it has (when it can
   // say which): taken before the EPContext wrapping below, which changes what get_capability answers.
-  node_compiler fold;
-  operator_query can_run;
-  for (const auto& p : providers)
-    if (p.type_key == cpu_provider_key) {
-      fold = compile_one(p);
-      can_run = p.has_op;
-    }
+  optimizer_options oo = optimizer_options_for(providers, options);
+  const operator_query can_run = oo.can_run;
+  // (A weightless context's derived weights come from the source model taken through the same steps.)
+  const auto unwrapped = std::make_shared<const std::vector<provider_binding>>(providers);
   auto core = std::shared_ptr<session_core>(new session_core());
   auto& d = *core->impl_;
   d.m = std::move(m);
@@ -154,33 +225,13 @@ Result<std::shared_ptr<const session_core>> session_core::build(model m, std::ve
   d.profiling = options.profiling();
 
   // Free dimension overrides: symbolic input dims fixed, and shapes inferred again with them.
-  if (!options.free_dimension_overrides().empty()) {
-    bool changed = false;
-    auto& g = d.m.graph;
-    for (value_id v : g.inputs()) {
-      auto& t = g.value(v).type;
-      if (!t.dims) continue;
-      for (auto& dim : t.dims->dims())
-        if (dim.is_symbolic())
-          if (auto it = options.free_dimension_overrides().find(dim.param); it != options.free_dimension_overrides().end()) {
-            if (it->second < 0)
-              return Status(errc::invalid_argument, cat("free dimension override '", it->first, "' is negative"));
-            dim = dimension(it->second);
-            changed = true;
-          }
-    }
-    if (changed) {
-      // Inferred types of intermediate values are recomputed from the new input shapes.
-      for (value_id v = 0; v < g.value_count(); ++v)
-        if (!g.value(v).is_graph_input && !g.value(v).is_graph_output && !g.value(v).initializer && g.value(v).producer != no_id)
-          g.value(v).type = {};
-      EPSTACK_RETURN_IF_ERROR(infer_shapes(d.m).with_context("applying free dimension overrides"));
-    }
-  }
+  EPSTACK_RETURN_IF_ERROR(apply_free_dimension_overrides(d.m, options));
 
   // EP contexts: what generation would write is refused now if it exists (before anything is compiled); the contexts
   // an EPContext model names are loaded and verified before anything else is done.
   EPSTACK_ASSIGN_OR_RETURN(auto gen, ctx::plan_generation(d.m, options));
+  // Weightless generation finds the source model's weights by content, so they are indexed before optimisation.
+  if (gen && gen->weightless) gen->weights = ctx::index_source_weights(d.m, false);
   // A compiled model some provider would rather recompile (made for older hardware than this machine's) is refused
   // when the session asks (ONNX Runtime's session.fail_on_suboptimal_compiled_model).
   if (options.flag(config_keys::fail_on_suboptimal_compiled_model))
@@ -189,9 +240,15 @@ Result<std::shared_ptr<const session_core>> session_core::build(model m, std::ve
         return Status(errc::model_requires_compilation,
                       cat(config_keys::fail_on_suboptimal_compiled_model, " is set and provider ", c.provider,
                           " rates the compiled model ", to_string(c.value), ": ", c.reason));
-  EPSTACK_ASSIGN_OR_RETURN(auto loaded, ctx::load_contexts(d.m, &d.m, providers, options, false));
+  EPSTACK_ASSIGN_OR_RETURN(auto loaded, ctx::load_contexts(d.m, &d.m, providers, options, false,
+                                                           source_optimizer_for(*unwrapped, d.m)));
   d.context.binaries_read = loaded.files_read;
   d.context.graphs_from_workspace = loaded.from_workspace;
+  d.context.source_model_read = loaded.source_model_read;
+  if (auto e = options.config(config_keys::cache_entry_used)) {
+    d.context.cache_entry = std::string(*e);
+    d.context.cache_hit = options.flag(config_keys::cache_entry_hit);
+  }
   const auto ctx_nodes = std::make_shared<const decltype(loaded.nodes)>(std::move(loaded.nodes));
   // EPContext nodes go to the provider that recognised them, as single nodes, and no provider is asked about them.
   for (std::size_t p = 0; p < providers.size(); ++p) {
@@ -235,27 +292,21 @@ Result<std::shared_ptr<const session_core>> session_core::build(model m, std::ve
         return hidden ? inner(graph_view<graph>(v.graph(), std::move(keep))) : inner(v);
       };
 
-  // Function operators no provider takes run as their bodies (ONNX Runtime expands them and partitions again).
-  const claim_query claimed = [&providers](const graph& g) {
-    std::vector<bool> taken(g.node_count());
-    const graph_view<graph> whole(g);
-    for (const auto& p : providers)
-      for (const auto& cap : p.get_capability(whole))
-        for (node_id n : cap.nodes)
-          if (n < taken.size()) taken[n] = true;
-    return taken;
-  };
+  const claim_query claimed = claims_of(providers);
   EPSTACK_RETURN_IF_ERROR(expand_functions(d.m, claimed).status());
 
-  optimizer_options oo;
-  oo.level = options.optimization_level();
-  oo.fold = fold;
-  oo.can_run = can_run;
   EPSTACK_RETURN_IF_ERROR(ctx::progress(options, "optimize", 0, 1));
   EPSTACK_ASSIGN_OR_RETURN(d.report, optimize(d.m, oo));
   // Once more on the optimised graph: a function node a provider claimed before the fusions may sit in a group it
   // no longer takes (a HardSwish grouped with a Softmax that the optimiser removed as dead), and then runs as its body.
   EPSTACK_RETURN_IF_ERROR(expand_functions(d.m, claimed).status());
+  // Weightless generation: initializers the optimiser made (fused, folded) are found in the source model as optimised.
+  if (gen && gen->weightless)
+    gen->weights = [pre = std::move(gen->weights), post = ctx::index_source_weights(d.m, true)](
+                       element_type t, std::span<const std::byte> b, std::uint64_t h) -> std::optional<weight_ref> {
+      if (auto r = pre(t, b, h)) return r;
+      return post(t, b, h);
+    };
   if (!options.optimized_model_filepath().empty()) {
     save_options so;
     so.mode = external_data_mode::above_threshold;
@@ -414,7 +465,7 @@ Status session_core::validate_and_infer(model& m) {
 
 Status session_core::check_compatibility(const model& m, const std::vector<provider_binding>& providers,
                                          const session_options& options) {
-  return ctx::load_contexts(m, nullptr, providers, options, true).status();
+  return ctx::load_contexts(m, nullptr, providers, options, true, source_optimizer_for(providers, m)).status();
 }
 
 std::vector<ep_compatibility> session_core::compiled_model_compatibility(const model& m, const std::vector<provider_binding>& providers) {

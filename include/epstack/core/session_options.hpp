@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <cstdint>
@@ -30,6 +31,18 @@ inline constexpr std::string_view ep_context_node_name_prefix = "ep.context_node
 inline constexpr std::string_view ep_share_contexts = "ep.share_ep_contexts";
 inline constexpr std::string_view ep_stop_share_contexts = "ep.stop_share_ep_contexts";
 inline constexpr std::string_view ep_context_external_initializers_file = "ep.context_model_external_initializers_file_name";
+/// Weightless EP contexts (ONNX Runtime 1.29+): "0" none (the default), "2" all (every tensor of a context binary that
+/// is an initializer of the source model is stored as a reference to it, checked by hash at load), exactly; "1"
+/// (external data only) is a mode epstack's providers do not offer (ep_fail), anything else invalid_argument. The
+/// mode is recorded in the compiled model's metadata under `weightless_mode`.
+inline constexpr std::string_view ep_enable_weightless_mode = "ep.enable_weightless_mode";
+/// The deprecated switch of the same: "1" asks for weightless contexts in the mode the providers support (all).
+inline constexpr std::string_view ep_enable_weightless = "ep.enable_weightless";
+/// Where a weightless context's source model is when it is not the EPContext node's onnx_model_filename beside the
+/// compiled model (a buffer set with set_weightless_source_model comes first).
+inline constexpr std::string_view ep_context_source_model_path = "ep.context_source_model_path";
+/// The key of a compiled model's metadata that records its weightless mode (ONNX Runtime's kOrtModelMetadata_WeightlessMode).
+inline constexpr std::string_view weightless_mode_metadata = "weightless_mode";
 /// epstack's own: when a context binary's tensors are verified against their hashes. "on_use" (the default): each
 /// before its first use, so loading reads no weight bytes; "on_load": all of them while the session is created.
 /// Either way the binary's structure is verified at load, and damage is invalid_graph naming binary and tensor.
@@ -153,6 +166,14 @@ class session_options {
     return *this;
   }
   [[nodiscard]] const context_reader& get_context_reader() const noexcept { return context_reader_; }
+  /// The source model of a weightless EP context model, as bytes (ONNX Runtime's
+  /// SessionOptionsSetWeightlessSourceModelBuffer): it comes before ep.context_source_model_path. The caller keeps
+  /// the bytes alive until the session is created.
+  session_options& set_weightless_source_model(std::span<const std::byte> bytes) {
+    weightless_source_ = bytes;
+    return *this;
+  }
+  [[nodiscard]] std::span<const std::byte> weightless_source_model() const noexcept { return weightless_source_; }
 
  private:
   std::map<std::string, std::string, std::less<>> config_;
@@ -162,6 +183,7 @@ class session_options {
   bool profiling_ = false;
   progress_callback progress_;
   context_reader context_reader_;
+  std::span<const std::byte> weightless_source_;
   std::map<std::string, std::int64_t, std::less<>> dim_overrides_;
 };
 

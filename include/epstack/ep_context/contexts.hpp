@@ -36,6 +36,7 @@ struct load_result {
   std::map<std::string, loaded_node, std::less<>> nodes;  ///< by node name
   std::vector<std::string> files_read;
   std::size_t from_workspace = 0;
+  std::filesystem::path source_model_read;  ///< weightless contexts: the source model read ("<buffer>" for bytes)
 };
 
 /// Threads a load hashes context tensors on: the session's intra-op threads.
@@ -44,10 +45,20 @@ struct load_result {
 /// before its first use (on_use, the default); invalid_argument for another value.
 [[nodiscard]] Result<bool> verify_tensors_on_load(const session_options& o);
 
+/// The source model of a weightless context as the session that compiled it optimised it (the same stack and
+/// options): what a load derives fused and folded weights from.
+using source_optimizer = std::function<Result<model>(model source)>;
+/// The model metadata key under which a weightless context model records how its source was optimised
+/// ("level=N;dim=name=value;..."): a load optimises the source model the same way, whatever its own options.
+inline constexpr std::string_view weightless_optimization_metadata = "epstack.weightless_optimization";
+/// The session options `weightless_optimization_metadata`'s value stands for (nullopt: it does not parse).
+[[nodiscard]] std::optional<session_options> weightless_optimization_of(std::string_view recorded);
+
 /// Resolves every EPContext node of `m`'s main graph. `m` non-null: embedded payloads are moved out of its attributes
 /// (into aligned memory the binaries own); null with `check_only`: nothing is changed, the shared workspace included.
 [[nodiscard]] Result<load_result> load_contexts(const model& src, model* m, const std::vector<provider_binding>& providers,
-                                                const session_options& options, bool check_only);
+                                                const session_options& options, bool check_only,
+                                                const source_optimizer& optimise = {});
 
 /// What generation will write, decided before anything is compiled.
 struct generation {
@@ -59,6 +70,9 @@ struct generation {
   std::string external_initializers;  ///< ep.context_model_external_initializers_file_name
   bool share = false, stop_share = false;
   std::filesystem::path refuse_existing_in;  ///< epstack.ep_context_refuse_existing_in: checked beside the model's folder
+  bool weightless = false;           ///< ep.enable_weightless_mode 2 (or the deprecated ep.enable_weightless 1)
+  bool weightless_recorded = false;  ///< the mode was named: `weightless_mode` goes into the model's metadata
+  weight_source weights;             ///< the source model's initializers, indexed before optimisation (weightless)
   /// The places a file generation writes as `name` may not exist: the model's folder, and refuse_existing_in.
   [[nodiscard]] std::vector<std::filesystem::path> places_of(const std::filesystem::path& name) const {
     std::vector<std::filesystem::path> r{model_path.parent_path() / name};
@@ -69,6 +83,10 @@ struct generation {
 
 /// nullopt when ep.context_enable is not 1; errors for a bad or existing output and for a model already compiled.
 [[nodiscard]] Result<std::optional<generation>> plan_generation(const model& m, const session_options& options);
+
+/// The initializers of `m`'s main graph by content, for a weightless generation (`generation::weights`): hashed now
+/// (the source model before optimisation, or as optimised with `derived`); the index keeps the tensors alive.
+[[nodiscard]] weight_source index_source_weights(const model& m, bool derived);
 
 /// After partitioning, before compiling: no binary that would be written may exist.
 [[nodiscard]] Status check_outputs(const generation& gen, const partition_plan& plan,

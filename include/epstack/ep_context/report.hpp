@@ -20,6 +20,11 @@ struct ep_context_report {
   std::filesystem::path model_written;     ///< the `_ctx.onnx` written (empty: none)
   std::vector<std::filesystem::path> binaries_written;
   std::size_t nodes_written = 0;       ///< EPContext nodes in the model written
+  std::uint64_t weight_bytes_stored = 0;      ///< tensor bytes written into the context binaries
+  std::uint64_t weight_bytes_referenced = 0;  ///< weightless: bytes left in the source model, referenced by name
+  std::filesystem::path source_model_read;    ///< loading a weightless context: the source model read (or "<buffer>")
+  std::string cache_entry;   ///< epstack.cache_dir: the entry used or written (empty: no cache)
+  bool cache_hit = false;    ///< the session was restored from that entry (else compiled, and the entry written)
   std::vector<std::string> warnings;   ///< e.g. generation enabled but nothing compiled
 };
 

@@ -29,6 +29,12 @@
 ///                zeros between tensors.
 /// A file is memory-mapped and its tensors are read in place, never copied. Files are written to a temporary name
 /// beside the target and renamed, so a crash never leaves a partial binary.
+///
+/// Weightless contexts (ONNX Runtime's `ep.enable_weightless_mode` 2, "all"): a builder given a `weight_source` stores
+/// a tensor whose bytes are an initializer of the source model as a reference (the initializer's name, its size and
+/// hash) and not its bytes. Such a binary is `weightless()`; `bind_weights` gives a copy that reads those tensors from
+/// the source model in place, after checking each against its recorded size and hash (a changed weight is invalid_graph
+/// naming it, never a silent mismatch). Tensors the provider derived (folded, laid out) are stored as usual.
 
 #include <epstack/core/element_type.hpp>
 #include <epstack/core/errors.hpp>
@@ -38,7 +44,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -47,7 +55,7 @@
 namespace epstack {
 
 /// The format version this build writes and reads.
-inline constexpr std::uint32_t ep_context_format_version = 4;
+inline constexpr std::uint32_t ep_context_format_version = 5;
 
 /// A tensor of a context binary, read in place.
 struct ep_context_tensor {
@@ -56,7 +64,25 @@ struct ep_context_tensor {
   std::vector<std::int64_t> shape;
   std::span<const std::byte> data;
   std::uint64_t hash = 0;  ///< XXH3-64 of `data`, as recorded (checked by ep_context_binary::verify_*)
+  /// Weightless contexts: the source model's initializer that holds the bytes (empty: they are in the binary). `data`
+  /// is empty until `ep_context_binary::bind_weights`; `length` is the bytes' size either way.
+  std::string source;
+  bool derived = false;  ///< `source` names an initializer of the source model after graph optimisation
+  std::uint64_t length = 0;
 };
+
+/// The hash a context binary records for a tensor's bytes (XXH3-64).
+[[nodiscard]] std::uint64_t ep_context_hash(std::span<const std::byte> bytes) noexcept;
+
+/// A weight of the source model a weightless context refers to.
+struct weight_ref {
+  std::string name;      ///< the initializer's name
+  bool derived = false;  ///< an initializer of the source model as optimised (a load optimises it again)
+};
+/// For a weightless context: the source model's initializer whose element type and bytes are exactly these (`hash`
+/// is their ep_context_hash), or nullopt when none is.
+using weight_source =
+    std::function<std::optional<weight_ref>(element_type type, std::span<const std::byte> bytes, std::uint64_t hash)>;
 
 /// A compiled graph of a context binary.
 struct ep_context_graph {
@@ -72,6 +98,11 @@ class ep_context_builder {
  public:
   ep_context_builder(std::string provider, std::string sdk_version, std::string hardware_architecture);
 
+  /// Makes the binary weightless: tensors that `source` names an initializer for are stored as references to it.
+  void set_weight_source(weight_source source) { source_ = std::move(source); }
+  /// Whether tensors are looked up in a source model (providers then store nothing they could derive at load, such
+  /// as weights laid out for the hardware).
+  [[nodiscard]] bool weightless() const noexcept { return static_cast<bool>(source_); }
   /// Adds a tensor and returns its index; a tensor with the same element type, shape and bytes as one added before
   /// is not stored again (its index is returned), whatever its name.
   std::uint32_t add_tensor(std::string_view name, element_type type, std::span<const std::int64_t> shape,
@@ -84,6 +115,8 @@ class ep_context_builder {
   [[nodiscard]] std::size_t graph_count() const noexcept { return graphs_.size(); }
   /// Bytes of tensor data stored (after de-duplication).
   [[nodiscard]] std::uint64_t tensor_bytes() const noexcept;
+  /// Bytes of the tensors stored as references to the source model's initializers (weightless).
+  [[nodiscard]] std::uint64_t referenced_bytes() const noexcept;
 
   /// What the builder holds at one moment: `rollback` returns to it, dropping every tensor and graph added since
   /// (a shared builder keeps nothing of a session that failed half-way).
@@ -109,6 +142,9 @@ class ep_context_builder {
     std::vector<std::int64_t> shape;
     std::vector<std::byte> bytes;
     std::uint64_t hash;
+    std::string source;  ///< weightless: the source initializer (bytes empty)
+    bool derived = false;
+    std::uint64_t length = 0;
   };
   struct graph_rec {
     std::string name;
@@ -119,6 +155,7 @@ class ep_context_builder {
   std::string provider_, sdk_version_, hardware_;
   std::vector<tensor_rec> tensors_;
   std::vector<graph_rec> graphs_;
+  weight_source source_;
 };
 
 /// @brief A context binary whose structure is verified, read in place (memory-mapped from a file, or bytes its owner
@@ -159,8 +196,22 @@ class ep_context_binary {
   /// The indices of the tensors whose bytes overlap [p, p + n) (none for memory outside the data section).
   [[nodiscard]] std::vector<std::uint32_t> tensors_in(const void* p, std::size_t n) const;
 
+  /// Whether some tensor is a reference to the source model's initializers (a weightless context).
+  [[nodiscard]] bool weightless() const noexcept { return weightless_; }
+  /// Whether every such reference is bound to bytes (true for a binary that is not weightless).
+  [[nodiscard]] bool bound() const noexcept { return !weightless_ || bound_; }
+  /// The source model's bytes of a referenced tensor: `t.length` bytes, or an error naming what is wrong.
+  using weight_finder = std::function<Result<std::span<const std::byte>>(const ep_context_tensor& t)>;
+  /// A copy of this weightless binary whose referenced tensors read the bytes `find` returns (kept alive by `keep`),
+  /// each checked against its recorded size and hash first, on up to `threads` threads: invalid_graph naming the
+  /// tensor and its source initializer when one is missing or differs from the weight the context was compiled with.
+  [[nodiscard]] Result<ep_context_binary> bind_weights(const weight_finder& find, std::shared_ptr<const void> keep,
+                                                       unsigned threads = 1) const;
+
  private:
   std::shared_ptr<const void> owner_;
+  std::shared_ptr<const void> weights_owner_;  ///< the source model of a bound weightless binary
+  bool weightless_ = false, bound_ = false;
   std::string origin_;
   std::uint32_t version_ = 0;
   std::string provider_, sdk_version_, hardware_;

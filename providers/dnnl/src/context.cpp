@@ -201,7 +201,8 @@ Result<ep_context_record> encode_context(const ir& r, const std::vector<std::int
   w.str(r.name);
   // The compile-time plan's weights in their final layout, first: constants that one of them holds whole are stored
   // only in that form (each weight once in the binary).
-  const bool has_plan = key != nullptr && laid != nullptr;
+  // A weightless context stores no laid-out weights: they are laid out again from the source model's at load.
+  const bool has_plan = key != nullptr && laid != nullptr && !b.weightless();
   w.put(static_cast<std::uint8_t>(has_plan));
   if (has_plan) {
     w.vec(*key);

@@ -14,6 +14,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <thread>
@@ -399,5 +400,55 @@ TEST_CASE("oneDNN EP context: the same model and options give byte-identical _ct
       CHECK(fs::file_size(one / f) == fs::file_size(two / f));
       CHECK(test::read_file(one / f) == test::read_file(two / f));
     }
+  }
+}
+
+TEST_CASE("oneDNN EP context, weightless: no weights in the binary, laid out from the source model at load, same outputs") {
+  for (auto& c : cases()) {
+    CAPTURE(std::string(c.name));
+    test::temp_dir full_dir, dir;
+    const auto full_src = full_dir / "m.onnx";
+    const auto src = dir / "m.onnx";
+    REQUIRE(save_model(c.m, full_src).is_ok());
+    REQUIRE(save_model(c.m, src).is_ok());
+    auto full = dnnl_session::create(full_src, options(0));
+    REQUIRE_MESSAGE(full.is_ok(), full.status().message());
+    auto gen_opts = options(0);
+    gen_opts.set_config(config_keys::ep_enable_weightless_mode, "2");
+    auto gen = dnnl_session::create(src, gen_opts);
+    REQUIRE_MESSAGE(gen.is_ok(), gen.status().message());
+    CHECK(gen->ep_context().weight_bytes_referenced > 0);
+    // What is left in the binary: constants the optimiser derived (folded shapes, fused biases), never a laid-out copy.
+    CHECK(gen->ep_context().weight_bytes_stored < full->ep_context().weight_bytes_stored / 4);
+    const auto full_size = fs::file_size(full_dir / "m_dnnl.bin"), size = fs::file_size(dir / "m_dnnl.bin");
+    MESSAGE(std::string(c.name), ": context binary ", full_size, " bytes, weightless ", size, " bytes (",
+            gen->ep_context().weight_bytes_referenced, " bytes referenced)");
+    CHECK(size * 4 < full_size);
+    auto want = full->run(c.feeds);
+    REQUIRE(want.is_ok());
+
+    const auto reorders = dnnl_ep::weight_reorder_count();
+    auto loaded = dnnl_session::create(dir / "m_ctx.onnx", options());
+    REQUIRE_MESSAGE(loaded.is_ok(), loaded.status().message());
+    CHECK(loaded->ep_context().nodes_loaded == gen->ep_context().nodes_written);
+    CHECK(loaded->ep_context().source_model_read == src);
+    auto got = loaded->run(c.feeds);
+    REQUIRE_MESSAGE(got.is_ok(), got.status().message());
+    same_outputs(*got, *want);
+    if (std::string(c.name) == "convnet") CHECK(dnnl_ep::weight_reorder_count() > reorders);  // laid out at load
+
+    // Another model's weights under the same names (every float weight changed a little): refused, naming one.
+    auto other = c.m;
+    for (value_id v = 0; v < other.graph.value_count(); ++v)
+      if (auto& init = other.graph.value(v).initializer; init && init->type() == element_type::float32 && init->element_count() > 16) {
+        reinterpret_cast<float*>(init->mutable_data())[0] += 1.0f;
+      }
+    REQUIRE(save_model(other, src).is_ok());
+    auto refused = dnnl_session::create(dir / "m_ctx.onnx", options());
+    REQUIRE_FALSE(refused.is_ok());
+    CHECK(refused.status().code() == errc::invalid_graph);
+    INFO(refused.status().message());
+    CHECK(refused.status().message().find("differs from the one this weightless context was compiled against") !=
+          std::string::npos);
   }
 }
