@@ -349,5 +349,6 @@ int compile(const std::vector<std::string>& argv);
 int ctxgen(const std::vector<std::string>& argv);
 int test_runner(const std::vector<std::string>& argv);
 int fuzz_providers(const std::vector<std::string>& argv);
+int cache(const std::vector<std::string>& argv);
 
 }  // namespace epstack::cli

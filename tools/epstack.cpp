@@ -50,6 +50,9 @@ int usage(std::ostream& os, int code) {
         "                                the differential fuzzer: random graphs on stack P (default: every provider)\n"
         "                                against the CPU provider alone and without graph optimisation, each run\n"
         "                                twice; a finding is written to DIR/seed-S as a test-runner case\n"
+        "  cache ls|clear|verify DIR     the compile cache of session option epstack.cache_dir: its entries (least\n"
+        "                                recently used first), removing them all, or reading each completely (exit 1\n"
+        "                                when one is damaged)\n"
         "  help                          this text\n"
         "provider stacks (--providers):";
   for (const auto& s : epstack::cli::stack_names()) os << " " << s;
@@ -75,6 +78,7 @@ int main(int argc, char** argv) {
   if (cmd == "ctxgen") return epstack::cli::ctxgen(args);
   if (cmd == "test-runner") return epstack::cli::test_runner(args);
   if (cmd == "fuzz-providers") return epstack::cli::fuzz_providers(args);
+  if (cmd == "cache") return epstack::cli::cache(args);
   std::cerr << "epstack: unknown command '" << cmd << "'\n";
   return usage(std::cerr, 2);
 }

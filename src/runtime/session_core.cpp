@@ -248,6 +248,7 @@ Result<std::shared_ptr<const session_core>> session_core::build(model m, std::ve
   if (auto e = options.config(config_keys::cache_entry_used)) {
     d.context.cache_entry = std::string(*e);
     d.context.cache_hit = options.flag(config_keys::cache_entry_hit);
+    if (auto w = options.config(config_keys::cache_warning)) d.context.warnings.emplace_back(*w);
   }
   const auto ctx_nodes = std::make_shared<const decltype(loaded.nodes)>(std::move(loaded.nodes));
   // EPContext nodes go to the provider that recognised them, as single nodes, and no provider is asked about them.

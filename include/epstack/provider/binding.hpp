@@ -14,6 +14,7 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <typeinfo>
 #include <vector>
 
 namespace epstack {
@@ -59,6 +60,9 @@ struct provider_binding {
   std::function<double(const graph&, std::span<const node_id>)> estimate_cost = {};
   /// The thread runtime the provider's library runs on (empty: none of its own).
   parallel_runtime intra_op_runtime = {};
+  /// What tells this provider from another of the same type key for the compile cache: its C++ type (a selective
+  /// CPU provider's kernel list) and, when it has the optional `cache_key()`, the options that change what it compiles.
+  std::string identity = {};
 };
 
 /// @brief The binding of provider `q` (which must outlive it).
@@ -81,6 +85,8 @@ template <class Q>
   if constexpr (traits::has_cost_estimate)
     b.estimate_cost = [&q](const graph& g, std::span<const node_id> nodes) { return double(q.estimate_cost(g, nodes)); };
   if constexpr (traits::has_intra_op_runtime) b.intra_op_runtime = Q::intra_op_runtime();
+  b.identity = typeid(Q).name();
+  if constexpr (requires { { q.cache_key() } -> std::convertible_to<std::string>; }) b.identity += "|" + std::string(q.cache_key());
   if constexpr (traits::has_ep_context) {
     auto c = std::make_shared<ep_context_binding>();
     for (std::string_view k : Q::source_keys) c->source_keys.emplace_back(k);

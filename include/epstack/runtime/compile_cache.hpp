@@ -41,6 +41,7 @@ inline constexpr std::string_view cache_max_bytes = "epstack.cache_max_bytes";
 /// and `cache_hit` report them. Not for users.
 inline constexpr std::string_view cache_entry_used = "epstack.internal.cache_entry";
 inline constexpr std::string_view cache_entry_hit = "epstack.internal.cache_hit";
+inline constexpr std::string_view cache_warning = "epstack.internal.cache_warning";
 }  // namespace config_keys
 
 namespace cache {

@@ -10,6 +10,7 @@
 #include <epstack/core/session_options.hpp>
 #include <epstack/onnx/onnx_io.hpp>
 #include <epstack/provider/binding.hpp>
+#include <epstack/runtime/compile_cache.hpp>
 #include <epstack/runtime/session_core.hpp>
 
 #include <boost/mp11/algorithm.hpp>
@@ -51,8 +52,11 @@ class basic_session {
 
   /// @brief Loads the model at `path` and prepares it: optimise, partition, compile. Errors as `load_model`, the
   /// optimiser and the partitioner.
+  /// With `epstack.cache_dir` set, through the compile cache (runtime/compile_cache.hpp): an EPContext model compiled
+  /// before from the same model, stack and options is loaded instead of compiling; else one is written for next time.
   [[nodiscard]] static Result<basic_session> create(const std::filesystem::path& path, const session_options& options = {},
                                                     providers_type providers = {}) {
+    if (cached(options)) return create_cached(path, {}, options, std::move(providers));
     EPSTACK_ASSIGN_OR_RETURN(auto m, load_model(path, load_options_of(options)));
     return create_prepared(std::move(m), options, std::move(providers));
   }
@@ -60,6 +64,7 @@ class basic_session {
   /// `session.model_external_initializers_file_folder_path`.
   [[nodiscard]] static Result<basic_session> create(std::span<const std::byte> bytes, const session_options& options = {},
                                                     providers_type providers = {}) {
+    if (cached(options)) return create_cached({}, bytes, options, std::move(providers));
     EPSTACK_ASSIGN_OR_RETURN(auto m, load_model(bytes, load_options_of(options)));
     return create_prepared(std::move(m), options, std::move(providers));
   }
@@ -159,9 +164,32 @@ class basic_session {
 
  private:
   static Result<basic_session> create_prepared(model m, const session_options& options, providers_type providers) {
-    auto keep = std::make_shared<providers_type>(std::move(providers));
+    return create_kept(std::move(m), options, std::make_shared<providers_type>(std::move(providers)));
+  }
+  static Result<basic_session> create_kept(model m, const session_options& options, std::shared_ptr<providers_type> keep) {
     EPSTACK_ASSIGN_OR_RETURN(auto core, session_core::build(std::move(m), make_bindings(*keep), options));
     return basic_session(std::move(core), std::move(keep));
+  }
+  static bool cached(const session_options& o) {
+    const auto dir = o.config(config_keys::cache_dir);
+    return dir && !dir->empty();
+  }
+  // The cache decides what the session is created from (an entry's _ctx.onnx, or the source to compile and write).
+  static Result<basic_session> create_cached(const std::filesystem::path& path, std::span<const std::byte> bytes,
+                                             const session_options& options, providers_type providers) {
+    auto keep = std::make_shared<providers_type>(std::move(providers));
+    std::optional<basic_session> made;
+    const auto make = [&](const std::filesystem::path& from, const session_options& so) -> Result<ep_context_report> {
+      made.reset();
+      auto m = from.empty() ? load_model(bytes, load_options_of(so)) : load_model(from, load_options_of(so));
+      if (!m) return m.status();
+      auto s = create_kept(std::move(*m), so, keep);
+      if (!s) return s.status();
+      made.emplace(std::move(*s));
+      return made->ep_context();
+    };
+    EPSTACK_RETURN_IF_ERROR(cache::create_through_cache(path, bytes, make_bindings(*keep), options, make).status());
+    return std::move(*made);
   }
 
   basic_session(std::shared_ptr<const session_core> core, std::shared_ptr<providers_type> providers)

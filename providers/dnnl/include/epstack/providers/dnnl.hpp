@@ -122,6 +122,8 @@ struct dnnl_provider {
     return dnnl_ep::serialize(p, fn, b);
   }
   [[nodiscard]] Result<compute_function> restore(const ep_context_restore& r) const { return dnnl_ep::restore(r, options); }
+  /// What of this provider's options changes what it compiles (the compile cache's key).
+  [[nodiscard]] std::string cache_key() const { return options.winograd ? "winograd=1" : "winograd=0"; }
 };
 
 }  // namespace epstack
