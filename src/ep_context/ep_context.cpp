@@ -91,13 +91,25 @@ fs::path binary_path(const generation& gen, const ep_context_binding& b, std::si
                    : cat(gen.model_name, "_", b.short_name, ".bin"));
 }
 
-// The fused partitions of the main graph that provider p caches, in execution order.
-std::vector<std::size_t> cached_partitions(const partition_plan& plan, const std::vector<provider_binding>& providers,
-                                           std::size_t p) {
-  std::vector<std::size_t> r;
-  if (!providers[p].context) return r;
-  for (std::size_t k : plan.main.execution_order)
-    if (plan.main.partition_provider[k] == p && plan.main.partitions[k].is_fused()) r.push_back(k);
+// A partition of some graph of the model: its graph's plan and its index there.
+struct part_ref {
+  const graph_plan* gp = nullptr;
+  std::size_t k = 0;
+  [[nodiscard]] const partition& get() const { return gp->partitions[k]; }
+  auto operator<=>(const part_ref&) const = default;
+};
+
+// The fused partitions that provider p caches, in every graph of the model (the main graph first, then the bodies
+// of its control-flow nodes, depth first), each graph's in execution order.
+void cached_in(const graph_plan& gp, const std::vector<provider_binding>& providers, std::size_t p, std::vector<part_ref>& r) {
+  for (std::size_t k : gp.execution_order)
+    if (gp.partition_provider[k] == p && gp.partitions[k].is_fused()) r.push_back({&gp, k});
+  for (const auto& s : gp.subgraphs) cached_in(*s.plan, providers, p, r);
+}
+std::vector<part_ref> cached_partitions(const partition_plan& plan, const std::vector<provider_binding>& providers,
+                                        std::size_t p) {
+  std::vector<part_ref> r;
+  if (providers[p].context) cached_in(plan.main, providers, p, r);
   return r;
 }
 
@@ -131,8 +143,9 @@ Result<bool> verify_tensors_on_load(const session_options& o) {
 Result<load_result> load_contexts(const model& src, model* m, const std::vector<provider_binding>& providers,
                                   const session_options& options, bool check_only, const source_optimizer& optimise) {
   load_result r;
-  const graph& g = src.graph;
   struct ctx_node {
+    const graph* gr;  // the graph it is in (the main graph, or a control-flow body)
+    graph* mgr;       // the same graph of `m` (null when nothing may change)
     node_id n;
     ep_context_attributes a;
     std::size_t provider;
@@ -141,18 +154,41 @@ Result<load_result> load_contexts(const model& src, model* m, const std::vector<
     bool from_workspace = false;
   };
   std::vector<ctx_node> nodes;
-  for (node_id n = 0; n < g.node_count(); ++n) {
-    const auto& nd = g.node(n);
-    if (!is_ep_context_node(nd)) continue;
-    if (nd.name.empty()) return Status(errc::invalid_graph, "an EPContext node has no name (its graph is found by name)");
-    EPSTACK_ASSIGN_OR_RETURN(auto a, read_attributes<ep_context_attributes>(nd.attributes, nd.name));
-    std::size_t p = 0;
-    while (p < providers.size() && !(providers[p].context && providers[p].context->accepts(a.source))) ++p;
-    if (p == providers.size())
-      return bad_graph(nd.name, cat("its source '", a.source, "' is recognised by no provider of the stack (",
-                                    stack_of(providers), ")"));
-    nodes.push_back({n, std::move(a), p, nullptr, {}, false});
-  }
+  std::set<std::string, std::less<>> names;
+  // EPContext nodes of every graph, the main graph's first, then the bodies of control-flow nodes, depth first.
+  std::function<Status(const graph&, graph*)> collect = [&](const graph& g, graph* mg) -> Status {
+    for (node_id n = 0; n < g.node_count(); ++n) {
+      const auto& nd = g.node(n);
+      if (is_ep_context_node(nd)) {
+        if (nd.name.empty()) return Status(errc::invalid_graph, "an EPContext node has no name (its graph is found by name)");
+        if (!names.insert(nd.name).second)
+          return bad_graph(nd.name, "two EPContext nodes of the model have this name (each is restored by its name)");
+        EPSTACK_ASSIGN_OR_RETURN(auto a, read_attributes<ep_context_attributes>(nd.attributes, nd.name));
+        std::size_t p = 0;
+        while (p < providers.size() && !(providers[p].context && providers[p].context->accepts(a.source))) ++p;
+        if (p == providers.size())
+          return bad_graph(nd.name, cat("its source '", a.source, "' is recognised by no provider of the stack (",
+                                        stack_of(providers), ")"));
+        nodes.push_back({&g, mg, n, std::move(a), p, nullptr, {}, false});
+        continue;
+      }
+      for (const auto& at : nd.attributes) {
+        auto* mat = mg != nullptr ? mg->node(n).attributes.find(at.name) : nullptr;
+        if (const auto* one = std::get_if<subgraph>(&at.value); one && *one) {
+          graph* inner = mat != nullptr ? std::get<subgraph>(mat->value).get() : nullptr;
+          EPSTACK_RETURN_IF_ERROR(collect(**one, inner));
+        } else if (const auto* many = std::get_if<std::vector<subgraph>>(&at.value)) {
+          for (std::size_t i = 0; i < many->size(); ++i)
+            if ((*many)[i]) {
+              graph* inner = mat != nullptr ? std::get<std::vector<subgraph>>(mat->value)[i].get() : nullptr;
+              EPSTACK_RETURN_IF_ERROR(collect(*(*many)[i], inner));
+            }
+        }
+      }
+    }
+    return {};
+  };
+  EPSTACK_RETURN_IF_ERROR(m != nullptr ? collect(m->graph, &m->graph) : collect(src.graph, nullptr));
   if (nodes.empty()) return r;
 
   const bool share = options.flag(config_keys::ep_share_contexts) && !check_only;
@@ -167,7 +203,7 @@ Result<load_result> load_contexts(const model& src, model* m, const std::vector<
   std::shared_ptr<const model> source;
   std::string source_label;
   const auto read_source = [&](const ctx_node& cn, bool infer) -> Result<model> {
-    const std::string& name = g.node(cn.n).name;
+    const std::string& name = cn.gr->node(cn.n).name;
     load_options lo;
     if (!infer) lo.shape_inference = shape_inference_mode::off;
     if (auto f = options.config(config_keys::external_initializers_folder)) lo.external_data_folder = std::string(*f);
@@ -212,7 +248,7 @@ Result<load_result> load_contexts(const model& src, model* m, const std::vector<
   std::shared_ptr<const model> optimised;
   const auto optimised_model = [&](const ctx_node& cn) -> Result<std::shared_ptr<const model>> {
     if (optimised) return optimised;
-    const std::string& name = g.node(cn.n).name;
+    const std::string& name = cn.gr->node(cn.n).name;
     if (!optimise)
       return bad_graph(name, "its weightless context refers to weights derived by graph optimisation, and this check "
                              "does not optimise the source model");
@@ -229,14 +265,14 @@ Result<load_result> load_contexts(const model& src, model* m, const std::vector<
   // Main contexts: embedded payloads and binaries beside the model (or in the shared workspace).
   for (auto& cn : nodes) {
     if (cn.a.main_context != 1) continue;
-    const std::string& name = g.node(cn.n).name;
+    const std::string& name = cn.gr->node(cn.n).name;
     const auto& b = *providers[cn.provider].context;
     if (cn.a.embed_mode == 1) {
       std::shared_ptr<std::byte> block;
       std::size_t size = 0;
       if (m != nullptr) {
         // The payload leaves the model's attribute for aligned memory the binary owns (no second copy kept).
-        auto* at = m->graph.node(cn.n).attributes.find("ep_cache_context");
+        auto* at = cn.mgr->node(cn.n).attributes.find("ep_cache_context");
         auto& s = std::get<std::string>(at->value);
         size = s.size();
         block = aligned_copy(s);
@@ -351,7 +387,8 @@ Result<load_result> load_contexts(const model& src, model* m, const std::vector<
 
   // Every node finds its graph: a main node in its own context, others in a main context of the same provider.
   for (auto& cn : nodes) {
-    const auto& nd = g.node(cn.n);
+    const auto& nd = cn.gr->node(cn.n);
+    const graph& g = *cn.gr;
     const std::string gname = cn.a.partition_name.empty() ? nd.name : cn.a.partition_name;
     const ep_context_graph* eg = nullptr;
     std::shared_ptr<const ep_context_binary> holder;
@@ -601,9 +638,7 @@ Status check_outputs(const generation& gen, const partition_plan& plan, const st
 Status generate(const model& m, const partition_plan& plan, const function_of& fn,
                 const std::vector<provider_binding>& providers, const generation& gen, const session_options& options,
                 ep_context_report& report) {
-  const graph& g = m.graph;
-  const graph_plan& gp = plan.main;
-  std::vector<std::vector<std::size_t>> per(providers.size());
+  std::vector<std::vector<part_ref>> per(providers.size());
   std::size_t total = 0;
   for (std::size_t p = 0; p < providers.size(); ++p) total += (per[p] = cached_partitions(plan, providers, p)).size();
   if (total == 0) {
@@ -613,7 +648,7 @@ Status generate(const model& m, const partition_plan& plan, const function_of& f
   }
 
   const fs::path folder = gen.model_path.parent_path();
-  std::map<std::size_t, ep_context_attributes> node_attrs;  // by partition index
+  std::map<part_ref, ep_context_attributes> node_attrs;
   struct pending {
     fs::path path;
     std::shared_ptr<ep_context_builder> builder;
@@ -680,7 +715,8 @@ Status generate(const model& m, const partition_plan& plan, const function_of& f
       used.push_back(common);
     }
     for (std::size_t i = 0; i < per[p].size(); ++i) {
-      const auto& part = gp.partitions[per[p][i]];
+      const auto& part = per[p][i].get();
+      const graph& pg = *part.g;
       EPSTACK_RETURN_IF_ERROR(progress(options, "serialize", done++, total, part.name));
       const std::string name = gen.prefix + part.name;
       auto builder = common;
@@ -689,9 +725,9 @@ Status generate(const model& m, const partition_plan& plan, const function_of& f
         if (gen.weightless) builder->set_weight_source(gen.weights);
         used.push_back(builder);
       }
-      auto rec = b.serialize(part, fn(per[p][i]), *builder);
+      auto rec = b.serialize(part, fn(*per[p][i].gp, per[p][i].k), *builder);
       if (!rec) return Status(rec.code(), cat("provider ", key, ": serializing partition '", part.name, "': ", rec.status().message()));
-      auto st = builder->add_graph(name, io_names(g, part.inputs, true), io_names(g, part.outputs, false),
+      auto st = builder->add_graph(name, io_names(pg, part.inputs, true), io_names(pg, part.outputs, false),
                                    std::move(rec->payload), std::move(rec->tensors));
       if (!st)
         return Status(st.code(), cat(st.message(), gen.share ? " (the models of a shared context need distinct "
@@ -775,77 +811,98 @@ Status generate(const model& m, const partition_plan& plan, const function_of& f
     out.metadata.emplace_back(std::string(config_keys::weightless_mode_metadata), "2");
   }
   out.functions = m.functions;
-  graph cg(g.name());
-  cg.set_doc_string(g.doc_string());
-  // The graph's IR 10+ fields (metadata_props, and any newer field kept as bytes) stay with the graph.
-  cg.metadata() = g.metadata();
-  cg.set_ir_extra(g.ir_extra());
-  // The inputs in their order. An initializer that is also a graph input (a default the caller may override) stays an
-  // input when a node copied to the CPU reads it; one that only compiled partitions read is part of their context.
-  std::vector<bool> cpu_reads(g.value_count());
-  for (std::size_t k : gp.execution_order) {
-    if (node_attrs.count(k)) continue;
-    for (node_id n : gp.partitions[k].nodes) {
-      for (value_id v : g.node(n).inputs)
-        if (v != no_id) cpu_reads[v] = true;
-      for (value_id v : g.node(n).implicit_inputs)
-        if (v != no_id) cpu_reads[v] = true;
-    }
-  }
-  for (value_id v : g.inputs())
-    if (!g.value(v).initializer || cpu_reads[v]) cg.add_input(g.value(v).name, g.value(v).type);
-  std::vector<bool> init_added(g.value_count());
-  const auto use_initializer = [&](value_id v) {
-    if (v == no_id || !g.value(v).initializer || init_added[v]) return;
-    init_added[v] = true;
-    cg.add_initializer(g.value(v).name, *g.value(v).initializer);
-  };
-  const auto names_of = [&](const auto& ids) {
-    std::vector<std::string> r;
-    for (value_id v : ids) r.push_back(v == no_id ? std::string() : g.value(v).name);
-    return r;
-  };
-  // Nodes that placement by cost moved from the first provider that claimed them: their provider is recorded.
-  std::vector<std::string> placed(g.node_count());
-  for (const auto& c : gp.choices)
-    if (c.chosen != no_index && !c.costs.empty() && c.chosen != c.costs.front().first)
-      for (node_id n : c.nodes) placed[n] = plan.providers[c.chosen];
-  for (std::size_t k : gp.execution_order) {
-    const auto& part = gp.partitions[k];
-    if (auto it = node_attrs.find(k); it != node_attrs.end()) {
-      node en;
-      en.name = it->second.partition_name;
-      en.op_type = std::string(ep_context_op_type);
-      en.domain = std::string(ep_context_domain);
-      write_attributes(it->second, en.attributes);
-      cg.add_node(std::move(en), io_names(g, part.inputs, true), io_names(g, part.outputs, false));
-      continue;
-    }
-    for (node_id n : part.nodes) {
-      const auto& nd = g.node(n);
-      for (value_id v : nd.inputs) use_initializer(v);
-      for (value_id v : nd.implicit_inputs) use_initializer(v);
-      node copy = nd;
-      copy.implicit_inputs.clear();
-      if (!placed[n].empty() && gp.nodes[n].provider != no_index && plan.providers[gp.nodes[n].provider] == placed[n]) {
-        std::erase_if(copy.metadata, [](const auto& kv) { return kv.first == placement_metadata_key; });
-        copy.metadata.emplace_back(std::string(placement_metadata_key), placed[n]);
+  // Each graph rebuilt with EPContext nodes in place of its cached partitions: the main graph, and the bodies of its
+  // control-flow nodes (a body's partitions are cached as the main graph's are, so loading compiles none of them).
+  std::function<Result<graph>(const graph&, const graph_plan&, bool)> rebuild;
+  rebuild = [&](const graph& g, const graph_plan& gp, bool is_main) -> Result<graph> {
+    graph cg(g.name());
+    cg.set_doc_string(g.doc_string());
+    // The graph's IR 10+ fields (metadata_props, and any newer field kept as bytes) stay with the graph.
+    cg.metadata() = g.metadata();
+    cg.set_ir_extra(g.ir_extra());
+    // The inputs in their order. An initializer that is also a graph input (a default the caller may override) stays
+    // an input when a node copied to the CPU reads it; one that only compiled partitions read is part of their
+    // context. A body keeps its inputs (they are its signature).
+    std::vector<bool> cpu_reads(g.value_count());
+    for (std::size_t k : gp.execution_order) {
+      if (node_attrs.count(part_ref{&gp, k})) continue;
+      for (node_id n : gp.partitions[k].nodes) {
+        for (value_id v : g.node(n).inputs)
+          if (v != no_id) cpu_reads[v] = true;
+        for (value_id v : g.node(n).implicit_inputs)
+          if (v != no_id) cpu_reads[v] = true;
       }
-      cg.add_node(std::move(copy), names_of(nd.inputs), names_of(nd.outputs));
     }
-  }
-  for (value_id v : g.outputs()) cg.add_output(g.value(v).name, g.value(v).type);
-  for (value_id v = 0; v < cg.value_count(); ++v) {
-    auto& rec = cg.value(v);
-    if (rec.is_graph_input || rec.is_graph_output || rec.initializer) continue;
-    const value_id s = g.find_value(rec.name);
-    if (s != no_id && g.value(s).type.is_defined()) {
-      rec.type = g.value(s).type;
-      rec.in_value_info = true;
+    for (value_id v : g.inputs())
+      if (!is_main || !g.value(v).initializer || cpu_reads[v]) cg.add_input(g.value(v).name, g.value(v).type);
+    std::vector<bool> init_added(g.value_count());
+    const auto use_initializer = [&](value_id v) {
+      if (v == no_id || !g.value(v).initializer || init_added[v]) return;
+      init_added[v] = true;
+      cg.add_initializer(g.value(v).name, *g.value(v).initializer);
+    };
+    const auto names_of = [&](const auto& ids) {
+      std::vector<std::string> r;
+      for (value_id v : ids) r.push_back(v == no_id ? std::string() : g.value(v).name);
+      return r;
+    };
+    // Nodes that placement by cost moved from the first provider that claimed them: their provider is recorded.
+    std::vector<std::string> placed(g.node_count());
+    for (const auto& c : gp.choices)
+      if (c.chosen != no_index && !c.costs.empty() && c.chosen != c.costs.front().first)
+        for (node_id n : c.nodes) placed[n] = plan.providers[c.chosen];
+    for (std::size_t k : gp.execution_order) {
+      const auto& part = gp.partitions[k];
+      if (auto it = node_attrs.find(part_ref{&gp, k}); it != node_attrs.end()) {
+        node en;
+        en.name = it->second.partition_name;
+        en.op_type = std::string(ep_context_op_type);
+        en.domain = std::string(ep_context_domain);
+        write_attributes(it->second, en.attributes);
+        cg.add_node(std::move(en), io_names(g, part.inputs, true), io_names(g, part.outputs, false));
+        continue;
+      }
+      for (node_id n : part.nodes) {
+        const auto& nd = g.node(n);
+        for (value_id v : nd.inputs) use_initializer(v);
+        for (value_id v : nd.implicit_inputs) use_initializer(v);
+        node copy = nd;
+        copy.implicit_inputs.clear();
+        if (!placed[n].empty() && gp.nodes[n].provider != no_index && plan.providers[gp.nodes[n].provider] == placed[n]) {
+          std::erase_if(copy.metadata, [](const auto& kv) { return kv.first == placement_metadata_key; });
+          copy.metadata.emplace_back(std::string(placement_metadata_key), placed[n]);
+        }
+        for (const auto& sref : gp.subgraphs) {
+          if (sref.node != n) continue;
+          const graph* body = nullptr;
+          auto* at = copy.attributes.find(sref.attribute);
+          if (at == nullptr) continue;
+          if (auto* one = std::get_if<subgraph>(&at->value)) body = one->get();
+          else if (auto* many = std::get_if<std::vector<subgraph>>(&at->value); many && sref.index < many->size())
+            body = (*many)[sref.index].get();
+          if (body == nullptr) continue;
+          EPSTACK_ASSIGN_OR_RETURN(auto rebuilt, rebuild(*sref.plan->g, *sref.plan, false));
+          if (auto* one = std::get_if<subgraph>(&at->value)) *one = make_subgraph(std::move(rebuilt));
+          else std::get<std::vector<subgraph>>(at->value)[sref.index] = make_subgraph(std::move(rebuilt));
+        }
+        cg.add_node(std::move(copy), names_of(nd.inputs), names_of(nd.outputs));
+      }
     }
-  }
-  if (!cg.problems().empty())
-    return Status(errc::fail, cat("building the EP context model: ", cg.problems().front()));
+    for (value_id v : g.outputs()) cg.add_output(g.value(v).name, g.value(v).type);
+    for (value_id v = 0; v < cg.value_count(); ++v) {
+      auto& rec = cg.value(v);
+      if (rec.is_graph_input || rec.is_graph_output || rec.initializer) continue;
+      const value_id s = g.find_value(rec.name);
+      if (s != no_id && g.value(s).type.is_defined()) {
+        rec.type = g.value(s).type;
+        rec.in_value_info = true;
+      }
+    }
+    if (!cg.problems().empty())
+      return Status(errc::fail, cat("building the EP context model: ", cg.problems().front()));
+    return cg;
+  };
+  EPSTACK_ASSIGN_OR_RETURN(auto cg, rebuild(m.graph, plan.main, true));
   out.graph = std::move(cg);
 
   // Binaries first, then the model that names them; each written under a temporary name and renamed.

@@ -430,10 +430,11 @@ Result<std::shared_ptr<const session_core>> session_core::build(model m, std::ve
     for (std::size_t i = 0; i < compile_where.size(); ++i) d.functions[compile_where[i]] = std::move((*fns)[i]);
   }
   if (gen) {
-    const auto& main_index = indices.front();
-    EPSTACK_RETURN_IF_ERROR(ctx::generate(
-        d.m, d.plan, [&](std::size_t k) -> const compute_function& { return d.functions[main_index[k]]; }, providers,
-        *gen, options, d.context));
+    const auto function_of = [&](const graph_plan& gp, std::size_t k) -> const compute_function& {
+      const auto at = static_cast<std::size_t>(std::find(plans.begin(), plans.end(), &gp) - plans.begin());
+      return d.functions[indices[at][k]];
+    };
+    EPSTACK_RETURN_IF_ERROR(ctx::generate(d.m, d.plan, function_of, providers, *gen, options, d.context));
   }
   d.providers = std::move(providers);
   std::vector<const graph*> scopes;

@@ -92,8 +92,8 @@ struct generation {
 [[nodiscard]] Status check_outputs(const generation& gen, const partition_plan& plan,
                                    const std::vector<provider_binding>& providers);
 
-/// The compiled function of partition k of the main graph.
-using function_of = std::function<const compute_function&(std::size_t k)>;
+/// The compiled function of partition k of a graph's plan (the main graph's or a control-flow body's).
+using function_of = std::function<const compute_function&(const graph_plan& gp, std::size_t k)>;
 
 /// Writes the EPContext model (and binaries) of the compiled session.
 [[nodiscard]] Status generate(const model& m, const partition_plan& plan, const function_of& fn,
