@@ -483,3 +483,61 @@ TEST_CASE("epstack fuzz-providers: random graphs compared between stacks, counte
   CHECK(stack.code == 1);
   CHECK(stack.out.find("unknown provider stack 'tpu,cpu'") != std::string::npos);
 }
+
+#if defined(EPSTACK_WITH_DNNL)
+TEST_CASE("epstack cache ls|clear|verify: the entries a session wrote through epstack.cache_dir") {
+  test::temp_dir dir;
+  const auto model = dir / "convnet.onnx";
+  const auto cache = dir / "cache";
+  REQUIRE(epstack_cli("generate convnet " + model.string() + " --channels 8,16 --size 32").code == 0);
+  const std::string run = "run " + model.string() + " --providers dnnl,cpu --dims N=2 --threads 2 --config epstack.cache_dir=" +
+                          cache.string() + " --output-dir ";
+  auto first = epstack_cli(run + (dir / "o1").string());
+  REQUIRE_MESSAGE(first.code == 0, first.out);
+  auto second = epstack_cli(run + (dir / "o2").string());
+  REQUIRE_MESSAGE(second.code == 0, second.out);
+  auto a = load_tensor(dir / "o1" / "output_0.pb");
+  auto b = load_tensor(dir / "o2" / "output_0.pb");
+  REQUIRE(a.has_value());
+  REQUIRE(b.has_value());
+  CHECK(a->same_content(*b));
+
+  auto ls = epstack_cli("cache ls " + cache.string());
+  REQUIRE_MESSAGE(ls.code == 0, ls.out);
+  CHECK(ls.out.find("1 entries") != std::string::npos);
+  CHECK(ls.out.find("DnnlExecutionProvider,CPUExecutionProvider") != std::string::npos);
+  CHECK(ls.out.find(model.filename().string()) != std::string::npos);
+  auto ok = epstack_cli("cache verify " + cache.string());
+  CHECK_MESSAGE(ok.code == 0, ok.out);
+  CHECK(ok.out.find("0 damaged") != std::string::npos);
+
+  // A byte of a weight changed: verify reads every byte and says which entry.
+  fs::path bin;
+  for (const auto& e : fs::recursive_directory_iterator(cache))
+    if (e.path().extension() == ".bin") bin = e.path();
+  REQUIRE_FALSE(bin.empty());
+  {
+    std::fstream f(bin, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(-100, std::ios::end);
+    char c = 0;
+    f.read(&c, 1);
+    f.seekp(-100, std::ios::end);
+    c = static_cast<char>(c ^ 0x5a);
+    f.write(&c, 1);
+  }
+  auto bad = epstack_cli("cache verify " + cache.string());
+  CHECK(bad.code == 1);
+  CHECK(bad.out.find("BAD: ") != std::string::npos);
+  CHECK(bad.out.find("1 damaged") != std::string::npos);
+
+  auto cleared = epstack_cli("cache clear " + cache.string());
+  CHECK(cleared.code == 0);
+  CHECK(cleared.out.find("removed 1 entries") != std::string::npos);
+  CHECK(epstack_cli("cache ls " + cache.string()).out.find("0 entries") != std::string::npos);
+  auto usage = epstack_cli("cache list " + cache.string());
+  CHECK(usage.code == 2);
+  auto missing = epstack_cli("cache ls " + (dir / "nothing").string());
+  CHECK(missing.code == 1);
+  CHECK(missing.out.find("is not a folder") != std::string::npos);
+}
+#endif
