@@ -6,7 +6,9 @@
 # Prints, per round and model: the create medians (ms), the ratios source/ctx and ORT/ctx, ctx/read (read: the time
 # to read() the context model and its binaries, `perf`'s read_ms), the first run and the median run from the source and
 # from the context (a context's weights are verified before their first use: that is in its first run), the binary's
-# size and peak RSS.
+# size and peak RSS; then the weightless context (ep.enable_weightless_mode 2: the binary without weights, which come
+# from the source model at load) and the compile cache (epstack.cache_dir: the second create of the source model, a
+# hit) beside the full context: their create medians, cached / ctx, the weightless binary's size and its peak RSS.
 # Then, once, the memory target: peak RSS after loading and running from the context, less the peak RSS of the same
 # process doing the same with a tiny context model on the same stack (the fixed cost of the program: its libraries'
 # pages, onnx's schema registry, the provider's start-up), against 1.1x the weights plus the activation plan
@@ -40,18 +42,29 @@ for m in json.load(open(sys.argv[1]))["models"]:
 field() {  # field FILE EXPR: a value of the JSON line in FILE
   /usr/bin/python3 -c 'import json, sys; d = json.loads(open(sys.argv[1]).read()); print(eval(sys.argv[2]))' "$1" "$2"
 }
+rm -rf "$OUT/cache"
 for m in $LIST; do
   d=$(dims_of "$m")
   cp "$MODELS/$m.onnx" "$OUT/$m.onnx"
   [ -e "$MODELS/$m.onnx.data" ] && cp "$MODELS/$m.onnx.data" "$OUT/"
   rm -f "$OUT/${m}_ctx.onnx" "$OUT/${m}_"*.bin
   "$EPSTACK" compile "$OUT/$m.onnx" --providers "$PROVIDERS" --threads "$THREADS" ${d:+--dims "$d"} >/dev/null
+  # The weightless context, beside its own copy of the source model (found by onnx_model_filename at load).
+  mkdir -p "$OUT/weightless"
+  cp "$MODELS/$m.onnx" "$OUT/weightless/$m.onnx"
+  [ -e "$MODELS/$m.onnx.data" ] && cp "$MODELS/$m.onnx.data" "$OUT/weightless/"
+  rm -f "$OUT/weightless/${m}_ctx.onnx" "$OUT/weightless/${m}_"*.bin
+  "$EPSTACK" compile "$OUT/weightless/$m.onnx" --providers "$PROVIDERS" --threads "$THREADS" ${d:+--dims "$d"} \
+    --config ep.enable_weightless_mode=2 >/dev/null
+  # The compile cache, filled by one create of the source model (a miss): the creates measured below are hits.
+  "$EPSTACK" perf --model "$OUT/$m.onnx" --providers "$PROVIDERS" --threads "$THREADS" --warmup 0 --iters 1 --creates 1 \
+    ${d:+--free-dims "$d"} --config "epstack.cache_dir=$OUT/cache" >/dev/null 2>&1
 done
 r=0
 while [ "$r" -lt "$ROUNDS" ]; do
   echo "round $((r + 1)) of $ROUNDS:"
-  echo "| model | ORT (ms) | source (ms) | ctx (ms) | read (ms) | source / ctx | ORT / ctx | ctx / read | first run source / ctx (ms) | run source / ctx (ms) | binary (MB) | peak RSS source / ctx / ORT (MB) |"
-  echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+  echo "| model | ORT (ms) | source (ms) | ctx (ms) | read (ms) | source / ctx | ORT / ctx | ctx / read | first run source / ctx (ms) | run source / ctx (ms) | binary (MB) | peak RSS source / ctx / ORT (MB) | weightless (ms) | cached (ms) | cached / ctx | weightless binary (MB) | weightless peak RSS (MB) |"
+  echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
   for m in $LIST; do
     d=$(dims_of "$m")
     node "$SHARED/bench/ort_bench.mjs" --peer-dir "$PEER" --model "$OUT/$m.onnx" --threads "$THREADS" \
@@ -60,6 +73,14 @@ while [ "$r" -lt "$ROUNDS" ]; do
       --creates "$CREATES" ${d:+--free-dims "$d"} > "$OUT/$m.src.json" 2>/dev/null
     "$EPSTACK" perf --model "$OUT/${m}_ctx.onnx" --providers "$PROVIDERS" --threads "$THREADS" --warmup 1 --iters 5 \
       --creates "$CREATES" > "$OUT/$m.ctx.json" 2>/dev/null
+    "$EPSTACK" perf --model "$OUT/weightless/${m}_ctx.onnx" --providers "$PROVIDERS" --threads "$THREADS" --warmup 1 \
+      --iters 5 --creates "$CREATES" > "$OUT/$m.wl.json" 2>/dev/null
+    "$EPSTACK" perf --model "$OUT/$m.onnx" --providers "$PROVIDERS" --threads "$THREADS" --warmup 1 --iters 5 \
+      --creates "$CREATES" ${d:+--free-dims "$d"} --config "epstack.cache_dir=$OUT/cache" > "$OUT/$m.cached.json" 2>/dev/null
+    wl=$(field "$OUT/$m.wl.json" 'd["create_ms"]["median"]')
+    cached=$(field "$OUT/$m.cached.json" 'd["create_ms"]["median"]')
+    wlbin=$(ls -l "$OUT/weightless/${m}_"*.bin | awk '{s += $5} END {printf "%.3f", s / 1e6}')
+    wlrss=$(field "$OUT/$m.wl.json" 'round(d["peak_rss_mb"])')
     ort=$(field "$OUT/$m.ort.json" 'd["create_ms"]["median"]')
     src=$(field "$OUT/$m.src.json" 'd["create_ms"]["median"]')
     ctx=$(field "$OUT/$m.ctx.json" 'd["create_ms"]["median"]')
@@ -69,9 +90,9 @@ while [ "$r" -lt "$ROUNDS" ]; do
     run="$(field "$OUT/$m.src.json" 'round(d["run_ms"]["median"], 1)') / $(field "$OUT/$m.ctx.json" 'round(d["run_ms"]["median"], 1)')"
     rss="$(field "$OUT/$m.src.json" 'round(d["peak_rss_mb"])') / $(field "$OUT/$m.ctx.json" 'round(d["peak_rss_mb"])') / $(field "$OUT/$m.ort.json" 'round(d["peak_rss_mb"])')"
     /usr/bin/python3 -c 'import sys
-m, o, s, c, r, first, run, b, rss = sys.argv[1:]; o, s, c, r = map(float, (o, s, c, r))
-print(f"| {m} | {o:.1f} | {s:.1f} | {c:.1f} | {r:.1f} | {s / c:.1f}x | {o / c:.1f}x | {c / r:.2f} | {first} | {run} | {b} | {rss} |")' \
-      "$m" "$ort" "$src" "$ctx" "$rd" "$first" "$run" "$bin" "$rss"
+m, o, s, c, r, first, run, b, rss, wl, ca, wb, wr = sys.argv[1:]; o, s, c, r, wl, ca = map(float, (o, s, c, r, wl, ca))
+print(f"| {m} | {o:.1f} | {s:.1f} | {c:.1f} | {r:.1f} | {s / c:.1f}x | {o / c:.1f}x | {c / r:.2f} | {first} | {run} | {b} | {rss} | {wl:.1f} | {ca:.2f} | {ca / c:.2f} | {wb} | {wr} |")' \
+      "$m" "$ort" "$src" "$ctx" "$rd" "$first" "$run" "$bin" "$rss" "$wl" "$cached" "$wlbin" "$wlrss"
   done
   r=$((r + 1))
 done

@@ -65,6 +65,18 @@ void print_binary(const ep_context_binary& b, std::uint64_t file_bytes, const st
             << b.hardware_architecture() << ", format " << b.format_version() << ", " << human_bytes(file_bytes)
             << ", verified\n";
   std::cout << indent << "tensors: " << b.tensors().size() << " (" << human_bytes(data) << ", each stored once)\n";
+  if (b.weightless()) {
+    std::size_t refs = 0, derived = 0;
+    std::uint64_t bytes = 0;
+    for (const auto& t : b.tensors())
+      if (!t.source.empty()) {
+        ++refs;
+        derived += t.derived ? 1 : 0;
+        bytes += t.length;
+      }
+    std::cout << indent << "weightless: " << refs << " tensors (" << human_bytes(bytes) << ") are initializers of the source "
+              << "model, " << derived << " of them as optimised (checked by hash when a session loads it)\n";
+  }
   std::cout << indent << "graphs: " << b.graphs().size() << "\n";
   for (const auto& g : b.graphs()) {
     std::uint64_t gb = 0;
@@ -83,7 +95,9 @@ int inspect_binary(const std::string& path) {
   for (const auto& t : b->tensors()) {
     std::cout << "    " << t.name << ": " << to_string(t.type) << "[";
     for (std::size_t i = 0; i < t.shape.size(); ++i) std::cout << (i ? "," : "") << t.shape[i];
-    std::cout << "], " << human_bytes(t.data.size()) << "\n";
+    std::cout << "], " << human_bytes(t.source.empty() ? t.data.size() : t.length);
+    if (!t.source.empty()) std::cout << " in the source model" << (t.derived ? " as optimised" : "") << ": '" << t.source << "'";
+    std::cout << "\n";
   }
   return 0;
 }

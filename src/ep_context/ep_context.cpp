@@ -584,7 +584,7 @@ std::optional<session_options> weightless_optimization_of(std::string_view recor
   return o;
 }
 
-weight_source index_source_weights(const model& m, bool derived) {
+weight_source index_source_weights(const model& m, bool derived, std::size_t derived_min_bytes) {
   struct entry {
     std::string name;
     tensor t;
@@ -594,6 +594,9 @@ weight_source index_source_weights(const model& m, bool derived) {
   for (value_id v = 0; v < g.value_count(); ++v) {
     const auto& rec = g.value(v);
     if (!rec.initializer || rec.initializer->type() == element_type::string || rec.initializer->byte_size() == 0) continue;
+    // A derived weight is found again only by optimising the source model at load: worth it for large ones (folded
+    // convolution weights), not for the small ones (folded shapes, a position embedding), which the binary keeps.
+    if (derived && rec.initializer->byte_size() < derived_min_bytes) continue;
     const tensor& t = *rec.initializer;
     const std::span<const std::byte> bytes(static_cast<const std::byte*>(t.data()), t.byte_size());
     index->emplace(ep_context_hash(bytes), entry{rec.name, t});

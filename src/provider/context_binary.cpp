@@ -430,8 +430,10 @@ Result<ep_context_binary> ep_context_binary::bind_weights(const weight_finder& f
 }
 
 Status ep_context_binary::verify_all(unsigned threads) const {
-  std::vector<std::uint32_t> all(tensors_.size());
-  for (std::uint32_t i = 0; i < all.size(); ++i) all[i] = i;
+  // Every tensor whose bytes are here (and references bound to a source model); an unbound reference has none.
+  std::vector<std::uint32_t> all;
+  for (std::uint32_t i = 0; i < tensors_.size(); ++i)
+    if (tensors_[i].source.empty() || bound_) all.push_back(i);
   EPSTACK_RETURN_IF_ERROR(verify_tensors(all, threads));
   // Between and after the tensors: zeros, as written.
   std::vector<std::pair<std::size_t, std::size_t>> spans;

@@ -13,6 +13,7 @@
 #include <epstack/runtime/compile_cache.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -302,8 +303,15 @@ Result<std::shared_ptr<const session_core>> session_core::build(model m, std::ve
   // no longer takes (a HardSwish grouped with a Softmax that the optimiser removed as dead), and then runs as its body.
   EPSTACK_RETURN_IF_ERROR(expand_functions(d.m, claimed).status());
   // Weightless generation: initializers the optimiser made (fused, folded) are found in the source model as optimised.
+  std::size_t derived_min = std::size_t{1} << 20;
+  if (auto v = options.config(config_keys::weightless_derived_min_bytes); v && !v->empty()) {
+    const auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), derived_min);
+    if (ec != std::errc() || end != v->data() + v->size())
+      return Status(errc::invalid_argument, cat("session option ", config_keys::weightless_derived_min_bytes,
+                                                " must be a number of bytes, found '", *v, "'"));
+  }
   if (gen && gen->weightless)
-    gen->weights = [pre = std::move(gen->weights), post = ctx::index_source_weights(d.m, true)](
+    gen->weights = [pre = std::move(gen->weights), post = ctx::index_source_weights(d.m, true, derived_min)](
                        element_type t, std::span<const std::byte> b, std::uint64_t h) -> std::optional<weight_ref> {
       if (auto r = pre(t, b, h)) return r;
       return post(t, b, h);

@@ -36,6 +36,10 @@ inline constexpr std::string_view ep_context_external_initializers_file = "ep.co
 /// (external data only) is a mode epstack's providers do not offer (ep_fail), anything else invalid_argument. The
 /// mode is recorded in the compiled model's metadata under `weightless_mode`.
 inline constexpr std::string_view ep_enable_weightless_mode = "ep.enable_weightless_mode";
+/// epstack's own: weights that graph optimisation derived (folded BatchNormalization, folded shapes) are referenced
+/// in a weightless context only from this many bytes (default 1048576): a load finds them again by optimising the
+/// source model, which costs about a compile's optimisation; smaller ones stay in the binary. 0 references all.
+inline constexpr std::string_view weightless_derived_min_bytes = "epstack.weightless_derived_min_bytes";
 /// The deprecated switch of the same: "1" asks for weightless contexts in the mode the providers support (all).
 inline constexpr std::string_view ep_enable_weightless = "ep.enable_weightless";
 /// Where a weightless context's source model is when it is not the EPContext node's onnx_model_filename beside the

@@ -86,7 +86,9 @@ struct generation {
 
 /// The initializers of `m`'s main graph by content, for a weightless generation (`generation::weights`): hashed now
 /// (the source model before optimisation, or as optimised with `derived`); the index keeps the tensors alive.
-[[nodiscard]] weight_source index_source_weights(const model& m, bool derived);
+/// Derived weights smaller than `derived_min_bytes` are not indexed: they stay in the binary (see
+/// config_keys::weightless_derived_min_bytes).
+[[nodiscard]] weight_source index_source_weights(const model& m, bool derived, std::size_t derived_min_bytes = 0);
 
 /// After partitioning, before compiling: no binary that would be written may exist.
 [[nodiscard]] Status check_outputs(const generation& gen, const partition_plan& plan,

@@ -189,7 +189,7 @@ class ep_context_binary {
   /// concern (ok).
   [[nodiscard]] Status verify_bytes(const void* p, std::size_t n) const;
   /// Verifies every tensor, that the data section holds nothing but tensors and zeros between them, and the
-  /// whole-file hash: every byte, every hash.
+  /// whole-file hash: every byte, every hash (of a weightless binary not yet bound: every byte it holds).
   [[nodiscard]] Status verify_all(unsigned threads = 1) const;
   /// Whether tensor `i`'s bytes have been verified.
   [[nodiscard]] bool verified(std::uint32_t i) const noexcept;
