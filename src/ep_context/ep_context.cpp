@@ -381,8 +381,9 @@ Result<load_result> load_contexts(const model& src, model* m, const std::vector<
     }
     // A compatibility check answers for every byte of the binary: the whole-file hash, the zeros between tensors and
     // every tensor.
+    // (cn.binary, not `bin`: binding above replaced it.)
     if (check_only)
-      if (auto st = bin.verify_all(verify_threads(options)); !st) return bad_graph(name, st.message());
+      if (auto st = cn.binary->verify_all(verify_threads(options)); !st) return bad_graph(name, st.message());
   }
 
   // Every node finds its graph: a main node in its own context, others in a main context of the same provider.
@@ -487,12 +488,23 @@ Result<std::optional<generation>> plan_generation(const model& m, const session_
   generation gen;
   gen.weightless = weightless != 0;
   gen.weightless_recorded = recorded;
-  for (node_id n = 0; n < m.graph.node_count(); ++n) {
-    const auto& nd = m.graph.node(n);
-    if (is_ep_context_node(nd) || nd.domain == "ai.epstack.fused")
-      return Status(errc::invalid_graph, cat("the model is already compiled: node ", m.graph.describe(n),
-                                             " is a compiled node; ep.context_enable needs a source model"));
-  }
+  // In any graph: control-flow bodies hold EPContext nodes too.
+  std::function<Status(const graph&)> source_only = [&](const graph& g) -> Status {
+    for (node_id n = 0; n < g.node_count(); ++n) {
+      const auto& nd = g.node(n);
+      if (is_ep_context_node(nd) || nd.domain == "ai.epstack.fused")
+        return Status(errc::invalid_graph, cat("the model is already compiled: node ", g.describe(n),
+                                               " is a compiled node; ep.context_enable needs a source model"));
+      for (const auto& a : nd.attributes) {
+        if (const auto* one = std::get_if<subgraph>(&a.value); one && *one) EPSTACK_RETURN_IF_ERROR(source_only(**one));
+        if (const auto* many = std::get_if<std::vector<subgraph>>(&a.value))
+          for (const auto& sg : *many)
+            if (sg) EPSTACK_RETURN_IF_ERROR(source_only(*sg));
+      }
+    }
+    return {};
+  };
+  EPSTACK_RETURN_IF_ERROR(source_only(m.graph));
   const auto embed = options.config(config_keys::ep_context_embed_mode);
   if (embed && *embed != "0" && *embed != "1")
     return Status(errc::invalid_argument, cat("ep.context_embed_mode must be 0 or 1, found '", *embed, "'"));
@@ -715,7 +727,7 @@ Status generate(const model& m, const partition_plan& plan, const function_of& f
         if (gen.weightless) common->set_weight_source(gen.weights);
         common_path = binary_path(gen, b, 0, false);
       }
-      used.push_back(common);
+      if (!gen.share) used.push_back(common);  // (a shared builder holds other sessions' tensors too)
     }
     for (std::size_t i = 0; i < per[p].size(); ++i) {
       const auto& part = per[p][i].get();

@@ -215,9 +215,10 @@ Result<ep_context_binary> ep_context_binary::from_bytes(std::span<const std::byt
   if (get64(p + header_hash_at) != header_hash_of(bytes.first(header_hash_at)))
     return bad("corrupted header (its hash does not match)");
   const std::uint32_t version = get32(p + 8);
-  if (version != ep_context_format_version)
-    return bad("format version " + std::to_string(version) + ", expected " + std::to_string(ep_context_format_version) +
-               " (this build reads only that)");
+  // Version 4 is version 5 without weightless references (flatbuffers fields added at the end): both read.
+  if (version != ep_context_format_version && version != 4)
+    return bad("format version " + std::to_string(version) + ", expected 4 or " + std::to_string(ep_context_format_version) +
+               " (this build reads those)");
   const std::uint64_t fb_off = get64(p + 16), fb_size = get64(p + 24), data_off = get64(p + 32), data_size = get64(p + 40);
   const std::uint64_t n = bytes.size();
   if (fb_off != header_size || fb_size > n || fb_off + fb_size > n || data_off % alignment != 0 || data_off < fb_off + fb_size ||

@@ -15,13 +15,18 @@
 #include <xxhash.h>
 
 #include <sys/stat.h>
+#include <signal.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <cstring>
 #include <fstream>
+#include <limits>
+#include <time.h>
 #include <map>
 #include <random>
 #include <set>
@@ -103,8 +108,12 @@ std::set<std::string> external_files(std::span<const std::byte> model) {
 std::uint64_t folder_bytes(const fs::path& dir) {
   std::uint64_t n = 0;
   std::error_code ec;
-  for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
-    if (it->is_regular_file(ec)) n += it->file_size(ec);
+  for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code e2;
+    if (!it->is_regular_file(e2)) continue;
+    const auto size = it->file_size(e2);
+    if (!e2) n += size;
+  }
   return n;
 }
 
@@ -125,6 +134,29 @@ std::string stack_of(const std::vector<provider_binding>& providers) {
   return s;
 }
 
+// Removes the temporary folders of writes whose process is gone (`.tmp-<key>-<pid>-...`, `.trash-<key>-<pid>-...`;
+// a live writer's stay), or that are a day old (another machine's, on a shared folder).
+void sweep_temporaries(const fs::path& dir) {
+  std::error_code ec;
+  const auto day_ago = fs::file_time_type::clock::now() - std::chrono::hours(24);
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const auto name = it->path().filename().string();
+    const bool tmp = name.starts_with(".tmp-"), trash = name.starts_with(".trash-");
+    if (!tmp && !trash) continue;
+    // The pid follows the 32-digit key.
+    const std::size_t at = (tmp ? 5 : 7) + 33;
+    long pid = 0;
+    bool gone = false;
+    if (name.size() > at) {
+      const auto [p, e] = std::from_chars(name.data() + at, name.data() + name.size(), pid);
+      gone = e == std::errc() && pid > 0 && pid != ::getpid() && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+      (void)p;
+    }
+    std::error_code e2;
+    if (gone || fs::last_write_time(it->path(), e2) < day_ago) fs::remove_all(it->path(), e2);
+  }
+}
+
 std::map<std::string, std::string> read_manifest(const fs::path& p) {
   std::map<std::string, std::string> r;
   std::ifstream in(p);
@@ -139,6 +171,8 @@ std::string key_with(std::string_view content, const std::vector<provider_bindin
   hasher h;
   h.text(cache_format);
   h.text(cat("context format ", std::to_string(ep_context_format_version)));
+  // The library and the compiler that built it: another build may optimise, partition or compile differently.
+  h.text(cat("epstack ", EPSTACK_VERSION_STRING, " ", __VERSION__));
   h.text(cat("content ", content));
   for (const auto& p : providers) {
     h.text(cat("provider ", p.type_key, " ", p.identity));
@@ -159,17 +193,33 @@ std::string stat_of(const fs::path& p) {
              std::to_string(st.st_ino), " ", std::to_string(st.st_dev));
 }
 
-// The content hash of a model file and its external data (hex).
-Result<std::string> content_of(const fs::path& path, std::span<const std::byte> bytes, const session_options& options,
-                               std::vector<fs::path>* files) {
+// Whether a file was modified within the last two seconds (a rewrite within the same timestamp tick could go
+// unseen by its size and time, so such a file's hash is not remembered).
+bool recently_modified(const fs::path& p) {
+  struct ::stat st {};
+  if (::stat(p.c_str(), &st) != 0) return true;
+  struct ::timespec now {};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  return now.tv_sec - st.st_mtim.tv_sec < 2;
+}
+
+// The content hash of a model and its external data, and the version (stat_of, taken before each file is read) of
+// every file it covers.
+struct content_info {
+  std::string hash;
+  std::vector<std::pair<fs::path, std::string>> files;
+  bool complete = true;  ///< every external data file it names was there
+};
+Result<content_info> content_of(const fs::path& path, std::span<const std::byte> bytes, const session_options& options) {
+  content_info r;
   hasher h;
   std::shared_ptr<mapped_file> file;
   if (!path.empty()) {
+    r.files.emplace_back(path, stat_of(path));
     auto f = mapped_file::open(path);
     if (!f) return f.status();
     file = std::move(*f);
     bytes = file->bytes();
-    if (files) files->push_back(path);
   }
   h.text("model");
   h.bytes(bytes.data(), bytes.size());
@@ -178,37 +228,49 @@ Result<std::string> content_of(const fs::path& path, std::span<const std::byte> 
                                  : path.parent_path();
   for (const auto& name : external_files(bytes)) {
     h.text(cat("external ", name));
-    if (!is_plain_relative(fs::path(name))) continue;
     std::error_code ec;
     const fs::path p = folder / name;
-    if (!fs::is_regular_file(p, ec)) continue;  // loading the model reports it
+    if (!is_plain_relative(fs::path(name)) || !fs::is_regular_file(p, ec)) {  // loading the model reports it
+      r.complete = false;
+      continue;
+    }
+    r.files.emplace_back(p, stat_of(p));
     auto f = mapped_file::open(p);
     if (!f) return f.status();
     h.bytes((*f)->bytes().data(), (*f)->bytes().size());
-    if (files) files->push_back(p);
   }
-  return h.hex();
+  r.hash = h.hex();
+  return r;
 }
 
-// A model file's content hash, remembered in `<cache>/.stat/` with the size, time and inode of each file it covers
-// (ccache's direct mode): a later create reads no byte of the model when none of them changed.
-Result<std::string> remembered_content_of(const fs::path& dir, const fs::path& model, const session_options& options) {
+// Whether every file still has the version recorded.
+bool unchanged(const std::vector<std::pair<fs::path, std::string>>& files) {
+  for (const auto& [p, st] : files)
+    if (st.empty() || stat_of(p) != st) return false;
+  return true;
+}
+
+// A model file's content hash, remembered in `<cache>/.stat/` with the size, time (ns), inode and device of each
+// file it covers (ccache's direct mode): a later create reads no byte of the model when none of them changed. Not
+// remembered when a file changed while it was hashed, was modified in the last two seconds, or an external data
+// file it names is missing.
+Result<content_info> remembered_content_of(const fs::path& dir, const fs::path& model, const session_options& options) {
   std::error_code ec;
   const fs::path abs = fs::absolute(model, ec);
   const fs::path memo = dir / ".stat" / cat(std::to_string(XXH3_64bits(abs.native().data(), abs.native().size())), ".txt");
   {
     std::ifstream in(memo);
-    std::string line, content, want_path = "model " + abs.string();
-    bool valid = false, same_model = false;
+    std::string line;
+    content_info r;
+    bool valid = false;
     std::getline(in, line);
-    same_model = line == want_path;
-    while (same_model && std::getline(in, line)) {
+    while (line == "model " + abs.string() && std::getline(in, line)) {
       if (line.starts_with("content ")) {
-        content = line.substr(8);
-        valid = content.size() == 32;
+        r.hash = line.substr(8);
+        valid = r.hash.size() == 32 && !r.files.empty();
         break;
       }
-      // file <stat> <path>: stat has four fields
+      // file <size> <time> <inode> <device> <path>
       if (!line.starts_with("file ")) break;
       std::istringstream ls(line.substr(5));
       std::string a, b, c, d;
@@ -216,34 +278,31 @@ Result<std::string> remembered_content_of(const fs::path& dir, const fs::path& m
       std::string p;
       std::getline(ls, p);
       if (!p.empty() && p.front() == ' ') p.erase(0, 1);
-      if (stat_of(p) != cat(a, " ", b, " ", c, " ", d)) break;
+      r.files.emplace_back(p, cat(a, " ", b, " ", c, " ", d));
     }
-    if (valid) return content;
+    if (valid && unchanged(r.files)) return r;
   }
-  std::vector<fs::path> files;
-  std::vector<std::string> stats;
-  // Stats taken before the bytes are read: a file written meanwhile is hashed again next time.
-  EPSTACK_ASSIGN_OR_RETURN(auto content, content_of(abs, {}, options, &files));
+  EPSTACK_ASSIGN_OR_RETURN(auto r, content_of(abs, {}, options));
+  if (!r.complete || !unchanged(r.files)) return r;
   std::string text = "model " + abs.string() + "\n";
-  for (const auto& f : files) {
-    const auto st = stat_of(f);
-    if (st.empty()) return content;
-    text += cat("file ", st, " ", fs::absolute(f, ec).string(), "\n");
+  for (const auto& [p, st] : r.files) {
+    if (recently_modified(p)) return r;
+    text += cat("file ", st, " ", fs::absolute(p, ec).string(), "\n");
   }
-  text += cat("content ", content, "\n");
+  text += cat("content ", r.hash, "\n");
   fs::create_directories(memo.parent_path(), ec);
   detail::atomic_file out(memo);
   out.write(text.data(), text.size());
   (void)out.commit();  // only a memo: without it the next create hashes again
-  return content;
+  return r;
 }
 
 }  // namespace
 
 Result<std::string> key_of(const fs::path& path, std::span<const std::byte> bytes, const std::vector<provider_binding>& providers,
                            const session_options& options) {
-  EPSTACK_ASSIGN_OR_RETURN(const auto content, content_of(path, bytes, options, nullptr));
-  return key_with(content, providers, options);
+  EPSTACK_ASSIGN_OR_RETURN(const auto content, content_of(path, bytes, options));
+  return key_with(content.hash, providers, options);
 }
 
 Result<ep_context_report> create_through_cache(const fs::path& path, std::span<const std::byte> bytes,
@@ -252,7 +311,7 @@ Result<ep_context_report> create_through_cache(const fs::path& path, std::span<c
   const fs::path dir(std::string(options.config(config_keys::cache_dir).value_or("")));
   if (options.flag(config_keys::ep_context_enable))
     return Status(errc::invalid_argument, cat(config_keys::cache_dir, " compiles through the cache: ",
-                                              config_keys::cache_warning, config_keys::ep_context_enable, " cannot be set as well"));
+                                              config_keys::ep_context_enable, " cannot be set as well"));
   std::uint64_t max_bytes = 0;
   if (auto v = options.config(config_keys::cache_max_bytes); v && !v->empty()) {
     const auto [p, ec] = std::from_chars(v->data(), v->data() + v->size(), max_bytes);
@@ -263,13 +322,13 @@ Result<ep_context_report> create_through_cache(const fs::path& path, std::span<c
   fs::create_directories(dir, ec);
   if (ec || !fs::is_directory(dir, ec))
     return Status(errc::invalid_argument, cat(config_keys::cache_dir, " '", dir.string(), "' is not a folder that can be made"));
-  std::string key;
+  content_info content;
   if (path.empty()) {
-    EPSTACK_ASSIGN_OR_RETURN(key, key_of(path, bytes, providers, options));
+    EPSTACK_ASSIGN_OR_RETURN(content, content_of(path, bytes, options));
   } else {
-    EPSTACK_ASSIGN_OR_RETURN(const auto content, remembered_content_of(dir, path, options));
-    key = key_with(content, providers, options);
+    EPSTACK_ASSIGN_OR_RETURN(content, remembered_content_of(dir, path, options));
   }
+  const std::string key = key_with(content.hash, providers, options);
   const fs::path entry = dir / key;
   const fs::path ctx_model = entry / entry_model;
   // Weightless entries read their weights from the source model itself.
@@ -284,6 +343,9 @@ Result<ep_context_report> create_through_cache(const fs::path& path, std::span<c
   std::vector<std::string> warnings;
   if (fs::is_regular_file(entry / entry_manifest, ec)) {
     session_options o = with_source(options);
+    // The entry's binaries, from its folder: not where the caller's options would look for a context model's.
+    o.set_config(config_keys::ep_context_file_path, ctx_model.string());
+    o.set_context_reader({});
     o.set_config(config_keys::cache_entry_used, entry.string());
     o.set_config(config_keys::cache_entry_hit, "1");
     auto r = make(ctx_model, o);
@@ -321,12 +383,17 @@ Result<ep_context_report> create_through_cache(const fs::path& path, std::span<c
   o.set_config(config_keys::ep_context_embed_mode, "0");
   o.set_config(config_keys::ep_context_file_path, (tmp / entry_model).string());
   o.set_config(config_keys::ep_context_external_initializers_file, cat(entry_model, ".data"));
+  o.set_config(config_keys::ep_share_contexts, "0");  // an entry's binaries are its own
+  o.set_config(config_keys::ep_stop_share_contexts, "0");
+  o.set_context_reader({});
   o.set_config(config_keys::cache_entry_used, entry.string());
   o.set_config(config_keys::cache_entry_hit, "0");
   if (!warnings.empty()) o.set_config(config_keys::cache_warning, warnings.front());
   auto r = make(path, o);
   if (!r) return r.status();
   if (r->model_written.empty()) return r;  // nothing compiled that a context holds: nothing to cache
+  // A model that changed while it was compiled is not stored under the key of what was hashed.
+  if (!content.files.empty() && !unchanged(content.files)) return r;
   {
     std::ostringstream m;
     m << "key=" << key << "\nsource=" << (path.empty() ? std::string("<buffer>") : fs::absolute(path, ec).string())
@@ -339,7 +406,7 @@ Result<ep_context_report> create_through_cache(const fs::path& path, std::span<c
   fs::rename(tmp, entry, ec);
   if (!ec) guard.p.clear();
   // else another process wrote the entry first: ours goes, theirs stays.
-  if (max_bytes > 0) (void)evict(dir, max_bytes, key);
+  (void)evict(dir, max_bytes > 0 ? max_bytes : std::numeric_limits<std::uint64_t>::max(), key);
   return r;
 }
 
@@ -354,8 +421,10 @@ Result<std::vector<entry>> list(const fs::path& dir) {
     e.key = name;
     e.folder = it->path();
     e.bytes = folder_bytes(e.folder);
-    e.complete = fs::is_regular_file(e.folder / entry_manifest, ec) && fs::is_regular_file(e.folder / entry_model, ec);
-    e.last_used = fs::last_write_time(e.complete ? e.folder / entry_manifest : e.folder, ec);
+    std::error_code e2;  // an entry another process removes meanwhile is listed as it was seen, never an error
+    e.complete = fs::is_regular_file(e.folder / entry_manifest, e2) && fs::is_regular_file(e.folder / entry_model, e2);
+    e.last_used = fs::last_write_time(e.complete ? e.folder / entry_manifest : e.folder, e2);
+    if (e2) e.last_used = {};
     const auto m = read_manifest(e.folder / entry_manifest);
     if (auto x = m.find("source"); x != m.end()) e.source = x->second;
     if (auto x = m.find("stack"); x != m.end()) e.stack = x->second;
@@ -370,11 +439,8 @@ Result<std::size_t> clear(const fs::path& dir) {
   EPSTACK_ASSIGN_OR_RETURN(auto entries, list(dir));
   for (const auto& e : entries) remove_entry(e.folder);
   std::error_code ec;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
-    if (it->path().filename().string().starts_with(".")) {
-      std::error_code e2;
-      fs::remove_all(it->path(), e2);
-    }
+  fs::remove_all(dir / ".stat", ec);
+  sweep_temporaries(dir);
   return entries.size();
 }
 
@@ -390,15 +456,7 @@ Result<std::size_t> evict(const fs::path& dir, std::uint64_t max_bytes, std::str
     total -= e.bytes;
     ++removed;
   }
-  // Temporary folders of writes that died more than an hour ago.
-  std::error_code ec;
-  const auto stale = fs::file_time_type::clock::now() - std::chrono::hours(1);
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const auto name = it->path().filename().string();
-    std::error_code e2;
-    if ((name.starts_with(".tmp-") || name.starts_with(".trash-")) && fs::last_write_time(it->path(), e2) < stale && !e2)
-      fs::remove_all(it->path(), e2);
-  }
+  sweep_temporaries(dir);
   return removed;
 }
 
@@ -414,16 +472,27 @@ Result<std::vector<verdict>> verify(const fs::path& dir) {
       lo.shape_inference = shape_inference_mode::off;
       EPSTACK_ASSIGN_OR_RETURN(auto m, load_model(e.folder / entry_model, lo));
       std::set<std::string> binaries;
-      for (node_id n = 0; n < m.graph.node_count(); ++n) {
-        const auto& nd = m.graph.node(n);
-        if (nd.op_type != ep_context_op_type || nd.domain != ep_context_domain) continue;
-        EPSTACK_ASSIGN_OR_RETURN(auto a, read_attributes<ep_context_attributes>(nd.attributes, nd.name));
-        if (a.embed_mode == 0 && a.main_context == 1) binaries.insert(a.ep_cache_context);
-      }
+      // EPContext nodes of every graph (control-flow bodies hold them too).
+      std::function<Status(const graph&)> walk = [&](const graph& g) -> Status {
+        for (node_id n = 0; n < g.node_count(); ++n) {
+          const auto& nd = g.node(n);
+          for (const auto& at : nd.attributes) {
+            if (const auto* one = std::get_if<subgraph>(&at.value); one && *one) EPSTACK_RETURN_IF_ERROR(walk(**one));
+            if (const auto* many = std::get_if<std::vector<subgraph>>(&at.value))
+              for (const auto& sg : *many)
+                if (sg) EPSTACK_RETURN_IF_ERROR(walk(*sg));
+          }
+          if (nd.op_type != ep_context_op_type || nd.domain != ep_context_domain) continue;
+          EPSTACK_ASSIGN_OR_RETURN(auto a, read_attributes<ep_context_attributes>(nd.attributes, nd.name));
+          if (a.embed_mode == 0 && a.main_context == 1) binaries.insert(a.ep_cache_context);
+        }
+        return {};
+      };
+      EPSTACK_RETURN_IF_ERROR(walk(m.graph));
       for (const auto& b : binaries) {
         EPSTACK_ASSIGN_OR_RETURN(auto full, resolve_file_in_folder(e.folder, b, "context binary"));
         EPSTACK_ASSIGN_OR_RETURN(auto bin, ep_context_binary::open(full));
-        if (bin.weightless()) continue;  // its weights are the source model's, checked when a session loads it
+        // (A weightless binary: every byte it holds; its references are checked when a session binds them.)
         EPSTACK_RETURN_IF_ERROR(bin.verify_all(2));
       }
       return {};

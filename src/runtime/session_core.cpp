@@ -443,6 +443,12 @@ Result<std::shared_ptr<const session_core>> session_core::build(model m, std::ve
       return d.functions[indices[at][k]];
     };
     EPSTACK_RETURN_IF_ERROR(ctx::generate(d.m, d.plan, function_of, providers, *gen, options, d.context));
+    // Written for the compile cache: the files are about to move from its working folder into the entry.
+    if (!d.context.cache_entry.empty() && !d.context.model_written.empty()) {
+      const std::filesystem::path entry(d.context.cache_entry);
+      d.context.model_written = entry / d.context.model_written.filename();
+      for (auto& b : d.context.binaries_written) b = entry / b.filename();
+    }
   }
   d.providers = std::move(providers);
   std::vector<const graph*> scopes;

@@ -4,6 +4,7 @@
 #include <epstack/provider/context_binary.hpp>
 #include <epstack/testing/model_zoo.hpp>
 #include <epstack/providers/cpu.hpp>
+#include <epstack/runtime/compile_cache.hpp>
 #include <epstack/runtime/session.hpp>
 #include <epstack/core/thread_pool.hpp>
 
@@ -251,4 +252,49 @@ TEST_CASE("weight sharing: the sessions of one group generated on several thread
     for (auto& th : threads) th.join();
   }
   CHECK(agree == 5);
+}
+
+TEST_CASE("compile cache: sessions of one model created on several threads at once through one cache folder") {
+  using toy = test::toy_context_provider;
+  test::temp_dir dir;
+  const auto t23 = type_info::tensor_of(element_type::float32, shape{2, 3});
+  model m;
+  m.opsets = {{"", 13}};
+  m.graph.set_name("cached");
+  m.graph.add_input("X", t23);
+  m.graph.add_initializer("W", zoo::random_tensor({2, 3}, 7, 1.0f));
+  m.graph.add_node(test::op("add1", "Add"), {"X", "W"}, {"A"});
+  m.graph.add_node(test::op("sig1", "Sigmoid"), {"A"}, {"S"});
+  m.graph.add_node(test::op("relu1", "Relu"), {"S"}, {"Y"});
+  m.graph.add_output("Y", t23);
+  const auto src = dir / "m.onnx";
+  REQUIRE(save_model(m, src).is_ok());
+  auto ref = session<>::create(src);
+  REQUIRE(ref.is_ok());
+  const tensor x = zoo::random_tensor({2, 3}, 99, 2.0f);
+  auto want = ref->run({{"X", x}});
+  REQUIRE(want.is_ok());
+  session_options o;
+  o.set_config(config_keys::cache_dir, (dir / "cache").string());
+  // Two waves: the first all miss at once (one entry survives), the second all hit at once.
+  for (int wave = 0; wave < 2; ++wave) {
+    std::atomic<int> agree{0}, hits{0};
+    {
+      std::vector<std::thread> threads;
+      for (int i = 0; i < 4; ++i)
+        threads.emplace_back([&] {
+          auto s = session<toy>::create(src, o);
+          if (!s) return;
+          hits += s->ep_context().cache_hit ? 1 : 0;
+          auto out = s->run({{"X", x}});
+          if (out && test::compare((*out)[0], (*want)[0], 1e-6, 1e-6).ok()) ++agree;  // asserts nothing: a worker
+        });
+      for (auto& th : threads) th.join();
+    }
+    CHECK(agree == 4);
+    if (wave == 1) CHECK(hits == 4);
+    auto entries = cache::list(dir / "cache");
+    REQUIRE(entries.is_ok());
+    CHECK(entries->size() == 1);
+  }
 }

@@ -58,6 +58,9 @@ TEST_CASE("Compile cache: a miss compiles and writes an entry, a hit restores it
   check_close(run_x(*a), want);
   const auto entry = only_entry(cache_dir / "c");
   CHECK(a->ep_context().cache_entry == entry.string());
+  CHECK(a->ep_context().model_written == entry / "model_ctx.onnx");  // where the files are once the entry is in place
+  REQUIRE(a->ep_context().binaries_written.size() == 1);
+  CHECK(fs::is_regular_file(a->ep_context().binaries_written.front()));
   CHECK(fs::is_regular_file(entry / "model_ctx.onnx"));
   CHECK(fs::is_regular_file(entry / "entry.txt"));
   CHECK(fs::is_regular_file(entry / "model_toy.bin"));
@@ -73,6 +76,15 @@ TEST_CASE("Compile cache: a miss compiles and writes an entry, a hit restores it
   CHECK(*second.restored == 2);
   CHECK(b->ep_context().warnings.empty());
   check_close(run_x(*b), want);
+
+  // A hit reads the entry's binaries, wherever the caller's options would look for a context model's.
+  auto elsewhere = cache_options(cache_dir / "c");
+  elsewhere.set_config(config_keys::ep_context_file_path, (dir / "other_ctx.onnx").string());
+  elsewhere.set_context_reader([](std::string_view) -> std::optional<std::vector<std::byte>> { return std::nullopt; });
+  auto e = toy_session::create(src, elsewhere);
+  REQUIRE_MESSAGE(e.is_ok(), e.status().message());
+  CHECK(e->ep_context().cache_hit);
+  CHECK(e->ep_context().warnings.empty());
 
   // From bytes: the same key (the key is the model's content, not its path).
   const std::string bytes = test::read_file(src);
@@ -304,4 +316,41 @@ TEST_CASE("Compile cache: refusals, a stack with nothing to cache, weightless en
   REQUIRE(cleared.is_ok());
   CHECK(*cleared == 1);
   CHECK(entry_count(cd) == 0);
+}
+
+TEST_CASE("Compile cache: the content hash is remembered by size, time and inode, and a changed file is hashed again") {
+  test::temp_dir dir, cache_dir;
+  const auto cd = cache_dir / "c";
+  save_options ext;
+  ext.mode = external_data_mode::all_external;
+  const auto src = write_model(chain_model(), dir / "m.onnx", ext);
+  const auto data = dir / "m.onnx.data";
+  REQUIRE(fs::is_regular_file(data));
+  const auto age = [&](const fs::path& p, int minutes) { fs::last_write_time(p, fs::file_time_type::clock::now() - std::chrono::minutes(minutes)); };
+  // Files modified just now are hashed every time (a rewrite within one timestamp tick would go unseen).
+  REQUIRE(toy_session::create(src, cache_options(cd)).is_ok());
+  CHECK_FALSE(fs::exists(cd / ".stat"));
+  age(src, 10);
+  age(data, 10);
+  auto a = toy_session::create(src, cache_options(cd));
+  REQUIRE(a.is_ok());
+  CHECK(a->ep_context().cache_hit);
+  REQUIRE(fs::is_directory(cd / ".stat"));
+  CHECK(file_count(cd / ".stat") == 1);
+  const auto memo = fs::directory_iterator(cd / ".stat")->path();
+  const auto text = test::read_file(memo);
+  CHECK(text.find("m.onnx.data") != std::string::npos);  // the external data file is covered
+  // Served from the memo: the same key, a hit.
+  auto b = toy_session::create(src, cache_options(cd));
+  REQUIRE(b.is_ok());
+  CHECK(b->ep_context().cache_hit);
+  // Other weights in the data file (same size): its time and inode change, the memo is not used, a new entry.
+  write_model(chain_model(4.0f), dir / "m.onnx", ext);
+  age(src, 5);
+  age(data, 5);
+  auto c = toy_session::create(src, cache_options(cd));
+  REQUIRE(c.is_ok());
+  CHECK_FALSE(c->ep_context().cache_hit);
+  check_close(run_x(*c), reference(src));
+  CHECK(entry_count(cd) == 2);
 }

@@ -14,7 +14,10 @@
 /// processes compiling the same model at once end with one valid entry (the later rename loses and is discarded). An
 /// entry that does not load (damaged, truncated, from another machine) is reported as a warning in the session's
 /// `ep_context().warnings`, removed and compiled again. With `epstack.cache_max_bytes`, the least recently used
-/// entries are removed after each write until the cache fits. Compiled once in epstack::runtime.
+/// entries are removed after each write until the cache fits. The model's content hash is remembered with its files'
+/// size, time, inode and device (`<cache_dir>/.stat/`, ccache's direct mode), so a hit reads no byte of the model; a
+/// file changed while it was hashed, or modified in the last two seconds, is hashed again next time, and a model that
+/// changed while it was compiled is not stored. Compiled once in epstack::runtime.
 
 #include <epstack/core/errors.hpp>
 #include <epstack/core/session_options.hpp>
@@ -77,9 +80,11 @@ struct entry {
 };
 /// The entries of `dir`, least recently used first (temporary folders of writes in progress are not entries).
 [[nodiscard]] Result<std::vector<entry>> list(const std::filesystem::path& dir);
-/// Removes every entry (and stale temporary folder); the number removed.
+/// Removes every entry, the content-hash memo and the temporary folders of writers that are gone; the number of
+/// entries removed.
 [[nodiscard]] Result<std::size_t> clear(const std::filesystem::path& dir);
-/// Removes least recently used entries other than `keep` until the cache holds at most `max_bytes`; the number removed.
+/// Removes least recently used entries other than `keep` until the cache holds at most `max_bytes`, and the temporary
+/// folders of writers that are gone (or a day old); the number of entries removed.
 [[nodiscard]] Result<std::size_t> evict(const std::filesystem::path& dir, std::uint64_t max_bytes, std::string_view keep = {});
 /// What `verify` found in one entry.
 struct verdict {
