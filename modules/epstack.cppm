@@ -108,6 +108,8 @@ using epstack::partition_with;
 // ep_context
 using epstack::ep_context_attributes;
 using epstack::ep_context_report;
+using epstack::compiled_model_compatibility;
+using epstack::ep_compatibility;
 // runtime
 using epstack::optimization_report;
 using epstack::named_tensor;
@@ -138,7 +140,28 @@ using epstack::config_keys::ep_context_external_initializers_file;
 using epstack::config_keys::ep_context_verify;
 using epstack::config_keys::ep_context_embed_limit_bytes;
 using epstack::config_keys::ep_context_refuse_existing_in;
+using epstack::config_keys::fail_on_suboptimal_compiled_model;
+using epstack::config_keys::ep_enable_weightless_mode;
+using epstack::config_keys::ep_enable_weightless;
+using epstack::config_keys::ep_context_source_model_path;
+using epstack::config_keys::weightless_mode_metadata;
+using epstack::config_keys::weightless_derived_min_bytes;
+using epstack::config_keys::cache_dir;
+using epstack::config_keys::cache_max_bytes;
+using epstack::config_keys::placement;
+using epstack::config_keys::cpu_layout;
 }  // namespace epstack::config_keys
+
+// The compile cache's folder tools (epstack.cache_dir).
+export namespace epstack::cache {
+using epstack::cache::entry;
+using epstack::cache::verdict;
+using epstack::cache::list;
+using epstack::cache::clear;
+using epstack::cache::evict;
+using epstack::cache::verify;
+using epstack::cache::key_of;
+}  // namespace epstack::cache
 
 // The CPU kernel types, for basic_cpu_provider<epstack::cpu::ops::relu, ...> (the list of kernels.hpp; the header's
 // alias epstack::ops is not exported).

@@ -349,8 +349,9 @@ Result<load_result> load_contexts(const model& src, model* m, const std::vector<
     if (!b.hardware_supported(bin.hardware_architecture()))
       return bad_graph(name, cat("its context ", bin.origin(), " was compiled for hardware architecture '",
                                  bin.hardware_architecture(), "'; this machine has '", b.hardware, "'"));
-    // A weightless context reads its weights from the source model, checked by hash now (once per binary).
-    if (!cn.binary->bound()) {
+    // A weightless context reads its weights from the source model, checked by hash now (once per binary); one taken
+    // from the shared workspace was bound by another session, to that session's source: bound again to this one's.
+    if (cn.binary->weightless() && (!cn.binary->bound() || cn.from_workspace)) {
       EPSTACK_ASSIGN_OR_RETURN(auto source, source_model(cn));
       bool any_derived = false;
       for (const auto& t : cn.binary->tensors()) any_derived = any_derived || t.derived;
