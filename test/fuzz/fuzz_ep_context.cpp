@@ -4,7 +4,9 @@
 // matching hashes: the verifier, the offsets and the per-tensor hashes behind them are what gets fuzzed.
 // With EPSTACK_FUZZ_EXPECT_VALID=1 set, an input the reader refuses aborts: CI runs the seed so, to know that fuzzing
 // starts from inputs that get past the header.
-// With EPSTACK_FUZZ_SEED=FILE set, it first writes a valid input (two graphs, three tensors) to FILE, for a corpus.
+// With EPSTACK_FUZZ_SEED=FILE set, it first writes a valid input (two graphs, three tensors, one of them a weightless
+// reference to a source model's initializer) to FILE, for a corpus. Weightless references are bound to bytes of the
+// input's own length claims (`bind_weights`), so binding and its checks are fuzzed too.
 #include <epstack/provider/context_binary.hpp>
 
 #define XXH_INLINE_ALL
@@ -15,6 +17,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -33,8 +37,15 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
     const std::vector<std::int64_t> s1{8, 8}, s2{3};
     const auto t0 = b.add_tensor("w", epstack::element_type::float32, s1, std::as_bytes(std::span(w)));
     const auto t1 = b.add_tensor("v", epstack::element_type::float32, s2, std::as_bytes(std::span(v)));
+    // A weightless reference: the builder is told these bytes are initializer "src_u" of a source model.
+    std::vector<float> u(5, 3.0f);
+    const std::vector<std::int64_t> s3{5};
+    b.set_weight_source([](epstack::element_type, std::span<const std::byte> bytes, std::uint64_t) {
+      return bytes.size() == 20 ? std::optional<epstack::weight_ref>(epstack::weight_ref{"src_u", false}) : std::nullopt;
+    });
+    (void)b.add_tensor("u", epstack::element_type::float32, s3, std::as_bytes(std::span(u)));
     (void)b.add_graph("g0", {"x"}, {"y"}, {std::byte{1}, std::byte{2}}, {t0, t1});
-    (void)b.add_graph("g1", {"x"}, {"z"}, {}, {t0});
+    (void)b.add_graph("g1", {"x"}, {"z"}, {}, {t0, 2});
     auto bytes = b.serialize();
     if (bytes) {
       std::uint64_t fb = 0;
@@ -90,6 +101,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     // Tensor verification behind the structure (hashes per tensor, padding), on one thread and on two.
     (void)r->verify_all(size % 2 == 0 ? 1u : 2u);
     for (const auto& t : r->tensors()) (void)r->verify_bytes(t.data.data(), t.data.size());
+    // Weightless references bound to a source that holds 3.0f values of each length asked (or refuses a huge one).
+    if (r->weightless()) {
+      auto source = std::make_shared<std::vector<float>>();
+      const auto find = [&](const epstack::ep_context_tensor& t) -> epstack::Result<std::span<const std::byte>> {
+        if (t.length > (std::uint64_t{1} << 20) || t.length % 4 != 0)
+          return epstack::Status(epstack::errc::invalid_graph, "no such weight");
+        source->assign(static_cast<std::size_t>(t.length / 4), 3.0f);
+        return std::as_bytes(std::span<const float>(*source));
+      };
+      if (auto bound = r->bind_weights(find, source); bound) (void)bound->verify_all();
+    }
   }
   return 0;
 }
