@@ -476,12 +476,7 @@ Result<std::vector<verdict>> verify(const fs::path& dir) {
       std::function<Status(const graph&)> walk = [&](const graph& g) -> Status {
         for (node_id n = 0; n < g.node_count(); ++n) {
           const auto& nd = g.node(n);
-          for (const auto& at : nd.attributes) {
-            if (const auto* one = std::get_if<subgraph>(&at.value); one && *one) EPSTACK_RETURN_IF_ERROR(walk(**one));
-            if (const auto* many = std::get_if<std::vector<subgraph>>(&at.value))
-              for (const auto& sg : *many)
-                if (sg) EPSTACK_RETURN_IF_ERROR(walk(*sg));
-          }
+          EPSTACK_RETURN_IF_ERROR(nd.attributes.for_each_subgraph(walk));
           if (nd.op_type != ep_context_op_type || nd.domain != ep_context_domain) continue;
           EPSTACK_ASSIGN_OR_RETURN(auto a, read_attributes<ep_context_attributes>(nd.attributes, nd.name));
           if (a.embed_mode == 0 && a.main_context == 1) binaries.insert(a.ep_cache_context);

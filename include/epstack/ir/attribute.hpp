@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -130,7 +131,33 @@ class attribute_list {
   [[nodiscard]] auto begin() noexcept { return items_.begin(); }
   [[nodiscard]] auto end() noexcept { return items_.end(); }
 
+  /// Calls `f(g)` for every subgraph the list holds (GRAPH attributes, then each of a GRAPHS attribute, in order),
+  /// `g` a `graph&` (`const graph&` for a const list); stops at, and returns, the first result `f` gives that is not ok
+  /// (`f` returns a Status or anything with `is_ok()`).
+  template <class F>
+  auto for_each_subgraph(F&& f) const {
+    auto as_const = [&f](auto& g) { return f(std::as_const(g)); };  // (clone_ptr hands out mutable graphs)
+    return visit_subgraphs(items_, as_const);
+  }
+  template <class F>
+  auto for_each_subgraph(F&& f) {
+    return visit_subgraphs(items_, f);
+  }
+
  private:
+  template <class Items, class F>
+  static auto visit_subgraphs(Items& items, F& f) -> decltype(f(**std::get_if<subgraph>(&items.begin()->value))) {
+    for (auto& a : items) {
+      if (auto* one = std::get_if<subgraph>(&a.value); one && *one) {
+        if (auto r = f(**one); !r.is_ok()) return r;
+      } else if (auto* many = std::get_if<std::vector<subgraph>>(&a.value)) {
+        for (auto& sg : *many)
+          if (sg)
+            if (auto r = f(*sg); !r.is_ok()) return r;
+      }
+    }
+    return {};
+  }
   container items_;
 };
 
