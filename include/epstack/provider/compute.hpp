@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <functional>
 #include <optional>
+#include <stdexcept>
 #include <span>
 #include <string>
 #include <vector>
@@ -60,8 +61,11 @@ class compute_context {
   [[nodiscard]] std::size_t output_count() const noexcept { return outputs_.size(); }
   /// True when input i was given (not an omitted optional input, not an empty Optional).
   [[nodiscard]] bool has_input(std::size_t i) const noexcept { return i < inputs_.size() && !inputs_[i].is_none(); }
-  /// Input i as a runtime value (tensor, sequence or none).
-  [[nodiscard]] const ivalue& input_value(std::size_t i) const { return inputs_[i]; }
+  /// Input i as a runtime value (tensor, sequence or none; none past the last input).
+  [[nodiscard]] const ivalue& input_value(std::size_t i) const {
+    static const ivalue none;
+    return i < inputs_.size() ? inputs_[i] : none;
+  }
   /// Input i as a tensor; an empty tensor for an omitted optional input. @throws std::invalid_argument for a sequence.
   [[nodiscard]] const tensor& input(std::size_t i) const {
     static const tensor none;
@@ -72,6 +76,7 @@ class compute_context {
   /// @brief Output i with the given type and sizes, its elements uninitialised: memory from the run's arena (reused
   /// across runs), or owned when the output leaves the run.
   tensor& allocate_output(std::size_t i, element_type type, std::span<const std::int64_t> sizes) {
+    check_output(i);
     const bool persistent = i < persistent_.size() && persistent_[i];
     outputs_[i] = frame_ != nullptr ? frame_->allocate(type, sizes, persistent) : tensor::uninitialized(type, sizes);
     return outputs_[i].as_tensor();
@@ -82,11 +87,15 @@ class compute_context {
   /// @brief Output i as a tensor the caller assigns (a view of an input, a tensor made elsewhere): the executor
   /// tracks storage shared with inputs itself.
   tensor& output(std::size_t i) {
+    check_output(i);
     if (!outputs_[i].is_tensor()) outputs_[i] = tensor();
     return outputs_[i].as_tensor();
   }
   /// Output i as a runtime value (to set a sequence or none).
-  ivalue& output_value(std::size_t i) { return outputs_[i]; }
+  ivalue& output_value(std::size_t i) {
+    check_output(i);
+    return outputs_[i];
+  }
 
   /// @brief Scratch memory for this call only (freed when it returns): a tensor of `count` elements of `type`.
   /// Allocate before a parallel loop, not inside it.
@@ -115,6 +124,13 @@ class compute_context {
   }
 
  private:
+  // A node with fewer outputs than its operator writes (a model that was not checked, such as a crafted deployment
+  // file) is an error of the call, not a write past the outputs.
+  void check_output(std::size_t i) const {
+    if (i >= outputs_.size())
+      throw std::out_of_range("the kernel writes output " + std::to_string(i) + " but the node has " +
+                              std::to_string(outputs_.size()));
+  }
   std::span<const ivalue> inputs_;
   std::span<ivalue> outputs_;
   execution_frame* frame_;

@@ -532,10 +532,15 @@ namespace ops {
 using namespace impl;
 
 // clang-format off
+// max(x, 0), NaN staying NaN (numpy maximum); relu_of<float> compiles the float instance alone.
+constexpr auto relu_make = [](auto t) {
+  using T = typename decltype(t)::type;
+  return [](T x) { return x < T(0) ? T(0) : x; };
+};
 bool relu::supports(const graph& g, node_id n) { return input_is<EPSTACK_SIGNED_H>(g, n); }
-Result<compute_function> relu::compile(const graph& g, node_id n) {
-  return unary_over<EPSTACK_SIGNED_H>(g, n, [](auto t) { using T = typename decltype(t)::type; return [](T x) { return x < T(0) ? T(0) : x; }; });  // NaN stays NaN (numpy maximum)
-}
+Result<compute_function> relu::compile(const graph& g, node_id n) { return unary_over<EPSTACK_SIGNED_H>(g, n, relu_make); }
+bool relu_of<float>::supports(const graph& g, node_id n) { return input_is<float>(g, n); }
+Result<compute_function> relu_of<float>::compile(const graph& g, node_id n) { return unary_over<float>(g, n, relu_make); }
 bool neg::supports(const graph& g, node_id n) { return input_is<EPSTACK_SIGNED_H>(g, n); }
 Result<compute_function> neg::compile(const graph& g, node_id n) {
   return unary_over<EPSTACK_SIGNED_H>(g, n, [](auto t) { using T = typename decltype(t)::type; return [](T x) { return static_cast<T>(-x); }; });

@@ -404,14 +404,34 @@ bool gemm::supports(const graph& g, node_id n) {
   // Opset 6 and earlier broadcast C only with the `broadcast` attribute; those versions are handled as opset 7.
   return float_pair(g, n) && (!has_in(g, n, 2) || in_type(g, n, 2) == in_type(g, n, 0));
 }
+// The float paths of Gemm and MatMul, each its own function: the typed kernels (gemm_of<float>, matmul_of<float>)
+// link these and not the other types.
+namespace {
+Result<compute_function> gemm_float(const graph& g, node_id n) {
+  const auto& nd = g.node(n);
+  const bool ta = attr_i(nd, "transA", 0) != 0, tb = attr_i(nd, "transB", 0) != 0;
+  const float alpha = attr_f(nd, "alpha", 1.0f), beta = attr_f(nd, "beta", 1.0f);
+  auto pre = std::make_shared<const prepacked_b>(prepack_constant_b(g, n, tb));
+  return make_fn("Gemm", [=](compute_context& ctx) { return gemm_compute<float>(ctx, ta, tb, alpha, beta, pre.get()); });
+}
+Result<compute_function> matmul_float(const graph& g, node_id n) {
+  auto pre = std::make_shared<const prepacked_b>(prepack_constant_b(g, n, false));
+  return make_fn("MatMul", [pre](compute_context& ctx) { return matmul_compute<float>(ctx, false, false, 1.0f, pre.get()); });
+}
+}  // namespace
+
+bool gemm_of<float>::supports(const graph& g, node_id n) { return gemm::supports(g, n) && in_type(g, n, 0) == element_type::float32; }
+Result<compute_function> gemm_of<float>::compile(const graph& g, node_id n) { return gemm_float(g, n); }
+bool matmul_of<float>::supports(const graph& g, node_id n) {
+  return matmul::supports(g, n) && in_type(g, n, 0) == element_type::float32;
+}
+Result<compute_function> matmul_of<float>::compile(const graph& g, node_id n) { return matmul_float(g, n); }
+
 Result<compute_function> gemm::compile(const graph& g, node_id n) {
   const auto& nd = g.node(n);
   const bool ta = attr_i(nd, "transA", 0) != 0, tb = attr_i(nd, "transB", 0) != 0;
   const float alpha = attr_f(nd, "alpha", 1.0f), beta = attr_f(nd, "beta", 1.0f);
-  if (in_type(g, n, 0) == element_type::float32) {
-    auto pre = std::make_shared<const prepacked_b>(prepack_constant_b(g, n, tb));
-    return make_fn("Gemm", [=](compute_context& ctx) { return gemm_compute<float>(ctx, ta, tb, alpha, beta, pre.get()); });
-  }
+  if (in_type(g, n, 0) == element_type::float32) return gemm_float(g, n);
   if (half_type(in_type(g, n, 0))) {
     auto pre = std::make_shared<const prepacked_b>(prepack_constant_b(g, n, tb));
     return make_fn("Gemm", [=](compute_context& ctx) {
@@ -427,10 +447,7 @@ Result<compute_function> gemm::compile(const graph& g, node_id n) {
 
 bool matmul::supports(const graph& g, node_id n) { return float_pair(g, n); }
 Result<compute_function> matmul::compile(const graph& g, node_id n) {
-  if (in_type(g, n, 0) == element_type::float32) {
-    auto pre = std::make_shared<const prepacked_b>(prepack_constant_b(g, n, false));
-    return make_fn("MatMul", [pre](compute_context& ctx) { return matmul_compute<float>(ctx, false, false, 1.0f, pre.get()); });
-  }
+  if (in_type(g, n, 0) == element_type::float32) return matmul_float(g, n);
   if (half_type(in_type(g, n, 0))) {
     auto pre = std::make_shared<const prepacked_b>(prepack_constant_b(g, n, false));
     return make_fn("MatMul", [pre](compute_context& ctx) {

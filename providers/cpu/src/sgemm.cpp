@@ -118,7 +118,7 @@ bool sgemm_packed_available() noexcept { return true; }
 namespace {
 
 // Adds C (when load_c) and the epilogue to one row's two accumulators x0, x1 (masks m0, m1), then stores them.
-inline void finish_row(float* ci, __m512 x0, __m512 x1, __mmask16 m0, __mmask16 m1, float alpha, bool load_c,
+[[gnu::noinline]] void finish_row(float* ci, __m512 x0, __m512 x1, __mmask16 m0, __mmask16 m1, float alpha, bool load_c,
                        const sgemm_epilogue* ep, std::int64_t row, std::int64_t col0) {
   if (alpha != 1.0f) {
     const __m512 va = _mm512_set1_ps(alpha);

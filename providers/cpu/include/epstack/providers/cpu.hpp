@@ -14,8 +14,10 @@
 #include <epstack/provider/contract.hpp>
 #include <epstack/provider/cost_model.hpp>
 
+#include <boost/mp11/algorithm.hpp>
 #include <boost/mp11/list.hpp>
 
+#include <array>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -43,7 +45,25 @@ inline constexpr cost_profile default_cost_profile{
 };
 }  // namespace cpu
 
-/// @brief The CPU provider over the kernels `K...` (a kernel earlier in the list wins when two run a node).
+namespace cpu {
+/// One kernel of a provider's list, as the compiled part of the provider sees it.
+struct kernel_ref {
+  std::string_view op_type, domain;
+  bool (*supports)(const graph&, node_id);
+  Result<compute_function> (*compile)(const graph&, node_id);
+};
+/// The first kernel of `kernels` that runs node `n` (its operator, and `supports`), or null.
+[[nodiscard]] const kernel_ref* kernel_for(const graph& g, node_id n, std::span<const kernel_ref> kernels);
+/// Node `n` compiled with `kernel_for`; not_implemented naming the node when no kernel runs it.
+[[nodiscard]] Result<compute_function> compile_node(const graph& g, node_id n, std::span<const kernel_ref> kernels);
+/// Single-node partitions compiled with `compile_node`, on all the machine's cores (kernels pack their constant weights
+/// here); an error names the node.
+[[nodiscard]] Result<std::vector<compute_function>> compile_nodes(std::span<const partition> parts,
+                                                                  std::span<const kernel_ref> kernels);
+}  // namespace cpu
+
+/// @brief The CPU provider over the kernels `K...` (a kernel earlier in the list wins when two run a node). The list is
+/// a table the compiled part of the provider reads (cpu::kernel_ref): each list adds a table, not code.
 template <class... K>
 struct basic_cpu_provider {
   static_assert((cpu::check_cpu_kernel<K>() && ...));
@@ -58,11 +78,11 @@ struct basic_cpu_provider {
     return ((K::op_type == op_type && (K::domain.empty() ? onnx : K::domain == domain)) || ...);
   }
 
+  /// The kernels, in the list's order.
+  static constexpr std::array<cpu::kernel_ref, sizeof...(K)> kernels{{{K::op_type, K::domain, &K::supports, &K::compile}...}};
+
   /// True when a kernel of the list runs node `n`.
-  [[nodiscard]] static bool has_kernel(const graph& g, node_id n) {
-    const auto& nd = g.node(n);
-    return ((cpu::matches<K>(nd) && K::supports(g, n)) || ...);
-  }
+  [[nodiscard]] static bool has_kernel(const graph& g, node_id n) { return cpu::kernel_for(g, n, kernels) != nullptr; }
 
   [[nodiscard]] std::vector<capability> get_capability(const graph_view<graph>& v) const {
     std::vector<capability> r;
@@ -78,33 +98,12 @@ struct basic_cpu_provider {
 
   /// Compiles every partition (single nodes); kernels pack their constant weights here, on all the machine's cores.
   [[nodiscard]] Result<std::vector<compute_function>> compile(std::span<const partition> parts) const {
-    for (const auto& p : parts)
-      if (p.nodes.size() != 1)
-        return Status(errc::ep_fail, detail::cat("CPU provider: partition '", p.name, "' has ", std::to_string(p.nodes.size()),
-                                                 " nodes; it compiles single nodes"));
-    std::vector<Result<compute_function>> results(parts.size(), Status(errc::fail, "not compiled"));
-    thread_pool pool;
-    pool.parallel_for(parts.size(), 1, [&](std::size_t b, std::size_t e) {
-      for (std::size_t i = b; i < e; ++i) results[i] = compile_node(*parts[i].g, parts[i].nodes.front());
-    });
-    std::vector<compute_function> fns;
-    fns.reserve(parts.size());
-    for (std::size_t i = 0; i < parts.size(); ++i) {
-      if (!results[i])
-        return Status(results[i].code(), detail::cat("node ", parts[i].g->describe(parts[i].nodes.front()), ": ",
-                                                     results[i].status().message()));
-      fns.push_back(std::move(*results[i]));
-    }
-    return fns;
+    return cpu::compile_nodes(parts, kernels);
   }
 
   /// @brief The function of the first kernel in the list that runs node `n`.
   [[nodiscard]] static Result<compute_function> compile_node(const graph& g, node_id n) {
-    Result<compute_function> r = Status(errc::not_implemented, detail::cat("CPU provider: no kernel for node ", g.describe(n)));
-    bool done = false;
-    const auto& nd = g.node(n);
-    (void)((!done && cpu::matches<K>(nd) && K::supports(g, n) ? (r = K::compile(g, n), done = true) : false) || ...);
-    return r;
+    return cpu::compile_node(g, n, kernels);
   }
 };
 
@@ -116,6 +115,11 @@ struct cpu_provider_of<boost::mp11::mp_list<K...>> {
   using type = basic_cpu_provider<K...>;
 };
 }  // namespace detail
+
+/// @brief The CPU provider over the kernels of a list type `L<K...>` (such as the list `epstack ops` writes for a
+/// model): `cpu_provider_for<boost::mp11::mp_list<ops::conv, ops::relu>>` is `basic_cpu_provider<ops::conv, ops::relu>`.
+template <class L>
+using cpu_provider_for = typename detail::cpu_provider_of<boost::mp11::mp_rename<L, boost::mp11::mp_list>>::type;
 
 /// @brief The CPU provider with every kernel: the fallback of every session.
 struct cpu_provider : detail::cpu_provider_of<cpu::all_kernels>::type {};

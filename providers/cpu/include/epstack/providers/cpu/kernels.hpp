@@ -15,6 +15,7 @@
 #define EPSTACK_DECLARE_CPU_KERNEL(name, op, dom)                                  \
   struct name {                                                                    \
     using kernel_concept = ::epstack::cpu::kernel_tag;                             \
+    static constexpr std::string_view kernel_name = #name; /* ops::<name> */      \
     static constexpr std::string_view op_type = op;                                \
     static constexpr std::string_view domain = dom;                                \
     static bool supports(const ::epstack::graph& g, ::epstack::node_id n);         \
@@ -253,6 +254,32 @@ EPSTACK_DECLARE_CPU_KERNEL(ml_binarizer, "Binarizer", "ai.onnx.ml");            
 EPSTACK_DECLARE_CPU_KERNEL(ml_array_feature_extractor, "ArrayFeatureExtractor", "ai.onnx.ml");  // ml_ops.cpp
 // clang-format on
 
+// Kernels of one element type. `K_of<T>` runs the nodes of its operator whose element type is T, with the very code
+// kernel `K` compiles for them, and links nothing of K's other types: `epstack ops` names it for a model whose nodes
+// of that operator are all T (a float MLP's deployable links the float product alone, not the double, half and
+// integer ones). Each says which kernel it narrows (`general_kernel`).
+#define EPSTACK_DECLARE_CPU_TYPED_KERNEL(name, type, general)                         \
+  template <>                                                                      \
+  struct name<type> {                                                              \
+    using kernel_concept = ::epstack::cpu::kernel_tag;                             \
+    using general_kernel = general;                                                \
+    static constexpr std::string_view kernel_name = #name "<" #type ">";           \
+    static constexpr std::string_view op_type = general::op_type;                  \
+    static constexpr std::string_view domain = general::domain;                    \
+    static bool supports(const ::epstack::graph& g, ::epstack::node_id n);         \
+    static ::epstack::Result<::epstack::compute_function> compile(const ::epstack::graph& g, ::epstack::node_id n); \
+  }
+
+template <class T>
+struct gemm_of;
+template <class T>
+struct matmul_of;
+template <class T>
+struct relu_of;
+EPSTACK_DECLARE_CPU_TYPED_KERNEL(gemm_of, float, gemm);
+EPSTACK_DECLARE_CPU_TYPED_KERNEL(matmul_of, float, matmul);
+EPSTACK_DECLARE_CPU_TYPED_KERNEL(relu_of, float, relu);
+
 }  // namespace epstack::cpu::ops
 
 namespace epstack::cpu {
@@ -293,5 +320,8 @@ using all_kernels = boost::mp11::mp_list<
     ops::col2im, ops::center_crop_pad, ops::affine_grid, ops::deform_conv, ops::lp_normalization, ops::flex_attention, ops::string_concat, ops::string_split,
     ops::regex_full_match, ops::image_decoder, ops::ml_tree_ensemble, ops::ml_label_encoder, ops::ml_binarizer,
     ops::ml_array_feature_extractor>;
+
+/// The kernels of one element type (`K_of<T>`), each narrowing a kernel of `all_kernels`.
+using typed_kernels = boost::mp11::mp_list<ops::gemm_of<float>, ops::matmul_of<float>, ops::relu_of<float>>;
 
 }  // namespace epstack::cpu

@@ -1,0 +1,44 @@
+// The compiled part of basic_cpu_provider<K...> (cpu.hpp): finding a node's kernel in a list's table and compiling
+// single-node partitions with it, on all the machine's cores. One copy for every kernel list.
+#include <epstack/providers/cpu.hpp>
+
+#include <epstack/core/thread_pool.hpp>
+
+namespace epstack::cpu {
+
+const kernel_ref* kernel_for(const graph& g, node_id n, std::span<const kernel_ref> kernels) {
+  const auto& nd = g.node(n);
+  const bool onnx_domain = nd.domain.empty() || nd.domain == "ai.onnx";
+  for (const auto& k : kernels)
+    if (nd.op_type == k.op_type && (k.domain.empty() ? onnx_domain : nd.domain == k.domain) && k.supports(g, n)) return &k;
+  return nullptr;
+}
+
+Result<compute_function> compile_node(const graph& g, node_id n, std::span<const kernel_ref> kernels) {
+  const auto* k = kernel_for(g, n, kernels);
+  if (k == nullptr) return Status(errc::not_implemented, epstack::detail::cat("CPU provider: no kernel for node ", g.describe(n)));
+  return k->compile(g, n);
+}
+
+Result<std::vector<compute_function>> compile_nodes(std::span<const partition> parts, std::span<const kernel_ref> kernels) {
+  for (const auto& p : parts)
+    if (p.nodes.size() != 1)
+      return Status(errc::ep_fail, epstack::detail::cat("CPU provider: partition '", p.name, "' has ", std::to_string(p.nodes.size()),
+                                               " nodes; it compiles single nodes"));
+  std::vector<Result<compute_function>> results(parts.size(), Status(errc::fail, "not compiled"));
+  thread_pool pool;
+  pool.parallel_for(parts.size(), 1, [&](std::size_t b, std::size_t e) {
+    for (std::size_t i = b; i < e; ++i) results[i] = compile_node(*parts[i].g, parts[i].nodes.front(), kernels);
+  });
+  std::vector<compute_function> fns;
+  fns.reserve(parts.size());
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    if (!results[i])
+      return Status(results[i].code(), epstack::detail::cat("node ", parts[i].g->describe(parts[i].nodes.front()), ": ",
+                                                   results[i].status().message()));
+    fns.push_back(std::move(*results[i]));
+  }
+  return fns;
+}
+
+}  // namespace epstack::cpu
