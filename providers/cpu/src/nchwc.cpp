@@ -160,28 +160,6 @@ struct conv_view {
 // at zero, else from Y; `last`: bias, sum and activation, else stored raw for the next chunk of input channels.
 alignas(64) constexpr float zero_block[blk] = {};
 
-// A tile's accumulators (nb blocks of no pixels, block-major) stored to Y, with the bias, the sum and the activation
-// when it is the last chunk of input channels. Called once per tile, after its whole reduction: kept out of line, so
-// that the 40 tile shapes share one copy of the epilogue instead of each inlining it for every accumulator.
-[[gnu::noinline]] void finish_tile(const conv_view& v, const conv_epilogue& ep, const v16* acc, int nb, int no,
-                                   std::int64_t ob0, std::int64_t oh, std::int64_t ow0, bool last) {
-  const conv_geom& g = *v.g;
-  const bool reg_act = in_register(ep.act);
-  for (int b = 0; b < nb; ++b) {
-    const v16 bias = last && ep.bias != nullptr ? load(ep.bias + (ob0 + b) * blk) : v16{};
-    for (int o = 0; o < no; ++o) {
-      const std::int64_t at = (((ob0 + b) * g.h.out + oh) * g.w.out + ow0 + o) * blk;
-      v16 r = acc[b * no + o];
-      if (last) {
-        r += bias;
-        if (v.sum != nullptr) r += load(v.sum + at);
-        if (reg_act) r = activate(ep.act, r);
-      }
-      store(v.y + at, r);
-    }
-  }
-}
-
 template <int NB, int NO, bool FIRST_LAYER>
 void dense_tile(const conv_view& v, const conv_epilogue& ep, std::int64_t ob0, std::int64_t oh, std::int64_t ow0,
                 std::int64_t c0, std::int64_t c1, bool first, bool last) {
@@ -230,7 +208,20 @@ void dense_tile(const conv_view& v, const conv_epilogue& ep, std::int64_t ob0, s
       }
     }
   }
-  finish_tile(v, ep, &acc[0][0], NB, NO, ob0, oh, ow0, last);
+  const bool reg_act = in_register(ep.act);
+  for (int b = 0; b < NB; ++b) {
+    const v16 bias = last && ep.bias != nullptr ? load(ep.bias + (ob0 + b) * blk) : v16{};
+    for (int o = 0; o < NO; ++o) {
+      const std::int64_t at = (((ob0 + b) * OH + oh) * OW + ow0 + o) * blk;
+      v16 r = acc[b][o];
+      if (last) {
+        r += bias;
+        if (v.sum != nullptr) r += load(v.sum + at);
+        if (reg_act) r = activate(ep.act, r);
+      }
+      store(v.y + at, r);
+    }
+  }
 }
 
 // Columns [s0, s1) of row `oh` in tiles of 24 / NB pixels (24 accumulators: 4 blocks x 6, 3 x 8, 2 x 12, 1 x 24), the
