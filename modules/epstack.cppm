@@ -119,11 +119,24 @@ using epstack::basic_session;
 using epstack::basic_session_from;
 using epstack::session;
 using epstack::compile_options;
+using epstack::compile_format;
 using epstack::compile_model;
 using epstack::compile_model_for;
 // the CPU provider
 using epstack::basic_cpu_provider;
 using epstack::cpu_provider;
+using epstack::cpu_provider_for;
+// deploy
+using epstack::deployment;
+using epstack::deployment_format_version;
+using epstack::deployment_provider_key;
+using epstack::is_deployment;
+using epstack::is_deployment_file;
+using epstack::open_deployment;
+using epstack::read_deployment;
+using epstack::serialize_deployment;
+using epstack::write_deployment;
+using epstack::assemble_deployment;
 }  // namespace epstack
 
 export namespace epstack::config_keys {
@@ -146,6 +159,8 @@ using epstack::config_keys::ep_enable_weightless;
 using epstack::config_keys::ep_context_source_model_path;
 using epstack::config_keys::weightless_mode_metadata;
 using epstack::config_keys::weightless_derived_min_bytes;
+using epstack::config_keys::use_model_bytes_directly;
+using epstack::config_keys::deploy_file_path;
 using epstack::config_keys::cache_dir;
 using epstack::config_keys::cache_max_bytes;
 using epstack::config_keys::placement;
@@ -167,6 +182,9 @@ using epstack::cache::key_of;
 // alias epstack::ops is not exported).
 export namespace epstack::cpu::ops {
 using epstack::cpu::ops::relu;
+using epstack::cpu::ops::gemm_of;
+using epstack::cpu::ops::matmul_of;
+using epstack::cpu::ops::relu_of;
 using epstack::cpu::ops::neg;
 using epstack::cpu::ops::abs;
 using epstack::cpu::ops::exp;

@@ -346,6 +346,7 @@ int run(const std::vector<std::string>& argv);
 int partition(const std::vector<std::string>& argv);
 int perf(const std::vector<std::string>& argv);
 int compile(const std::vector<std::string>& argv);
+int ops(const std::vector<std::string>& argv);
 int ctxgen(const std::vector<std::string>& argv);
 int test_runner(const std::vector<std::string>& argv);
 int fuzz_providers(const std::vector<std::string>& argv);

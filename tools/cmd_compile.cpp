@@ -38,8 +38,12 @@ void end_progress() {
 }
 
 void print_report(const ep_context_report& r, double ms) {
+  std::error_code ec;
+  const auto size = fs::file_size(r.model_written, ec);
   std::cout << "wrote " << r.model_written.string() << " (" << r.nodes_written << " EPContext node"
-            << (r.nodes_written == 1 ? "" : "s") << ")";
+            << (r.nodes_written == 1 ? "" : "s");
+  if (!ec) std::cout << ", " << size << " bytes";
+  std::cout << ")";
   for (const auto& b : r.binaries_written) std::cout << "\n  and " << b.string() << " (" << fs::file_size(b) << " bytes)";
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.1f", ms);
@@ -55,8 +59,13 @@ int compile_with(const args& a, const std::string& model) {
   co.session = *so;
   co.input_path = model;
   const fs::path in(model);
+  const std::string format = a.get("--format").value_or("onnx");
+  if (format != "onnx" && format != "deploy") return usage_error("--format must be onnx or deploy");
+  co.format = format == "deploy" ? compile_format::deploy : compile_format::onnx;
   co.output_path = a.get("-o").value_or(a.get("--output").value_or(
-      (in.parent_path() / (in.stem().string() + "_ctx.onnx")).string()));
+      (in.parent_path() / (in.stem().string() + (format == "deploy" ? ".deploy" : "_ctx.onnx"))).string()));
+  if (co.format == compile_format::deploy && (a.get("--embed") || a.get("--external-initializers")))
+    return usage_error("--embed and --external-initializers do not apply to --format deploy (one file holds everything)");
   if (auto e = a.get("--embed")) {
     if (*e != "0" && *e != "1") return usage_error("--embed must be 0 or 1");
     co.embed_mode = *e == "1" ? 1 : 0;
@@ -159,10 +168,11 @@ int compile(const std::vector<std::string>& argv) {
   std::vector<std::string> v;
   for (std::size_t i = 0; i < argv.size(); ++i) v.push_back(argv[i] == "-o" ? "--output" : argv[i]);
   auto a = args::parse(v, {"--output", "--embed", "--providers", "--config", "--threads", "--opt", "--external-initializers",
-                           "--prefix", "--dims", "--free-dims"},
+                           "--prefix", "--dims", "--free-dims", "--format"},
                        {"--overwrite", "--require-compiled"});
   if (!a) return usage_error(a.status().message());
-  if (a->positional.size() != 1) return usage_error("usage: epstack compile MODEL [-o OUT] [--embed 0|1] [options]");
+  if (a->positional.size() != 1)
+    return usage_error("usage: epstack compile MODEL [-o OUT] [--format onnx|deploy] [--embed 0|1] [options]");
   int rc = 0;
   const auto st = with_stack(a->get("--providers").value_or(default_stack()), [&](auto tag) {
     rc = compile_with<typename decltype(tag)::type>(*a, a->positional[0]);

@@ -1,6 +1,7 @@
 // epstack inspect and epstack generate.
 #include "cli.hpp"
 
+#include <epstack/deploy/deployment.hpp>
 #include <epstack/ep_context/attributes.hpp>
 #include <epstack/provider/context_binary.hpp>
 #include <epstack/ir/graph_algorithms.hpp>
@@ -10,6 +11,7 @@
 #include <epstack/onnx/version_convert.hpp>
 
 #include <cstdio>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -145,8 +147,53 @@ void print_ep_context_nodes(const model& m, const std::string& path) {
   }
 }
 
+// A deployment model: read and verified as a deployable reads it; what it holds, by provider.
+int inspect_deployment(const std::string& path) {
+  auto d = open_deployment(path);
+  if (!d) return fail(d.status());
+  const auto& g = d->m.graph;
+  std::cout << "deployment model: " << path << " (format " << deployment_format_version << ", verified)\n";
+  std::cout << "  ir_version " << d->m.ir_version << ", producer '" << d->m.producer_name << "', graph '" << g.name() << "'\n";
+  std::cout << "providers:";
+  for (const auto& p : d->providers) std::cout << " " << p;
+  std::cout << "\ninputs:\n";
+  for (value_id v : g.inputs())
+    if (!g.value(v).initializer) std::cout << "  " << g.value(v).name << ": " << g.value(v).type.to_string() << "\n";
+  std::cout << "outputs:\n";
+  for (value_id v : g.outputs()) std::cout << "  " << g.value(v).name << ": " << g.value(v).type.to_string() << "\n";
+  std::map<std::string, std::map<std::string, std::size_t>> by_provider;  // provider -> op -> nodes
+  std::function<void(const graph&)> walk = [&](const graph& x) {
+    for (node_id n = 0; n < x.node_count(); ++n) {
+      const auto& nd = x.node(n);
+      std::string placed;
+      for (const auto& [k, v] : nd.metadata)
+        if (k == deployment_provider_key) placed = v;
+      ++by_provider[placed][nd.domain.empty() ? nd.op_type : nd.domain + "." + nd.op_type];
+      (void)nd.attributes.for_each_subgraph([&](const graph& b) {
+        walk(b);
+        return Status{};
+      });
+    }
+  };
+  walk(g);
+  for (const auto& [p, ops] : by_provider) {
+    std::size_t total = 0;
+    for (const auto& [op, n] : ops) total += n;
+    std::cout << "nodes on " << p << ": " << total << "\n";
+    for (const auto& [op, n] : ops) std::cout << "  " << op << ": " << n << "\n";
+  }
+  std::uint64_t bytes = 0, ctx = 0;
+  for (value_id v : g.initializers()) bytes += g.value(v).initializer->byte_size();
+  for (const auto& [name, b] : d->contexts) ctx += b.size();
+  std::cout << "initializers: " << g.initializers().size() << ", " << human_bytes(bytes) << " (read in place)\n";
+  std::cout << "EP context binaries: " << d->contexts.size() << ", " << human_bytes(ctx) << "\n";
+  for (const auto& [k, v] : d->m.metadata) std::cout << "  metadata " << k << " = " << v << "\n";
+  return 0;
+}
+
 int inspect_model(const std::string& path) {
   if (path.size() > 4 && path.ends_with(".bin")) return inspect_binary(path);
+  if (is_deployment_file(path)) return inspect_deployment(path);
   auto m = load_model(path);
   if (!m) return fail(m.status());
   const auto& g = m->graph;
@@ -232,8 +279,8 @@ Status convert_from_args(model& m, const args& a) {
 }
 
 int generate_impl(const std::vector<std::string>& argv) {
-  const char* usage = "usage: epstack generate mlp|convnet|transformer OUT.onnx [--widths 256,512,10] [--channels 16,32,64]\n"
-                      "       [--size 64] [--layers 2] [--hidden 64] [--external] [--opset N] [--ir N]";
+  const char* usage = "usage: epstack generate mlp|convnet|mobilenetv2|transformer OUT.onnx [--widths 256,512,10]\n"
+                      "       [--channels 16,32,64] [--size 64] [--layers 2] [--hidden 64] [--external] [--opset N] [--ir N]";
   auto a = args::parse(argv, {"--widths", "--channels", "--size", "--layers", "--hidden", "--opset", "--ir"}, {"--external"});
   if (!a) return usage_error(a.status().message());
   if (a->positional.size() != 2) return usage_error(usage);
@@ -263,6 +310,14 @@ int generate_impl(const std::vector<std::string>& argv) {
       size = *r;
     }
     m = zoo::make_convnet(channels, size);
+  } else if (kind == "mobilenetv2") {
+    std::int64_t size = 224;
+    if (auto sz = a->get("--size")) {
+      auto r = to_int(*sz, "--size");
+      if (!r || *r < 32) return fail(Status(errc::invalid_argument, "--size must be an integer of at least 32"));
+      size = *r;
+    }
+    m = zoo::make_mobilenetv2(size);
   } else if (kind == "transformer") {
     zoo::transformer_config cfg;
     if (auto l = a->get("--layers")) {

@@ -12,11 +12,16 @@ int usage(std::ostream& os, int code) {
         "commands:\n"
         "  inspect MODEL|CONTEXT.bin     inputs, outputs, opsets, nodes by op type, parameters and initializer bytes;\n"
         "                                the EPContext nodes of a context model and its context binaries (verified)\n"
-        "  compile MODEL [-o OUT] [--embed 0|1] [--providers P] [--config k=v]... [--threads N] [--opt L]\n"
-        "          [--prefix P] [--external-initializers NAME] [--dims k=v,...] [--overwrite] [--require-compiled]\n"
+        "  compile MODEL [-o OUT] [--format onnx|deploy] [--embed 0|1] [--providers P] [--config k=v]... [--threads N]\n"
+        "          [--opt L] [--prefix P] [--external-initializers NAME] [--dims k=v,...] [--overwrite] [--require-compiled]\n"
         "                                compile to an EPContext model (default OUT: MODEL_ctx.onnx; default stack:\n"
         "                                every provider of the build; --dims fixes symbolic input dims, so weights are\n"
-        "                                laid out at compile time); run it with 'epstack run OUT'\n"
+        "                                laid out at compile time); run it with 'epstack run OUT'. --format deploy: a\n"
+        "                                deployment model (default OUT: MODEL.deploy), which runs without protobuf or onnx\n"
+        "  ops MODEL [-o HEADER] [--namespace NS] [--providers P] [--dims k=v,...]\n"
+        "                                the CPU kernels MODEL needs after optimisation, as a C++ header with their typelist\n"
+        "                                (a deployment model as compiled, or an ONNX model compiled for stack P, default\n"
+        "                                cpu): a deployable is basic_cpu_provider of that list and links nothing else\n"
         "  ctxgen [-e P] [-i \"k|v ...\"] [-C \"k|v ...\"] [-v] [-h] model1.onnx,model2.onnx,...\n"
         "                                weight sharing: one _ctx.onnx per model and one shared context binary\n"
         "  run MODEL [--providers P] [--threads N] [--input-dir D] [--output-dir O] [--config k=v]... [--dims k=v,...]\n"
@@ -30,7 +35,7 @@ int usage(std::ostream& os, int code) {
         "       [--out-dir DIR] [--max-seconds S] [--seed S] [--id-max N] [--opt L] [--config k=v]... [--profile]\n"
         "       [--free-dims k=v,...]  (ONNX Runtime's free dimension overrides, as onnxruntime_perf_test -f)\n"
         "                                benchmark with the peer protocol (shared/bench/inputs.md): one JSON line\n"
-        "  generate mlp|convnet|transformer OUT.onnx [--widths 256,512,10] [--channels 16,32,64] [--size 64]\n"
+        "  generate mlp|convnet|mobilenetv2|transformer OUT.onnx [--widths 256,512,10] [--channels 16,32,64] [--size 64]\n"
         "           [--layers 2] [--hidden 64] [--external] [--opset N] [--ir N]\n"
         "                                write a model built with epstack's own IR (epstack::zoo; weights external\n"
         "                                with --external; at ai.onnx opset N and IR version N with --opset/--ir)\n"
@@ -75,6 +80,7 @@ int main(int argc, char** argv) {
   if (cmd == "partition") return epstack::cli::partition(args);
   if (cmd == "perf") return epstack::cli::perf(args);
   if (cmd == "compile") return epstack::cli::compile(args);
+  if (cmd == "ops") return epstack::cli::ops(args);
   if (cmd == "ctxgen") return epstack::cli::ctxgen(args);
   if (cmd == "test-runner") return epstack::cli::test_runner(args);
   if (cmd == "fuzz-providers") return epstack::cli::fuzz_providers(args);

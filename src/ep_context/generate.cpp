@@ -34,10 +34,45 @@ fs::path binary_path(const generation& gen, const ep_context_binding& b, std::si
                    : cat(gen.model_name, "_", b.short_name, ".bin"));
 }
 
+// A model that generation may write from: no compiled node in any graph (control-flow bodies hold EPContext nodes too).
+Status require_source(const graph& g, std::string_view option) {
+  for (node_id n = 0; n < g.node_count(); ++n) {
+    const auto& nd = g.node(n);
+    if (is_ep_context_node(nd) || nd.domain == "ai.epstack.fused")
+      return Status(errc::invalid_graph, cat("the model is already compiled: node ", g.describe(n),
+                                             " is a compiled node; ", option, " needs a source model"));
+    EPSTACK_RETURN_IF_ERROR(nd.attributes.for_each_subgraph([&](const graph& b) { return require_source(b, option); }));
+  }
+  return {};
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------------------------
 // Generation
+
+Result<std::optional<generation>> plan_deployment(const model& m, const session_options& options) {
+  const auto path = options.config(config_keys::deploy_file_path);
+  if (!path || path->empty()) return std::optional<generation>();
+  if (options.flag(config_keys::ep_context_enable))
+    return Status(errc::invalid_argument, cat(config_keys::deploy_file_path, " and ", config_keys::ep_context_enable,
+                                              " are both set: a session writes one compiled model"));
+  EPSTACK_RETURN_IF_ERROR(require_source(m.graph, config_keys::deploy_file_path));
+  generation gen;
+  gen.model_path = fs::path(*path);
+  std::error_code ec;
+  if (!gen.model_path.has_filename() || fs::is_directory(gen.model_path, ec))
+    return Status(errc::invalid_argument, cat(config_keys::deploy_file_path, " should name a file, found '", *path, "'"));
+  if (fs::exists(gen.model_path, ec))
+    return Status(errc::invalid_argument, cat("'", gen.model_path.string(),
+                                              "' exists already. Please remove the deployment model if you want to "
+                                              "re-generate it."));
+  gen.model_name = gen.model_path.stem().string();
+  gen.source_filename = m.path.filename().string();
+  gen.embed_mode = 1;  // each compiled partition's binary inside its node, for the writer to move to its data section
+  gen.record_placement = true;
+  return std::optional<generation>(std::move(gen));
+}
 
 Result<std::optional<generation>> plan_generation(const model& m, const session_options& options) {
   const auto enable = options.config(config_keys::ep_context_enable);
@@ -63,18 +98,7 @@ Result<std::optional<generation>> plan_generation(const model& m, const session_
   generation gen;
   gen.weightless = weightless != 0;
   gen.weightless_recorded = recorded;
-  // In any graph: control-flow bodies hold EPContext nodes too.
-  std::function<Status(const graph&)> source_only = [&](const graph& g) -> Status {
-    for (node_id n = 0; n < g.node_count(); ++n) {
-      const auto& nd = g.node(n);
-      if (is_ep_context_node(nd) || nd.domain == "ai.epstack.fused")
-        return Status(errc::invalid_graph, cat("the model is already compiled: node ", g.describe(n),
-                                               " is a compiled node; ep.context_enable needs a source model"));
-      EPSTACK_RETURN_IF_ERROR(nd.attributes.for_each_subgraph(source_only));
-    }
-    return {};
-  };
-  EPSTACK_RETURN_IF_ERROR(source_only(m.graph));
+  EPSTACK_RETURN_IF_ERROR(require_source(m.graph, config_keys::ep_context_enable));
   const auto embed = options.config(config_keys::ep_context_embed_mode);
   if (embed && *embed != "0" && *embed != "1")
     return Status(errc::invalid_argument, cat("ep.context_embed_mode must be 0 or 1, found '", *embed, "'"));
@@ -226,7 +250,15 @@ Status generate(const model& m, const partition_plan& plan, const function_of& f
   std::vector<std::vector<part_ref>> per(providers.size());
   std::size_t total = 0;
   for (std::size_t p = 0; p < providers.size(); ++p) total += (per[p] = cached_partitions(plan, providers, p)).size();
-  if (total == 0) {
+  if (gen.record_placement)
+    for (const auto* gp : plan.graph_plans())
+      for (std::size_t k = 0; k < gp->partitions.size(); ++k)
+        if (gp->partitions[k].is_fused() && !providers[gp->partition_provider[k]].context)
+          return Status(errc::not_implemented,
+                        cat("provider ", providers[gp->partition_provider[k]].type_key, " compiled partition '",
+                            gp->partitions[k].name, "' (", std::to_string(gp->partitions[k].nodes.size()),
+                            " nodes) and cannot store it (it has no EP context): a compiled model needs every partition"));
+  if (total == 0 && !gen.sink) {
     report.warnings.push_back(cat("ep.context_enable is set but no provider of the stack (", stack_of(providers),
                                   ") compiled a partition it can cache: no EP context model was written"));
     return {};
@@ -359,7 +391,7 @@ Status generate(const model& m, const partition_plan& plan, const function_of& f
                                                 " must be a number of bytes, found '", *x, "'"));
     embed_limit = std::min(embed_limit, v);
   }
-  if (embedded_bytes > embed_limit)
+  if (embedded_bytes > embed_limit && !gen.sink)
     return Status(errc::invalid_argument,
                   cat("the compiled contexts take ", std::to_string(embedded_bytes), " bytes, more than an ONNX model ",
                       "can hold with ep.context_embed_mode 1 (", std::to_string(embed_limit >> 20), " MiB of 2 GB): use "
@@ -453,6 +485,7 @@ Status generate(const model& m, const partition_plan& plan, const function_of& f
         for (value_id v : nd.implicit_inputs) use_initializer(v);
         node copy = nd;
         copy.implicit_inputs.clear();
+        if (gen.record_placement && gp.nodes[n].provider != no_index) placed[n] = plan.providers[gp.nodes[n].provider];
         if (!placed[n].empty() && gp.nodes[n].provider != no_index && plan.providers[gp.nodes[n].provider] == placed[n]) {
           std::erase_if(copy.metadata, [](const auto& kv) { return kv.first == placement_metadata_key; });
           copy.metadata.emplace_back(std::string(placement_metadata_key), placed[n]);
@@ -489,6 +522,15 @@ Status generate(const model& m, const partition_plan& plan, const function_of& f
   };
   EPSTACK_ASSIGN_OR_RETURN(auto cg, rebuild(m.graph, plan.main, true));
   out.graph = std::move(cg);
+  if (gen.sink) {
+    EPSTACK_RETURN_IF_ERROR(progress(options, "write", 0, 1, gen.model_path.string()));
+    EPSTACK_RETURN_IF_ERROR(gen.sink(out));
+    guard.armed = false;
+    report.model_written = gen.model_path;
+    report.nodes_written = node_attrs.size();
+    for (const auto& b : used) report.weight_bytes_stored += b->tensor_bytes();
+    return {};
+  }
 
   // Binaries first, then the model that names them; each written under a temporary name and renamed.
   EPSTACK_RETURN_IF_ERROR(progress(options, "write", 0, to_write.size() + 1, gen.model_path.string()));

@@ -4,9 +4,7 @@
 
 #include "../core/atomic_file.hpp"
 #include "ep_context_generated.h"
-
-#define XXH_INLINE_ALL
-#include <xxhash.h>
+#include "sectioned_file.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -20,68 +18,13 @@ namespace epstack {
 
 namespace {
 
-// Header: magic (8), format version (u32), reserved (u32), flatbuffer offset and size, data-section offset and size
-// (u64 each), at 48 the table's hash, at 56 the whole-file hash, zeros to 120, at 120 the hash of bytes 0-119.
-constexpr std::size_t header_size = 128, alignment = 64, header_hash_at = 120;
-constexpr std::array<char, 8> magic = {'E', 'P', 'S', 'T', 'K', 'C', 'T', 'X'};
-
-std::uint64_t header_hash_of(std::span<const std::byte> b) { return XXH64(b.data(), b.size(), 0); }
-std::uint64_t hash_of(std::span<const std::byte> b) { return XXH3_64bits(b.data(), b.size()); }
-void put64(std::byte* p, std::uint64_t v);
-
-// The whole-file hash: XXH3-64 over the little-endian XXH3-64 of each 8 MiB chunk of everything after the header (so
-// that it can be computed on several threads). Written always; checked by verify_all, not by a load.
-constexpr std::size_t hash_chunk = std::size_t{8} << 20;
-std::uint64_t file_hash_of(std::span<const std::byte> b, unsigned threads = 1) {
-  const std::size_t n = (b.size() + hash_chunk - 1) / hash_chunk;
-  std::vector<std::uint64_t> h(n);
-  std::atomic<std::size_t> next{0};
-  const auto work = [&] {
-    for (std::size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < n;) {
-      const auto c = b.subspan(i * hash_chunk, std::min(hash_chunk, b.size() - i * hash_chunk));
-      h[i] = XXH3_64bits(c.data(), c.size());
-    }
-  };
-  {
-    std::vector<std::jthread> helpers;
-    for (std::size_t t = 1; t < std::min<std::size_t>(threads, n); ++t) {
-      try {
-        helpers.emplace_back(work);
-      } catch (const std::system_error&) {
-        break;  // no more threads: the others (and this one) do the rest
-      }
-    }
-    work();
-  }
-  std::vector<std::byte> list(n * 8);
-  for (std::size_t i = 0; i < n; ++i) put64(list.data() + 8 * i, h[i]);
-  return XXH3_64bits(list.data(), list.size());
-}
-std::uint64_t align_up(std::uint64_t x) { return (x + alignment - 1) / alignment * alignment; }
-
-void put64(std::byte* p, std::uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<std::byte>((v >> (8 * i)) & 0xff);
-}
-void put32(std::byte* p, std::uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<std::byte>((v >> (8 * i)) & 0xff);
-}
-std::uint64_t get64(const std::byte* p) {
-  std::uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<std::uint64_t>(p[i]);
-  return v;
-}
-std::uint32_t get32(const std::byte* p) {
-  std::uint32_t v = 0;
-  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<std::uint32_t>(p[i]);
-  return v;
-}
-
-std::string hex(std::uint64_t v) {
-  static constexpr char digits[] = "0123456789abcdef";
-  std::string s(16, '0');
-  for (int i = 15; i >= 0; --i, v >>= 4) s[static_cast<std::size_t>(i)] = digits[v & 0xf];
-  return s;
-}
+// The header and sections are those of sectioned_file.hpp, with this format's magic.
+constexpr detail::sectioned_magic magic = {'E', 'P', 'S', 'T', 'K', 'C', 'T', 'X'};
+constexpr std::size_t header_size = detail::sectioned_header_size, alignment = detail::sectioned_alignment;
+std::uint64_t hash_of(std::span<const std::byte> b) { return detail::content_hash(b); }
+std::uint64_t align_up(std::uint64_t x) { return detail::align64(x); }
+std::string hex(std::uint64_t v) { return detail::hex64(v); }
+std::uint64_t file_hash_of(std::span<const std::byte> b, unsigned threads = 1) { return detail::sectioned_file_hash(b, threads); }
 
 }  // namespace
 
@@ -165,24 +108,12 @@ Result<std::vector<std::byte>> ep_context_builder::serialize() const {
   const auto root = fb::CreateContext(fbb, fbb.CreateString(provider_), fbb.CreateString(sdk_version_),
                                       fbb.CreateString(hardware_), fbb.CreateVector(graphs), fbb.CreateVector(tensors));
   fb::FinishContextBuffer(fbb, root);
-  const std::uint64_t fb_size = fbb.GetSize();
-  const std::uint64_t data_offset = align_up(header_size + fb_size);
-  std::vector<std::byte> out(data_offset + data_size);
-  std::memcpy(out.data() + header_size, fbb.GetBufferPointer(), fb_size);
-  for (std::size_t i = 0; i < tensors_.size(); ++i)
-    if (!tensors_[i].bytes.empty())
-      std::memcpy(out.data() + data_offset + offsets[i], tensors_[i].bytes.data(), tensors_[i].bytes.size());
-  std::memcpy(out.data(), magic.data(), magic.size());
-  put32(out.data() + 8, ep_context_format_version);
-  put32(out.data() + 12, 0);
-  put64(out.data() + 16, header_size);
-  put64(out.data() + 24, fb_size);
-  put64(out.data() + 32, data_offset);
-  put64(out.data() + 40, data_size);
-  put64(out.data() + 48, hash_of(std::span<const std::byte>(out).subspan(header_size, data_offset - header_size)));
-  put64(out.data() + 56, file_hash_of(std::span<const std::byte>(out).subspan(header_size), 2));
-  put64(out.data() + header_hash_at, header_hash_of(std::span<const std::byte>(out.data(), header_hash_at)));
-  return out;
+  return detail::make_sectioned(magic, ep_context_format_version, {fbb.GetBufferPointer(), fbb.GetSize()}, data_size,
+                                [&](std::byte* data) {
+                                  for (std::size_t i = 0; i < tensors_.size(); ++i)
+                                    if (!tensors_[i].bytes.empty())
+                                      std::memcpy(data + offsets[i], tensors_[i].bytes.data(), tensors_[i].bytes.size());
+                                });
 }
 
 Status ep_context_builder::write(const std::filesystem::path& path, bool overwrite) const {
@@ -207,28 +138,14 @@ Result<ep_context_binary> ep_context_binary::open(const std::filesystem::path& p
 Result<ep_context_binary> ep_context_binary::from_bytes(std::span<const std::byte> bytes, std::shared_ptr<const void> owner,
                                                         std::string what) {
   const auto bad = [&](const std::string& msg) { return Status(errc::invalid_graph, what + ": " + msg); };
-  if (bytes.size() < header_size)
-    return bad("truncated: " + std::to_string(bytes.size()) + " bytes, expected at least a " + std::to_string(header_size) +
-               "-byte header");
-  const std::byte* p = bytes.data();
-  if (std::memcmp(p, magic.data(), magic.size()) != 0) return bad("not an epstack EP context binary (expected magic EPSTKCTX)");
-  if (get64(p + header_hash_at) != header_hash_of(bytes.first(header_hash_at)))
-    return bad("corrupted header (its hash does not match)");
-  const std::uint32_t version = get32(p + 8);
   // Version 4 is version 5 without weightless references (flatbuffers fields added at the end): both read.
-  if (version != ep_context_format_version && version != 4)
-    return bad("format version " + std::to_string(version) + ", expected 4 or " + std::to_string(ep_context_format_version) +
-               " (this build reads those)");
-  const std::uint64_t fb_off = get64(p + 16), fb_size = get64(p + 24), data_off = get64(p + 32), data_size = get64(p + 40);
-  const std::uint64_t n = bytes.size();
-  if (fb_off != header_size || fb_size > n || fb_off + fb_size > n || data_off % alignment != 0 || data_off < fb_off + fb_size ||
-      data_off > n || data_size != n - data_off)
-    return bad("sections do not fit the " + std::to_string(n) + "-byte file (flatbuffer " + std::to_string(fb_off) + "+" +
-               std::to_string(fb_size) + ", data " + std::to_string(data_off) + "+" + std::to_string(data_size) +
-               "): truncated or corrupted");
-  const std::uint64_t want = get64(p + 48), got = hash_of(bytes.subspan(header_size, data_off - header_size));
-  if (want != got) return bad("corrupted: the hash of its table is " + hex(got) + ", expected " + hex(want));
-  const auto* fbp = reinterpret_cast<const std::uint8_t*>(p + fb_off);
+  EPSTACK_ASSIGN_OR_RETURN(const auto sections,
+                           detail::open_sectioned(bytes, magic, what, "an epstack EP context binary",
+                                                  [](std::uint32_t v) { return v == ep_context_format_version || v == 4; },
+                                                  "4 or " + std::to_string(ep_context_format_version)));
+  const std::uint32_t version = sections.version;
+  const std::uint64_t fb_size = sections.table.size();
+  const auto* fbp = reinterpret_cast<const std::uint8_t*>(sections.table.data());
   flatbuffers::Verifier verifier(fbp, static_cast<std::size_t>(fb_size));
   // (The verifier checks the file identifier within bounds; ContextBufferHasIdentifier alone would read 8 bytes of a
   // flatbuffer that may be shorter: the fuzzer found that.)
@@ -244,10 +161,10 @@ Result<ep_context_binary> ep_context_binary::from_bytes(std::span<const std::byt
   b.provider_ = str(c->provider());
   b.sdk_version_ = str(c->sdk_version());
   b.hardware_ = str(c->hardware_architecture());
-  const std::span<const std::byte> data = bytes.subspan(data_off);
+  const std::span<const std::byte> data = sections.data;
   b.data_ = data;
   b.whole_ = bytes;
-  b.file_hash_ = get64(p + 56);
+  b.file_hash_ = sections.file_hash;
   if (c->tensors() != nullptr)
     for (const fb::Tensor* t : *c->tensors()) {
       ep_context_tensor et;
@@ -308,12 +225,6 @@ Result<ep_context_binary> ep_context_binary::from_bytes(std::span<const std::byt
     }
   b.verified_ = std::shared_ptr<std::atomic<std::uint8_t>[]>(new std::atomic<std::uint8_t>[b.tensors_.size()]());
   return b;
-}
-
-const ep_context_graph* ep_context_binary::find_graph(std::string_view name) const noexcept {
-  for (const auto& g : graphs_)
-    if (g.name == name) return &g;
-  return nullptr;
 }
 
 // ---- verifying tensors ----

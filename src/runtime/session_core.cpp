@@ -1,10 +1,10 @@
-// The session core's build: free dimension overrides, EP contexts loaded, function expansion, optimisation,
-// partitioning, one compile call per provider, the executor's plans, and EPContext generation. The executor that
-// runs the result is executor.cpp.
+// The session core's build from an ONNX model: free dimension overrides, EP contexts loaded, function expansion,
+// optimisation, partitioning, one compile call per provider, and EPContext generation, as a preparation that
+// session_core::assemble (session_assemble.cpp) runs; the executor that runs the result is executor.cpp.
 #include "session_impl.hpp"
 
-#include <epstack/core/sanitizers.hpp>
 #include <epstack/ep_context/attributes.hpp>
+#include <epstack/deploy/deployment.hpp>
 #include <epstack/ep_context/contexts.hpp>
 #include <epstack/ir/graph_algorithms.hpp>
 #include <epstack/ir/graph_view.hpp>
@@ -187,50 +187,23 @@ ctx::source_optimizer source_optimizer_for(const std::vector<provider_binding>& 
   };
 }
 
-// Every graph plan of the model, parents before their subgraphs.
-void collect_plans(graph_plan& gp, std::vector<graph_plan*>& out) {
-  out.push_back(&gp);
-  for (auto& s : gp.subgraphs) collect_plans(*s.plan, out);
-}
 }  // namespace
 
-session_core::session_core() : impl_(std::make_unique<impl>()) {}
-session_core::~session_core() = default;
-
-Result<std::shared_ptr<const session_core>> session_core::build(model m, std::vector<provider_binding> providers,
-                                                                 const session_options& options) {
-  // The CPU provider of the stack folds constants, and the optimiser fuses only into operators it has (when it can
-  // say which): taken before the EPContext wrapping below, which changes what get_capability answers.
-  optimizer_options oo = optimizer_options_for(providers, options);
+namespace {
+// The preparation of an ONNX model (session_core::build): free dimension overrides, EP contexts loaded, functions
+// expanded, optimisation, partitioning (and the blocked layout), one compile call per provider, EPContext generation.
+Status prepare_onnx_model(session_core::stage& d, const session_options& options, const optimizer_options& oo,
+                          const std::vector<provider_binding>& unwrapped) {
   const operator_query can_run = oo.can_run;
-  // (A weightless context's derived weights come from the source model taken through the same steps.)
-  const auto unwrapped = std::make_shared<const std::vector<provider_binding>>(providers);
-  auto core = std::shared_ptr<session_core>(new session_core());
-  auto& d = *core->impl_;
-  d.m = std::move(m);
-  // The intra-op loops run on the first provider's thread runtime that names one, unless the session asks for its
-  // own workers. Not under ThreadSanitizer: an uninstrumented runtime (libgomp) hides its synchronisation from it.
-  parallel_runtime runtime;
-  if (auto v = options.config(config_keys::intra_op_runtime); v && *v != "provider") {
-    if (*v != "own")
-      return Status(errc::invalid_argument, cat("session option ", config_keys::intra_op_runtime, " is '", *v,
-                                                "'; it takes provider or own"));
-  } else if (!under_thread_sanitizer) {
-    for (const auto& p : providers)
-      if (p.intra_op_runtime) {
-        runtime = p.intra_op_runtime;
-        break;
-      }
-  }
-  d.pool = std::make_unique<thread_pool>(options.intra_op_threads(), runtime);
-  d.profiling = options.profiling();
-
+  auto& providers = d.providers;
   // Free dimension overrides: symbolic input dims fixed, and shapes inferred again with them.
   EPSTACK_RETURN_IF_ERROR(apply_free_dimension_overrides(d.m, options));
 
   // EP contexts: what generation would write is refused now if it exists (before anything is compiled); the contexts
   // an EPContext model names are loaded and verified before anything else is done.
   EPSTACK_ASSIGN_OR_RETURN(auto gen, ctx::plan_generation(d.m, options));
+  // A deployment model (epstack.deploy_file_path) is generated as an EPContext model is, then written in its format.
+  EPSTACK_ASSIGN_OR_RETURN(auto deploy, ctx::plan_deployment(d.m, options));
   // Weightless generation finds the source model's weights by content, so they are indexed before optimisation.
   if (gen && gen->weightless) gen->weights = ctx::index_source_weights(d.m, false);
   // A compiled model some provider would rather recompile (made for older hardware than this machine's) is refused
@@ -242,7 +215,7 @@ Result<std::shared_ptr<const session_core>> session_core::build(model m, std::ve
                       cat(config_keys::fail_on_suboptimal_compiled_model, " is set and provider ", c.provider,
                           " rates the compiled model ", to_string(c.value), ": ", c.reason));
   EPSTACK_ASSIGN_OR_RETURN(auto loaded, ctx::load_contexts(d.m, &d.m, providers, options, false,
-                                                           source_optimizer_for(*unwrapped, d.m)));
+                                                           source_optimizer_for(unwrapped, d.m)));
   d.context.binaries_read = loaded.files_read;
   d.context.graphs_from_workspace = loaded.from_workspace;
   d.context.source_model_read = loaded.source_model_read;
@@ -343,7 +316,7 @@ Result<std::shared_ptr<const session_core>> session_core::build(model m, std::ve
         return Status(errc::invalid_argument, cat("session option ", config_keys::placement_budget_ms, " is '", text,
                                                   "'; it takes a number of milliseconds, 0 or more"));
     }
-    po.measure = make_placement_timer(providers, d.pool.get(), budget);
+    po.measure = make_placement_timer(providers, &d.pool, budget);
   }
   EPSTACK_RETURN_IF_ERROR(ctx::progress(options, "partition", 0, 1));
   EPSTACK_ASSIGN_OR_RETURN(d.plan, partition_graph(d.m.graph, providers, po));
@@ -369,8 +342,7 @@ Result<std::shared_ptr<const session_core>> session_core::build(model m, std::ve
     return !part.is_fused() && part.nodes.size() == 1 && ctx::is_ep_context_node(part.g->node(part.nodes.front()));
   };
   if (options.flag(config_keys::disable_model_compile)) {
-    std::vector<graph_plan*> all;
-    collect_plans(d.plan.main, all);
+    const auto all = d.plan.graph_plans();
     std::vector<std::string> pending;
     for (const auto* gp : all)
       for (std::size_t k = 0; k < gp->partitions.size(); ++k)
@@ -388,8 +360,7 @@ Result<std::shared_ptr<const session_core>> session_core::build(model m, std::ve
   if (gen) EPSTACK_RETURN_IF_ERROR(ctx::check_outputs(*gen, d.plan, providers));
 
   // One compile call per provider with all of its partitions, over the main graph and every subgraph.
-  std::vector<graph_plan*> plans;
-  collect_plans(d.plan.main, plans);
+  const auto plans = d.plan.graph_plans();
   std::vector<std::vector<std::size_t>> indices(plans.size());
   std::size_t total = 0;
   for (std::size_t i = 0; i < plans.size(); ++i) {
@@ -437,11 +408,17 @@ Result<std::shared_ptr<const session_core>> session_core::build(model m, std::ve
                                        " functions for ", std::to_string(to_compile.size()), " partitions"));
     for (std::size_t i = 0; i < compile_where.size(); ++i) d.functions[compile_where[i]] = std::move((*fns)[i]);
   }
-  if (gen) {
-    const auto function_of = [&](const graph_plan& gp, std::size_t k) -> const compute_function& {
-      const auto at = static_cast<std::size_t>(std::find(plans.begin(), plans.end(), &gp) - plans.begin());
-      return d.functions[indices[at][k]];
+  const auto function_of = [&](const graph_plan& gp, std::size_t k) -> const compute_function& {
+    const auto at = static_cast<std::size_t>(std::find(plans.begin(), plans.end(), &gp) - plans.begin());
+    return d.functions[indices[at][k]];
+  };
+  if (deploy) {
+    deploy->sink = [&](const model& compiled) {
+      return write_deployment(compiled, d.plan.providers, deploy->model_path).with_context("writing the deployment model");
     };
+    EPSTACK_RETURN_IF_ERROR(ctx::generate(d.m, d.plan, function_of, providers, *deploy, options, d.context));
+  }
+  if (gen) {
     EPSTACK_RETURN_IF_ERROR(ctx::generate(d.m, d.plan, function_of, providers, *gen, options, d.context));
     // Written for the compile cache: the files are about to move from its working folder into the entry.
     if (!d.context.cache_entry.empty() && !d.context.model_written.empty()) {
@@ -450,29 +427,20 @@ Result<std::shared_ptr<const session_core>> session_core::build(model m, std::ve
       for (auto& b : d.context.binaries_written) b = entry / b.filename();
     }
   }
-  d.providers = std::move(providers);
-  std::vector<const graph*> scopes;
-  EPSTACK_ASSIGN_OR_RETURN(d.main, d.build_exec(d.plan.main, scopes, plans, indices));
-  std::sort(d.shared_owners.begin(), d.shared_owners.end());
-  d.shared_owners.erase(std::unique(d.shared_owners.begin(), d.shared_owners.end()), d.shared_owners.end());
-
-  const auto& g = d.m.graph;
-  for (value_id v : g.inputs())
-    if (!g.value(v).initializer) d.inputs.push_back({g.value(v).name, g.value(v).type});
-  for (value_id v : g.outputs()) d.outputs.push_back({g.value(v).name, g.value(v).type});
-  return std::shared_ptr<const session_core>(std::move(core));
+  return {};
 }
+}  // namespace
 
-const std::vector<io_info>& session_core::inputs() const noexcept { return impl_->inputs; }
-const std::vector<io_info>& session_core::outputs() const noexcept { return impl_->outputs; }
-const partition_plan& session_core::plan() const noexcept { return impl_->plan; }
-const model& session_core::get_model() const noexcept { return impl_->m; }
-const optimization_report& session_core::optimizations() const noexcept { return impl_->report; }
-int session_core::intra_op_threads() const noexcept { return impl_->pool->size(); }
-std::string_view session_core::intra_op_runtime() const noexcept {
-  return impl_->pool->runtime() ? std::string_view(impl_->pool->runtime().name) : std::string_view("epstack");
+Result<std::shared_ptr<const session_core>> session_core::build(model m, std::vector<provider_binding> providers,
+                                                                 const session_options& options) {
+  // The CPU provider of the stack folds constants, and the optimiser fuses only into operators it has (when it can
+  // say which): taken before the EPContext wrapping of the preparation, which changes what get_capability answers.
+  const optimizer_options oo = optimizer_options_for(providers, options);
+  // (A weightless context's derived weights come from the source model taken through the same steps.)
+  const std::vector<provider_binding> unwrapped = providers;
+  return assemble(std::move(m), std::move(providers), options,
+                  [&](stage& d) { return prepare_onnx_model(d, options, oo, unwrapped); });
 }
-const ep_context_report& session_core::ep_context() const noexcept { return impl_->context; }
 
 Status session_core::validate_and_infer(model& m) {
   EPSTACK_RETURN_IF_ERROR(validate(m.graph));

@@ -186,7 +186,7 @@ struct session_core::impl {
 
   // Builds the executor of one graph from its plan. `indices[i][k]` is the function of partition k of `plans[i]`.
   Result<std::unique_ptr<graph_exec>> build_exec(const graph_plan& gp, std::vector<const graph*>& scopes,
-                                                 const std::vector<graph_plan*>& plans,
+                                                 const std::vector<const graph_plan*>& plans,
                                                  const std::vector<std::vector<std::size_t>>& indices) {
     const auto& fn_index =
         indices[static_cast<std::size_t>(std::find(plans.begin(), plans.end(), &gp) - plans.begin())];

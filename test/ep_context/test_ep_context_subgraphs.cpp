@@ -9,59 +9,13 @@ using namespace epstack::test::ctx;
 TEST_CASE("Partitions inside If and Loop bodies are cached too: the context model restores them, compiling nothing") {
   // x -> Relu -> r; If(cond): then = Neg(r) * W (toy), else = Exp(r) + W (toy); Loop body: acc' = Relu(acc + x) (toy),
   // Sigmoid (CPU) between; all bodies read outer values.
-  const auto f3 = type_info::tensor_of(element_type::float32, shape{2, 3});
-  graph then_g("then");
-  then_g.add_node(op("t_neg", "Neg"), {"r"}, {"t1"});
-  then_g.add_node(op("t_mul", "Mul"), {"t1", "W"}, {"t_out"});
-  then_g.add_output("t_out", f3);
-  graph else_g("else");
-  else_g.add_node(op("e_exp", "Exp"), {"r"}, {"e1"});
-  else_g.add_node(op("e_add", "Add"), {"e1", "W"}, {"e_out"});
-  else_g.add_output("e_out", f3);
-  graph body("body");
-  body.add_input("i", type_info::tensor_of(element_type::int64, shape{}));
-  body.add_input("c_in", type_info::tensor_of(element_type::boolean, shape{}));
-  body.add_input("acc", f3);
-  body.add_node(op("b_add", "Add"), {"acc", "X"}, {"b1"});
-  body.add_node(op("b_sig", "Sigmoid"), {"b1"}, {"b2"});
-  body.add_node(op("b_relu", "Relu"), {"b2"}, {"acc_out"});
-  body.add_node(op("b_or", "Or"), {"c_in", "c_in"}, {"c_out"});  // (the toy provider would take an Identity)
-  body.add_output("c_out", type_info::tensor_of(element_type::boolean, shape{}));
-  body.add_output("acc_out", f3);
-  model m;
-  m.opsets = {{"", 13}};
-  graph& g = m.graph;
-  g.set_name("flow");
-  g.add_input("X", f3);
-  g.add_input("cond", type_info::tensor_of(element_type::boolean, shape{}));
-  g.add_initializer("W", zoo::random_tensor({2, 3}, 21, 1.0f));
-  g.add_initializer("trips", tensor::scalar<std::int64_t>(3));
-  g.add_initializer("go", tensor::scalar(true));
-  g.add_node(op("relu", "Relu"), {"X"}, {"r"});
-  attribute_list ia;
-  ia.set("then_branch", make_subgraph(std::move(then_g)));
-  ia.set("else_branch", make_subgraph(std::move(else_g)));
-  g.add_node(op("if", "If", std::move(ia)), {"cond"}, {"y"});
-  attribute_list la;
-  la.set("body", make_subgraph(std::move(body)));
-  g.add_node(op("loop", "Loop", std::move(la)), {"trips", "go", "y"}, {"z"});
-  g.add_output("z", f3);
+  const model m = flow_model();
 
   test::temp_dir dir;
   const auto src = write_model(m, dir / "flow.onnx");
-  const auto x = zoo::random_tensor({2, 3}, 5, 1.0f);
-  const auto run_both = [&](const auto& s) {
-    std::vector<tensor> r;
-    for (bool c : {true, false}) {
-      auto out = s.run({{"X", x}, {"cond", tensor::scalar(c)}});
-      REQUIRE_MESSAGE(out.is_ok(), out.status().message());
-      r.push_back((*out)[0]);
-    }
-    return r;
-  };
   auto cpu = session<>::create(src);
   REQUIRE(cpu.is_ok());
-  const auto want = run_both(*cpu);
+  const auto want = run_flow(*cpu);
 
   for (int embed : {0, 1}) {
     CAPTURE(embed);
@@ -72,7 +26,7 @@ TEST_CASE("Partitions inside If and Loop bodies are cached too: the context mode
     REQUIRE_MESSAGE(gen.is_ok(), gen.status().message());
     // relu (main graph), one group in each branch, two in the loop body (split by the CPU's Sigmoid).
     CHECK(gen->ep_context().nodes_written == 5);
-    check_close(run_both(*gen), want);
+    check_close(run_flow(*gen), want);
     // The bodies of the context model hold EPContext nodes.
     auto cm = load_model(d / "flow_ctx.onnx");
     REQUIRE(cm.is_ok());
@@ -91,6 +45,6 @@ TEST_CASE("Partitions inside If and Loop bodies are cached too: the context mode
     CHECK(*load_provider.compiled == 0);
     CHECK(*load_provider.restored == 5);
     CHECK(loaded->ep_context().nodes_loaded == 5);
-    check_close(run_both(*loaded), want);
+    check_close(run_flow(*loaded), want);
   }
 }

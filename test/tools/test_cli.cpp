@@ -541,3 +541,63 @@ TEST_CASE("epstack cache ls|clear|verify: the entries a session wrote through ep
   CHECK(missing.out.find("is not a folder") != std::string::npos);
 }
 #endif
+
+TEST_CASE("epstack compile --format deploy, ops, inspect and run: the deployable's three commands") {
+  test::temp_dir dir;
+  const auto model = dir / "mnv2.onnx";
+  auto g = epstack_cli("generate mobilenetv2 " + model.string() + " --size 64");
+  REQUIRE_MESSAGE(g.code == 0, g.out);
+  const auto deployed = dir / "mnv2.deploy";
+  auto c = epstack_cli("compile " + model.string() + " --format deploy --providers cpu --dims N=1 -o " + deployed.string());
+  REQUIRE_MESSAGE(c.code == 0, c.out);
+  CHECK(c.out.find("wrote " + deployed.string()) != std::string::npos);
+  // The kernels the model needs: the blocked-layout convolution and pool, the product of one element type, the
+  // flatten, and not the general product; the same list from the ONNX model compiled in memory.
+  const auto header = dir / "mnv2_kernels.hpp";
+  auto o = epstack_cli("ops " + deployed.string() + " -o " + header.string() + " --namespace mnv2");
+  REQUIRE_MESSAGE(o.code == 0, o.out);
+  const std::string h = read(header);
+  CHECK(h.find("namespace mnv2 {") != std::string::npos);
+  CHECK(h.find("using cpu_provider = epstack::cpu_provider_for<kernels>;") != std::string::npos);
+  CHECK(h.find("epstack::ops::nchwc_conv") != std::string::npos);
+  CHECK(h.find("epstack::ops::nchwc_global_average_pool") != std::string::npos);
+  CHECK(h.find("epstack::ops::gemm_of<float>") != std::string::npos);
+  CHECK(h.find("epstack::ops::gemm,") == std::string::npos);
+  CHECK(h.find("epstack::ops::flatten") != std::string::npos);
+  const auto list_of = [](const std::string& text) { return text.substr(text.find("using kernels")); };
+  auto from_onnx = epstack_cli("ops " + model.string() + " --providers cpu --dims N=1 --namespace mnv2");
+  REQUIRE_MESSAGE(from_onnx.code == 0, from_onnx.out);
+  CHECK(list_of(from_onnx.out) == list_of(h));
+  // inspect reads it verified; run takes it as it takes an ONNX model, with the same answer.
+  auto i = epstack_cli("inspect " + deployed.string());
+  REQUIRE_MESSAGE(i.code == 0, i.out);
+  CHECK(i.out.find("deployment model: " + deployed.string()) != std::string::npos);
+  CHECK(i.out.find("nodes on CPUExecutionProvider:") != std::string::npos);
+  CHECK(i.out.find("com.epstack.nchwc16.Conv") != std::string::npos);
+  auto run_d = epstack_cli("run " + deployed.string() + " --providers cpu --threads 2");
+  auto run_o = epstack_cli("run " + model.string() + " --providers cpu --threads 2 --dims N=1");
+  REQUIRE_MESSAGE(run_d.code == 0, run_d.out);
+  REQUIRE_MESSAGE(run_o.code == 0, run_o.out);
+  const auto output_line = [](const std::string& text) {
+    const auto at = text.find("output logits");
+    return text.substr(at, text.find('\n', at) - at);
+  };
+  CHECK(output_line(run_d.out) == output_line(run_o.out));
+  // Refusals: options that do not apply, an existing output, a file that is not a model.
+  auto embed = epstack_cli("compile " + model.string() + " --format deploy --embed 1 -o " + (dir / "x.deploy").string());
+  CHECK(embed.code == 2);
+  auto again = epstack_cli("compile " + model.string() + " --format deploy --providers cpu -o " + deployed.string());
+  CHECK(again.code == 1);
+  CHECK(again.out.find("exists already") != std::string::npos);
+  auto bad_format = epstack_cli("compile " + model.string() + " --format ort");
+  CHECK(bad_format.code == 2);
+  auto dims_on_deploy = epstack_cli("ops " + deployed.string() + " --dims N=2");
+  CHECK(dims_on_deploy.code == 2);
+  auto bad_ns = epstack_cli("ops " + deployed.string() + " --namespace 1x");
+  CHECK(bad_ns.code == 2);
+  test::write_file(dir / "junk.deploy", "EPSTKDPL but nothing else");
+  auto junk = epstack_cli("ops " + (dir / "junk.deploy").string());
+  CHECK(junk.code == 1);
+  CHECK(junk.out.find("invalid_graph") != std::string::npos);
+  CHECK(junk.out.find("junk.deploy") != std::string::npos);
+}

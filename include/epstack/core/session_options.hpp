@@ -72,6 +72,12 @@ inline constexpr std::string_view intra_op_runtime = "epstack.intra_op_runtime";
 /// all): blocked channels, 16 per block (ONNX Runtime's NCHWc at that level); "nchw": the plain layout.
 inline constexpr std::string_view cpu_layout = "epstack.cpu_layout";
 inline constexpr std::string_view ep_context_refuse_existing_in = "epstack.ep_context_refuse_existing_in";
+/// ONNX Runtime's key: "1" lets a session created from the bytes of a model read them in place instead of copying them
+/// (the deployment format's initializers; the caller keeps the bytes alive and unchanged).
+inline constexpr std::string_view use_model_bytes_directly = "session.use_ort_model_bytes_directly";
+/// epstack's own: where a session writes the deployment model of what it compiled (deploy/deployment.hpp; what
+/// `compile_model` with `compile_format::deploy` sets). An existing file is refused before anything is compiled.
+inline constexpr std::string_view deploy_file_path = "epstack.deploy_file_path";
 }  // namespace config_keys
 
 /// @brief Where a session's preparation (or `compile_model`) is: `stage` ("optimize", "partition", "compile",

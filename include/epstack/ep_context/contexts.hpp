@@ -73,6 +73,12 @@ struct generation {
   bool weightless = false;           ///< ep.enable_weightless_mode 2 (or the deprecated ep.enable_weightless 1)
   bool weightless_recorded = false;  ///< the mode was named: `weightless_mode` goes into the model's metadata
   weight_source weights;             ///< the source model's initializers, indexed before optimisation (weightless)
+  /// Every node of the model written records the provider that runs it (node metadata `placement_metadata_key`), not
+  /// only those placement by cost moved: what a deployment model needs.
+  bool record_placement = false;
+  /// When set, the EPContext model is handed to it instead of being written as files (with embed_mode 1, its
+  /// binaries are inside it); it is built even when nothing was compiled. (The deployment model's writer.)
+  std::function<Status(const model& ctx_model)> sink;
   /// The places a file generation writes as `name` may not exist: the model's folder, and refuse_existing_in.
   [[nodiscard]] std::vector<std::filesystem::path> places_of(const std::filesystem::path& name) const {
     std::vector<std::filesystem::path> r{model_path.parent_path() / name};
@@ -83,6 +89,11 @@ struct generation {
 
 /// nullopt when ep.context_enable is not 1; errors for a bad or existing output and for a model already compiled.
 [[nodiscard]] Result<std::optional<generation>> plan_generation(const model& m, const session_options& options);
+
+/// @brief What a session writes as a deployment model (config_keys::deploy_file_path): nullopt when not asked;
+/// errors for an existing file, a model already compiled (EPContext nodes) and ep.context_enable asked as well. The
+/// caller sets the generation's `sink`.
+[[nodiscard]] Result<std::optional<generation>> plan_deployment(const model& m, const session_options& options);
 
 /// The initializers of `m`'s main graph by content, for a weightless generation (`generation::weights`): hashed now
 /// (the source model before optimisation, or as optimised with `derived`); the index keeps the tensors alive.

@@ -70,6 +70,20 @@ struct partition_plan {
   /// Nodes of every graph that went to the CPU provider although another provider came first in the stack.
   [[nodiscard]] std::size_t fallback_count() const { return count_fallbacks(main); }
 
+  /// @brief Every graph's plan: the main graph's first, then each subgraph's, depth first in `subgraphs` order. A
+  /// session numbers the partitions of the whole model in this order (the main graph's, then the first subgraph's,
+  /// ...): its compiled functions are one per partition, in that order.
+  [[nodiscard]] std::vector<const graph_plan*> graph_plans() const {
+    std::vector<const graph_plan*> r;
+    collect(main, r);
+    return r;
+  }
+  [[nodiscard]] std::vector<graph_plan*> graph_plans() {
+    std::vector<graph_plan*> r;
+    collect(main, r);
+    return r;
+  }
+
   /// @brief A readable table: providers with their partitions and node counts, then every node's placement, the
   /// fallbacks with their reasons, and refused or split groups.
   [[nodiscard]] std::string to_table() const {
@@ -110,6 +124,11 @@ struct partition_plan {
   }
 
  private:
+  template <class GP, class Out>
+  static void collect(GP& gp, std::vector<Out*>& r) {
+    r.push_back(&gp);
+    for (const auto& s : gp.subgraphs) collect(*s.plan, r);
+  }
   static std::string escape(const std::string& s) {
     std::string r;
     for (char c : s) {

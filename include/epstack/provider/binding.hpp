@@ -29,6 +29,9 @@ struct ep_context_binding {
   std::function<Result<ep_context_record>(const partition&, const compute_function&, ep_context_builder&)> serialize;
   /// Restores a compiled graph; verifies the graph's tensors first unless the provider verifies them itself.
   std::function<Result<compute_function>(const ep_context_restore&)> restore;
+  /// `ep_context_binary::from_bytes`, reached through the binding so that a program whose stack has no EP-context
+  /// provider does not link the binary's reader.
+  Result<ep_context_binary> (*open)(std::span<const std::byte>, std::shared_ptr<const void>, std::string) = nullptr;
 
   /// Whether an EPContext `source` value names this provider: one of its source keys exactly, or its short name in
   /// any case.
@@ -65,28 +68,34 @@ struct provider_binding {
   std::string identity = {};
 };
 
-/// @brief The binding of provider `q` (which must outlive it).
-template <class Q>
-[[nodiscard]] provider_binding make_binding(const Q& q) {
+namespace detail {
+// The binding of provider `q`: everything (`full`), or what a session of an already compiled model uses.
+template <bool full, class Q>
+provider_binding binding_of(const Q& q) {
   static_assert(check_provider<Q>());
   using traits = provider_traits<Q>;
   provider_binding b;
   b.type_key = traits::type_key;
   b.short_name = traits::short_name;
-  b.get_capability = [&q](const graph_view<graph>& v) { return q.get_capability(v); };
+  if constexpr (full) b.get_capability = [&q](const graph_view<graph>& v) { return q.get_capability(v); };
+  else b.get_capability = [](const graph_view<graph>&) { return std::vector<capability>{}; };
   b.compile = [&q](std::span<const partition> parts) { return q.compile(parts); };
-  if constexpr (traits::has_why_not) b.why_not = [&q](const graph& g, node_id n) { return std::string(q.why_not(g, n)); };
   if constexpr (traits::has_allocator) {
     b.allocate = [&q](std::size_t n) { return q.allocate(n); };
     b.deallocate = [&q](void* x, std::size_t n) { q.deallocate(x, n); };
   }
-  if constexpr (traits::has_op_query) b.has_op = [](std::string_view d, std::string_view op) { return bool(Q::has_op(d, op)); };
   b.preferred_layout = traits::preferred_layout;
-  if constexpr (traits::has_cost_estimate)
-    b.estimate_cost = [&q](const graph& g, std::span<const node_id> nodes) { return double(q.estimate_cost(g, nodes)); };
   if constexpr (traits::has_intra_op_runtime) b.intra_op_runtime = Q::intra_op_runtime();
-  b.identity = typeid(Q).name();
-  if constexpr (requires { { q.cache_key() } -> std::convertible_to<std::string>; }) b.identity += "|" + std::string(q.cache_key());
+  if constexpr (full) {
+    if constexpr (traits::has_why_not) b.why_not = [&q](const graph& g, node_id n) { return std::string(q.why_not(g, n)); };
+    if constexpr (traits::has_op_query)
+      b.has_op = [](std::string_view d, std::string_view op) { return bool(Q::has_op(d, op)); };
+    if constexpr (traits::has_cost_estimate)
+      b.estimate_cost = [&q](const graph& g, std::span<const node_id> nodes) { return double(q.estimate_cost(g, nodes)); };
+    b.identity = typeid(Q).name();
+    if constexpr (requires { { q.cache_key() } -> std::convertible_to<std::string>; })
+      b.identity += "|" + std::string(q.cache_key());
+  }
   if constexpr (traits::has_ep_context) {
     auto c = std::make_shared<ep_context_binding>();
     for (std::string_view k : Q::source_keys) c->source_keys.emplace_back(k);
@@ -98,7 +107,9 @@ template <class Q>
       c->hardware_supported = [&q](std::string_view h) { return bool(q.hardware_supported(h)); };
     else
       c->hardware_supported = [hw = c->hardware](std::string_view h) { return h == hw; };
-    c->serialize = [&q](const partition& p, const compute_function& f, ep_context_builder& w) { return q.serialize(p, f, w); };
+    if constexpr (full)
+      c->serialize = [&q](const partition& p, const compute_function& f, ep_context_builder& w) { return q.serialize(p, f, w); };
+    c->open = &ep_context_binary::from_bytes;
     if constexpr (requires { requires bool(Q::verifies_context_tensors); })
       c->restore = [&q](const ep_context_restore& r) { return q.restore(r); };
     else
@@ -110,6 +121,21 @@ template <class Q>
   }
   return b;
 }
+}  // namespace detail
+
+/// @brief The binding of provider `q` (which must outlive it).
+template <class Q>
+[[nodiscard]] provider_binding make_binding(const Q& q) {
+  return detail::binding_of<true>(q);
+}
+
+/// @brief The part of provider `q`'s binding that a session of an already compiled model uses (a deployment model):
+/// its type, compile, allocator, thread runtime and the restoring of EP contexts; not what partitioning, placement,
+/// optimisation or EPContext generation ask (so a deployable links none of it).
+template <class Q>
+[[nodiscard]] provider_binding make_runtime_binding(const Q& q) {
+  return detail::binding_of<false>(q);
+}
 
 /// @brief The bindings of every provider of a tuple, in order (the tuple must outlive them).
 template <class Tuple>
@@ -119,4 +145,14 @@ template <class Tuple>
   return r;
 }
 
+}  // namespace epstack
+
+namespace epstack {
+/// @brief `make_runtime_binding` of every provider of a tuple, in order (the tuple must outlive them).
+template <class Tuple>
+[[nodiscard]] std::vector<provider_binding> make_runtime_bindings(const Tuple& providers) {
+  std::vector<provider_binding> r;
+  std::apply([&r](const auto&... p) { (r.push_back(make_runtime_binding(p)), ...); }, providers);
+  return r;
+}
 }  // namespace epstack

@@ -177,7 +177,11 @@ class ep_context_binary {
   [[nodiscard]] const std::vector<ep_context_graph>& graphs() const noexcept { return graphs_; }
   [[nodiscard]] const std::vector<ep_context_tensor>& tensors() const noexcept { return tensors_; }
   /// The graph of that name, or null.
-  [[nodiscard]] const ep_context_graph* find_graph(std::string_view name) const noexcept;
+  [[nodiscard]] const ep_context_graph* find_graph(std::string_view name) const noexcept {
+    for (const auto& g : graphs_)
+      if (g.name == name) return &g;
+    return nullptr;
+  }
   /// Where the binary came from (its path, or the `what` given to from_bytes).
   [[nodiscard]] const std::string& origin() const noexcept { return origin_; }
 

@@ -10,6 +10,7 @@
 #include <epstack/runtime/session.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <span>
@@ -17,6 +18,13 @@
 #include <vector>
 
 namespace epstack {
+
+/// What `compile_model` writes.
+enum class compile_format : std::uint8_t {
+  onnx,    ///< an EPContext model (ONNX), with context binaries beside it or embedded: ONNX Runtime's
+  deploy,  ///< a deployment model (deploy/deployment.hpp): the graph as compiled, weights and compiled partitions in
+           ///< one file that `session<P...>::create_deployed` runs without protobuf, onnx or the graph optimiser
+};
 
 /// @brief What `compile_model` reads, writes and how (ONNX Runtime's `OrtModelCompilationOptions`).
 struct compile_options {
@@ -31,6 +39,8 @@ struct compile_options {
   /// beside the model (ONNX Runtime's EP-context data write function): encrypt, sign or store them anywhere, and give
   /// the session a `session_options::set_context_reader` that returns them. Called before the model is written.
   std::function<Status(std::string_view name, std::span<const std::byte> bytes)> write_context;
+  compile_format format = compile_format::onnx;   ///< deploy: embed_mode, write_context and the external
+                                                  ///< initializers file do not apply (one file holds everything)
   int embed_mode = 0;                             ///< ep.context_embed_mode
   std::string external_initializers_file;         ///< ep.context_model_external_initializers_file_name
   bool error_if_no_nodes_compiled = false;        ///< else the model is written even with nothing compiled

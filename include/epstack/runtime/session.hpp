@@ -8,6 +8,7 @@
 /// execution) is compiled once in `epstack::runtime` (session_core.hpp); this header is the typed layer over it.
 
 #include <epstack/core/session_options.hpp>
+#include <epstack/deploy/prepare.hpp>
 #include <epstack/onnx/onnx_io.hpp>
 #include <epstack/provider/binding.hpp>
 #include <epstack/runtime/compile_cache.hpp>
@@ -15,6 +16,10 @@
 
 #include <boost/mp11/algorithm.hpp>
 #include <boost/mp11/list.hpp>
+
+#include <array>
+#include <cstdint>
+#include <cstring>
 
 #include <cstddef>
 #include <filesystem>
@@ -54,8 +59,10 @@ class basic_session {
   /// optimiser and the partitioner.
   /// With `epstack.cache_dir` set, through the compile cache (runtime/compile_cache.hpp): an EPContext model compiled
   /// before from the same model, stack and options is loaded instead of compiling; else one is written for next time.
+  /// A deployment model (deploy/deployment.hpp) is recognised by its first bytes and loaded as `create_deployed` does.
   [[nodiscard]] static Result<basic_session> create(const std::filesystem::path& path, const session_options& options = {},
                                                     providers_type providers = {}) {
+    if (is_deployment_file(path)) return create_deployed(path, options, std::move(providers));
     if (cached(options)) return create_cached(path, {}, options, std::move(providers));
     EPSTACK_ASSIGN_OR_RETURN(auto m, load_model(path, load_options_of(options)));
     return create_prepared(std::move(m), options, std::move(providers));
@@ -64,6 +71,7 @@ class basic_session {
   /// `session.model_external_initializers_file_folder_path`.
   [[nodiscard]] static Result<basic_session> create(std::span<const std::byte> bytes, const session_options& options = {},
                                                     providers_type providers = {}) {
+    if (is_deployment(bytes)) return create_deployed(bytes, options, std::move(providers));
     if (cached(options)) return create_cached({}, bytes, options, std::move(providers));
     EPSTACK_ASSIGN_OR_RETURN(auto m, load_model(bytes, load_options_of(options)));
     return create_prepared(std::move(m), options, std::move(providers));
@@ -73,6 +81,36 @@ class basic_session {
                                                     providers_type providers = {}) {
     EPSTACK_RETURN_IF_ERROR(session_core::validate_and_infer(m));
     return create_prepared(std::move(m), options, std::move(providers));
+  }
+
+  /// @brief Loads the deployment model at `path` (written by `compile_model` with `compile_format::deploy`): its
+  /// graph as compiled, its weights memory-mapped, its compiled partitions restored; nothing is optimised,
+  /// partitioned or compiled again but the CPU provider's kernels. Needs neither protobuf nor onnx: a program that
+  /// creates sessions this way only links epstack::deploy and its providers. Errors as `open_deployment` and
+  /// `assemble_deployment` (a node whose provider or kernel the stack lacks is not_implemented, naming it).
+  [[nodiscard]] static Result<basic_session> create_deployed(const std::filesystem::path& path,
+                                                             const session_options& options = {},
+                                                             providers_type providers = {}) {
+    EPSTACK_ASSIGN_OR_RETURN(auto d, open_deployment(path));
+    return create_from(std::move(d), options, std::move(providers));
+  }
+  /// @brief From the bytes of a deployment model. They are copied, unless session option
+  /// `session.use_ort_model_bytes_directly` is 1 (ONNX Runtime's key) and they are 64-byte aligned: then the session
+  /// reads them in place and the caller keeps them alive and unchanged while it lives.
+  [[nodiscard]] static Result<basic_session> create_deployed(std::span<const std::byte> bytes,
+                                                             const session_options& options = {},
+                                                             providers_type providers = {}) {
+    std::shared_ptr<const void> owner;
+    if (!options.flag(config_keys::use_model_bytes_directly) ||
+        reinterpret_cast<std::uintptr_t>(bytes.data()) % tensor_alignment != 0) {
+      auto copy = std::make_shared<tensor>(tensor::uninitialized(element_type::uint8,
+                                                                 std::array{static_cast<std::int64_t>(bytes.size())}));
+      if (!bytes.empty()) std::memcpy(copy->mutable_data(), bytes.data(), bytes.size());
+      bytes = copy->bytes();
+      owner = std::move(copy);
+    }
+    EPSTACK_ASSIGN_OR_RETURN(auto d, read_deployment(bytes, std::move(owner)));
+    return create_from(std::move(d), options, std::move(providers));
   }
 
   /// @brief Runs the model: `inputs` by name; `outputs` names the outputs wanted (all, in graph order, when empty).
@@ -163,6 +201,11 @@ class basic_session {
   }
 
  private:
+  static Result<basic_session> create_from(deployment d, const session_options& options, providers_type providers) {
+    auto keep = std::make_shared<providers_type>(std::move(providers));
+    EPSTACK_ASSIGN_OR_RETURN(auto core, assemble_deployment(std::move(d), make_runtime_bindings(*keep), options));
+    return basic_session(std::move(core), std::move(keep));
+  }
   static Result<basic_session> create_prepared(model m, const session_options& options, providers_type providers) {
     return create_kept(std::move(m), options, std::make_shared<providers_type>(std::move(providers)));
   }

@@ -6,6 +6,7 @@
 /// If/Loop/Scan). `session<P...>` is a thin template over it.
 
 #include <epstack/core/session_options.hpp>
+#include <epstack/core/thread_pool.hpp>
 #include <epstack/ep_context/report.hpp>
 #include <epstack/ir/model.hpp>
 #include <epstack/partition/plan.hpp>
@@ -49,6 +50,27 @@ class session_core {
   /// `ep.context_enable` = 1 an EPContext model is written (ep-context-design.md; the README lists the rules).
   [[nodiscard]] static Result<std::shared_ptr<const session_core>> build(model m, std::vector<provider_binding> providers,
                                                                          const session_options& options);
+  /// @brief The parts of a session that a preparation fills in (see `assemble`). The references are the session's
+  /// own members, in their final places: plans may point into `m`, functions may refer to `providers`.
+  struct stage {
+    model& m;                                  ///< the model as it will run
+    std::vector<provider_binding>& providers;  ///< the stack, in priority order, as the executor will use it
+    thread_pool& pool;                         ///< the session's intra-op threads
+    partition_plan& plan;                      ///< to fill: every graph's partitions and their execution order
+    /// To fill: one function per partition of the whole model, in the order of `plan.graph_plans()` (the main
+    /// graph's partitions, then each subgraph's).
+    std::vector<compute_function>& functions;
+    optimization_report& report;
+    ep_context_report& context;
+  };
+  /// Prepares a model for running: fills in the plan and the functions (and the reports) of a `stage`.
+  using preparation = std::function<Status(stage&)>;
+  /// @brief The session core of `m` on `providers` as `prepare` makes it ready; then the executor's plans are made.
+  /// `build` is one preparation (optimise, partition, compile); a loader of a model stored already optimised and
+  /// partitioned (the deployment format, epstack::deploy) is another, and links neither protobuf nor onnx.
+  [[nodiscard]] static Result<std::shared_ptr<const session_core>> assemble(model m, std::vector<provider_binding> providers,
+                                                                            const session_options& options,
+                                                                            const preparation& prepare);
   /// @brief A model built in memory made ready for `build`: validated (single assignment, every use defined, no
   /// cycle) and its value types inferred.
   [[nodiscard]] static Status validate_and_infer(model& m);

@@ -5,6 +5,7 @@
 
 #include <epstack/ir/model.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -111,6 +112,24 @@ class builder {
   std::size_t counter_ = 0;
   std::string prefix_ = "m";
 };
+
+// The head of the zoo's convolutional networks: GlobalAveragePool, Flatten and Gemm (transB = 1) from `c` channels to
+// `classes`, its weights `<weights>.weight` and `<weights>.bias`; the graph's output `logits` [N, classes].
+inline void classifier_head(builder& b, graph& g, const std::string& x, std::int64_t c, std::int64_t classes,
+                            const std::string& scope, const std::string& weights, float bias_scale) {
+  b.prefix(scope);
+  const auto flat = b.op("Flatten", {b.op("GlobalAveragePool", {x})});
+  const auto w = b.param(weights + ".weight", {classes, c}, std::sqrt(3.0f / static_cast<float>(c)));
+  const auto bias = b.param(weights + ".bias", {classes}, bias_scale);
+  attribute_list gemm;
+  gemm.set("transB", std::int64_t{1});
+  node n;
+  n.name = "/" + scope + "/Gemm";
+  n.op_type = "Gemm";
+  n.attributes = gemm;
+  g.add_node(std::move(n), {flat, w, bias}, {"logits"});
+  g.add_output("logits", type_info::tensor_of(element_type::float32, shape{dimension("N"), classes}));
+}
 }  // namespace detail
 
 /// @brief A small residual convolutional network, opset 13, shaped like ResNet: a 3x3/2 stem, then per stage a
@@ -162,18 +181,79 @@ class builder {
     b.prefix(p);
     x = b.op("Relu", {b.op("Add", {h2, x})});
   }
-  b.prefix("head");
-  x = b.op("Flatten", {b.op("GlobalAveragePool", {x})});
-  const auto w = b.param("head.weight", {classes, c}, std::sqrt(3.0f / static_cast<float>(c)));
-  const auto bias = b.param("head.bias", {classes}, 0.1f);
-  attribute_list gemm;
-  gemm.set("transB", std::int64_t{1});
-  node n;
-  n.name = "/head/Gemm";
-  n.op_type = "Gemm";
-  n.attributes = gemm;
-  g.add_node(std::move(n), {x, w, bias}, {"logits"});
-  g.add_output("logits", type_info::tensor_of(element_type::float32, shape{dimension("N"), classes}));
+  detail::classifier_head(b, g, x, c, classes, "head", "head", 0.1f);
+  return m;
+}
+
+/// @brief MobileNetV2 1.0 as torchvision's layout exports in eval mode (the architecture of the shared benchmark's
+/// mobilenetv2): BatchNormalization folded into each convolution's bias, ReLU6 as opset-13 `Clip(x, 0, 6)` with
+/// scalar initializers, inverted residual blocks (1x1 expansion, 3x3 depthwise with `group` = channels, 1x1
+/// projection, `Add` where the stride is 1 and the channels stay), a 1x1 convolution to 1280, GlobalAveragePool,
+/// Flatten and Gemm to `classes`. Input `input` [N,3,size,size] (N symbolic), output `logits` [N,classes].
+/// He-scaled deterministic weights; `width` scales every channel count (rounded to a multiple of 8, as torchvision).
+[[nodiscard]] inline model make_mobilenetv2(std::int64_t size = 224, std::int64_t classes = 1000, float width = 1.0f,
+                                            std::uint64_t seed = 3003) {
+  model m;
+  m.opsets = {{"", 13}};
+  m.producer_name = "epstack.zoo";
+  m.doc_string = "MobileNetV2 built by epstack::zoo::make_mobilenetv2 (BatchNorm folded, Clip(0,6) as ReLU6)";
+  m.metadata = {{"generator", "epstack::zoo::make_mobilenetv2"}};
+  auto& g = m.graph;
+  g.set_name("mobilenetv2");
+  g.add_input("input", type_info::tensor_of(element_type::float32, shape{dimension("N"), 3, size, size}));
+  detail::builder b(g, seed);
+  const auto lo = b.constant("relu6.min", tensor::scalar(0.0f));
+  const auto hi = b.constant("relu6.max", tensor::scalar(6.0f));
+  const auto channels = [&](std::int64_t c) {
+    const auto scaled = static_cast<std::int64_t>(static_cast<float>(c) * width + 4.0f) / 8 * 8;
+    return std::max<std::int64_t>(8, scaled);
+  };
+  using iv = std::vector<std::int64_t>;
+  const auto conv = [&](const std::string& x, std::int64_t cin, std::int64_t cout, std::int64_t k, std::int64_t stride,
+                        const std::string& name, std::int64_t group, bool act) {
+    b.prefix(name);
+    const std::int64_t pad = k / 2;
+    const float he = std::sqrt(6.0f / static_cast<float>(cin / group * k * k));
+    const auto w = b.param(name + ".weight", {cout, cin / group, k, k}, he);
+    const auto bias = b.param(name + ".bias", {cout}, 0.05f);
+    attribute_list a;
+    a.set("kernel_shape", iv{k, k});
+    a.set("pads", iv{pad, pad, pad, pad});
+    a.set("strides", iv{stride, stride});
+    a.set("dilations", iv{1, 1});
+    a.set("group", group);
+    auto y = b.op("Conv", {x, w, bias}, a);
+    return act ? b.op("Clip", {y, lo, hi}) : y;
+  };
+  std::int64_t cin = channels(32);
+  std::string x = conv("input", 3, cin, 3, 2, "features.0.0", 1, true);
+  // (expansion t, channels c, repeats n, stride s) of each stage, as torchvision's MobileNetV2.
+  const std::int64_t cfg[7][4] = {{1, 16, 1, 1}, {6, 24, 2, 2}, {6, 32, 3, 2}, {6, 64, 4, 2},
+                                  {6, 96, 3, 1}, {6, 160, 3, 2}, {6, 320, 1, 1}};
+  int idx = 1;
+  for (const auto& [t, c_, n, s] : cfg) {
+    const std::int64_t c = channels(c_);
+    for (std::int64_t i = 0; i < n; ++i) {
+      const std::int64_t stride = i == 0 ? s : 1;
+      const std::int64_t hidden = cin * t;
+      const std::string pre = "features." + std::to_string(idx) + ".conv";
+      std::string y = x;
+      int j = 0;
+      if (t != 1) y = conv(y, cin, hidden, 1, 1, pre + "." + std::to_string(j++), 1, true);
+      y = conv(y, hidden, hidden, 3, stride, pre + "." + std::to_string(j++), hidden, true);
+      y = conv(y, hidden, c, 1, 1, pre + "." + std::to_string(j), 1, false);
+      if (stride == 1 && cin == c) {
+        b.prefix("features." + std::to_string(idx));
+        y = b.op("Add", {x, y});
+      }
+      x = y;
+      cin = c;
+      ++idx;
+    }
+  }
+  const std::int64_t last = std::max<std::int64_t>(1280, channels(1280));
+  x = conv(x, cin, last, 1, 1, "features." + std::to_string(idx) + ".0", 1, true);
+  detail::classifier_head(b, g, x, last, classes, "classifier", "classifier.1", 0.01f);
   return m;
 }
 

@@ -1,0 +1,88 @@
+// The session core's assembly (session_core::assemble): the thread pool, a preparation that fills in the plan and the
+// functions, then the executor's plans and the model's inputs and outputs. With executor.cpp it is the part of the
+// runtime every session needs, library epstack::exec: it links neither protobuf nor onnx, so a deployable that loads
+// the deployment format (epstack::deploy) runs on it too. The preparation that optimises, partitions and compiles an
+// ONNX model is session_core.cpp.
+#include "session_impl.hpp"
+
+#include <epstack/core/sanitizers.hpp>
+
+#include <algorithm>
+#include <utility>
+
+namespace epstack {
+
+session_core::session_core() : impl_(std::make_unique<impl>()) {}
+session_core::~session_core() = default;
+
+Result<std::shared_ptr<const session_core>> session_core::assemble(model m, std::vector<provider_binding> providers,
+                                                                  const session_options& options,
+                                                                  const preparation& prepare) {
+  auto core = std::shared_ptr<session_core>(new session_core());
+  auto& d = *core->impl_;
+  d.m = std::move(m);
+  // The intra-op loops run on the first provider's thread runtime that names one, unless the session asks for its
+  // own workers. Not under ThreadSanitizer: an uninstrumented runtime (libgomp) hides its synchronisation from it.
+  parallel_runtime runtime;
+  if (auto v = options.config(config_keys::intra_op_runtime); v && *v != "provider") {
+    if (*v != "own")
+      return Status(errc::invalid_argument, cat("session option ", config_keys::intra_op_runtime, " is '", *v,
+                                                "'; it takes provider or own"));
+  } else if (!under_thread_sanitizer) {
+    for (const auto& p : providers)
+      if (p.intra_op_runtime) {
+        runtime = p.intra_op_runtime;
+        break;
+      }
+  }
+  d.pool = std::make_unique<thread_pool>(options.intra_op_threads(), runtime);
+  d.profiling = options.profiling();
+  d.providers = std::move(providers);
+
+  stage st{d.m, d.providers, *d.pool, d.plan, d.functions, d.report, d.context};
+  EPSTACK_RETURN_IF_ERROR(prepare(st));
+
+  // One function per partition of every graph, numbered in the order of graph_plans().
+  const auto plans = std::as_const(d.plan).graph_plans();
+  std::vector<std::vector<std::size_t>> indices(plans.size());
+  std::size_t total = 0;
+  for (std::size_t i = 0; i < plans.size(); ++i) {
+    if (plans[i]->g == nullptr || plans[i]->partition_provider.size() != plans[i]->partitions.size())
+      return Status(errc::fail, cat("session: the plan of graph ", std::to_string(i), " is incomplete"));
+    indices[i].resize(plans[i]->partitions.size());
+    for (std::size_t k = 0; k < indices[i].size(); ++k) {
+      if (plans[i]->partition_provider[k] >= d.providers.size())
+        return Status(errc::fail, cat("session: partition '", plans[i]->partitions[k].name, "' has no provider"));
+      indices[i][k] = total++;
+    }
+  }
+  if (d.functions.size() != total)
+    return Status(errc::fail, cat("session: ", std::to_string(d.functions.size()), " compiled functions for ",
+                                  std::to_string(total), " partitions"));
+  for (std::size_t i = 0; i < total; ++i)
+    if (!d.functions[i]) return Status(errc::fail, cat("session: partition ", std::to_string(i), " was not compiled"));
+
+  std::vector<const graph*> scopes;
+  EPSTACK_ASSIGN_OR_RETURN(d.main, d.build_exec(d.plan.main, scopes, plans, indices));
+  std::sort(d.shared_owners.begin(), d.shared_owners.end());
+  d.shared_owners.erase(std::unique(d.shared_owners.begin(), d.shared_owners.end()), d.shared_owners.end());
+
+  const auto& g = d.m.graph;
+  for (value_id v : g.inputs())
+    if (!g.value(v).initializer) d.inputs.push_back({g.value(v).name, g.value(v).type});
+  for (value_id v : g.outputs()) d.outputs.push_back({g.value(v).name, g.value(v).type});
+  return std::shared_ptr<const session_core>(std::move(core));
+}
+
+const std::vector<io_info>& session_core::inputs() const noexcept { return impl_->inputs; }
+const std::vector<io_info>& session_core::outputs() const noexcept { return impl_->outputs; }
+const partition_plan& session_core::plan() const noexcept { return impl_->plan; }
+const model& session_core::get_model() const noexcept { return impl_->m; }
+const optimization_report& session_core::optimizations() const noexcept { return impl_->report; }
+int session_core::intra_op_threads() const noexcept { return impl_->pool->size(); }
+std::string_view session_core::intra_op_runtime() const noexcept {
+  return impl_->pool->runtime() ? std::string_view(impl_->pool->runtime().name) : std::string_view("epstack");
+}
+const ep_context_report& session_core::ep_context() const noexcept { return impl_->context; }
+
+}  // namespace epstack
