@@ -30,9 +30,10 @@ for bin in "$@"; do
       if (size == 0) return
       part = "runtime (crt, PLT, libgcc)"
       if (obj ~ /libepstack_cpu\.a/) { o = obj; sub(/.*\(/, "", o); sub(/\.cpp\.o\)/, "", o); part = "kernels: " o }
+      if (obj ~ /libepstack_cpu\.a\(provider\.cpp\.o\)/) part = "CPU provider: kernel lookup, parallel compile"
       else if (obj ~ /libepstack_exec\.a/) part = "executor and session core (epstack::exec)"
       else if (obj ~ /libepstack_deploy\.a/) part = "deployment reader (epstack::deploy)"
-      else if (obj ~ /libepstack_provider\.a/) part = "provider layer (EP context binary, hashes)"
+      else if (obj ~ /libepstack_provider\.a/) part = "provider layer (file header, hashes, EP context binary)"
       else if (obj ~ /libepstack_partition\.a/) part = "partition layer"
       else if (obj ~ /main\.cpp\.o/) part = "the program (session<P...>, std::function, inputs)"
       else if (obj ~ /libstdc\+\+|libm\.|libc\./) part = "libstdc++/libc stubs"
