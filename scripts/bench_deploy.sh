@@ -32,11 +32,11 @@ for spec in mobilenetv2:deploy_mobilenetv2:--dims=N=1 mlp_b1:deploy_mlp:; do
     d=$("$BUILD/examples/$prog" "$OUT/$model.deploy" --runs $((ITERS + 1)) --threads "$THREADS" | tail -n 1)
     d_med=$(echo "$d" | sed -n 's/.*run median \([0-9.]*\) ms.*/\1/p')
     d_p90=$(echo "$d" | sed -n 's/.*p90 \([0-9.]*\) ms.*/\1/p')
-    f=$("$E" perf --model "$OUT/$model.deploy" --providers cpu --threads "$THREADS" --warmup 1 --iters "$ITERS" --creates 1)
+    f=$("$E" perf --model "$OUT/$model.deploy" --providers cpu --threads "$THREADS" --warmup 1 --iters "$ITERS" --creates 1 2>/dev/null)
     f_med=$(echo "$f" | field run_ms median)
     f_p90=$(echo "$f" | field run_ms p90)
     o=$("$E" perf --model "$MODELS/$model.onnx" --providers cpu --threads "$THREADS" --warmup 1 --iters "$ITERS" --creates 1 \
-        $(echo "$dims" | sed 's/--dims=/--free-dims /'))
+        $(echo "$dims" | sed 's/--dims=/--free-dims /') 2>/dev/null)
     o_med=$(echo "$o" | field run_ms median)
     o_p90=$(echo "$o" | field run_ms p90)
     printf "%-12s %-5s %12s %12s %12s %12s %12s %12s %8s %8s\n" "$model" "$r" "$d_med" "$d_p90" "$f_med" "$f_p90" \

@@ -4,6 +4,8 @@
 
 #include <epstack/core/thread_pool.hpp>
 
+#include <exception>
+
 namespace epstack::cpu {
 
 const kernel_ref* kernel_for(const graph& g, node_id n, std::span<const kernel_ref> kernels) {
@@ -17,7 +19,13 @@ const kernel_ref* kernel_for(const graph& g, node_id n, std::span<const kernel_r
 Result<compute_function> compile_node(const graph& g, node_id n, std::span<const kernel_ref> kernels) {
   const auto* k = kernel_for(g, n, kernels);
   if (k == nullptr) return Status(errc::not_implemented, epstack::detail::cat("CPU provider: no kernel for node ", g.describe(n)));
-  return k->compile(g, n);
+  // A kernel that throws while it prepares (a weight of another type than the graph declares, in a model no checker
+  // saw) fails this node, not the program (compiles run on worker threads).
+  try {
+    return k->compile(g, n);
+  } catch (const std::exception& e) {
+    return Status(errc::invalid_graph, epstack::detail::cat("CPU provider: compiling node ", g.describe(n), ": ", e.what()));
+  }
 }
 
 Result<std::vector<compute_function>> compile_nodes(std::span<const partition> parts, std::span<const kernel_ref> kernels) {
