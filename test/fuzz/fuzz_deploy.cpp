@@ -1,14 +1,17 @@
 // libFuzzer target: bytes given to the deployment model reader must give a verified model or invalid_graph, and a
-// model it accepts must give a session on the full CPU provider or an error, never a crash, a hang or a read outside
-// the bytes. Random bytes would never pass the header's hashes, so the input is the part after the header (its first 4
-// bytes say where the table ends and the data section begins) and the target writes a header with matching hashes:
-// the flatbuffers verifier, every index, offset and length behind it, the tensors' hashes, the graph checks and the
-// kernels' compile steps are what gets fuzzed.
+// model it accepts must give a session (its plan, every partition compiled, the executor's plans) or an error, never a
+// crash, a hang or a read outside the bytes. Random bytes would never pass the header's hashes, so the input is the
+// part after the header (its first 4 bytes say where the table ends and the data section begins) and the target
+// writes a header with matching hashes: the flatbuffers verifier, every index, offset and length behind it, the
+// tensors' hashes, the graph checks and the session's preparation are what gets fuzzed. The session's provider takes
+// the CPU provider's place and compiles every node to a function that does nothing: the kernels are not in this
+// target (building them instrumented would double CI's fuzzing step; a run over the CPU provider's kernels found
+// nothing in 2.7 million inputs, see the README).
 // With EPSTACK_FUZZ_SEED_FROM=a.deploy,b.deploy and EPSTACK_FUZZ_SEED_DIR=DIR, it first writes each deployment model
 // as an input into DIR (CI makes them with `epstack compile --format deploy`). With EPSTACK_FUZZ_EXPECT_VALID=1, an
 // input the reader or the session refuses aborts: CI runs the seeds so, to know that fuzzing starts past the header.
 #include <epstack/deploy/prepare.hpp>
-#include <epstack/providers/cpu.hpp>
+#include <epstack/provider/contract.hpp>
 
 #include "../../src/deploy/deploy_format.hpp"
 
@@ -26,6 +29,19 @@
 #include <vector>
 
 namespace {
+
+// In the CPU provider's place: every node compiled, to a function that computes nothing.
+struct any_node_provider {
+  using provider_concept = epstack::execution_provider_tag;
+  static constexpr std::string_view type_key = epstack::cpu_provider_key;
+  [[nodiscard]] std::vector<epstack::capability> get_capability(const epstack::graph_view<epstack::graph>&) const {
+    return {};
+  }
+  [[nodiscard]] epstack::Result<std::vector<epstack::compute_function>> compile(std::span<const epstack::partition> parts) const {
+    std::vector<epstack::compute_function> r(parts.size(), [](epstack::compute_context&) { return epstack::Status{}; });
+    return r;
+  }
+};
 
 std::uint64_t get64(const std::byte* p) {
   std::uint64_t v = 0;
@@ -85,7 +101,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (expect_valid) std::abort();
     return 0;
   }
-  static const std::tuple<epstack::cpu_provider> providers;
+  static const std::tuple<any_node_provider> providers;
   epstack::session_options so;
   so.set_intra_op_threads(1);
   auto s = epstack::assemble_deployment(std::move(*d), epstack::make_runtime_bindings(providers), so);
