@@ -167,6 +167,22 @@ onnx::DataPropagationFunction propagation_guard(onnx::DataPropagationFunction in
 
 bool broadcasting_propagation(std::string_view op) { return op == "Add" || op == "Sub" || op == "Mul" || op == "Div"; }
 
+// An input of a kind its operator does not take, a sparse tensor where the schema declares tensors: onnx 1.12's
+// inference functions read every input as a tensor (ConvTranspose's weights through a null pointer), so inference
+// fails first. (Type checking, which would refuse it, runs after the inference function.)
+void check_input_kinds(const onnx::OpSchema& s, const onnx::InferenceContext& ctx) {
+  const auto& formals = s.inputs();
+  if (formals.empty()) return;
+  for (std::size_t i = 0; i < ctx.getNumInputs(); ++i) {
+    const auto* t = ctx.getInputType(i);
+    if (t == nullptr || !t->has_sparse_tensor_type()) continue;
+    const auto& formal = formals[std::min(i, formals.size() - 1)];  // a variadic input's formal is the last
+    bool sparse = false;
+    for (const auto* type : formal.GetTypes()) sparse = sparse || (type != nullptr && type->rfind("sparse_tensor", 0) == 0);
+    if (!sparse) fail_shape_inference("input ", i, " is a sparse tensor; ", s.Name(), " takes tensors there");
+  }
+}
+
 }  // namespace
 
 const onnx::OpSchema* guarded_schema_registry::GetSchema(const std::string& key, int max_inclusive_version,
@@ -183,14 +199,17 @@ const onnx::OpSchema* guarded_schema_registry::older(const std::string& key, int
   if (s == nullptr || !(domain.empty() || domain == "ai.onnx")) return s;
   const auto g = guards().find(key);
   const bool propagation = s->has_data_propagation_function();
-  if (g == guards().end() && !propagation) return s;
+  const bool inference = s->has_type_and_shape_inference_function();
+  if (!inference && !propagation) return s;
   std::lock_guard lock(mu_);
   auto& slot = wrapped_[s];
   if (!slot) {
     slot = std::make_unique<onnx::OpSchema>(*s);
-    if (g != guards().end())
-      slot->TypeAndShapeInferenceFunction([inner = s->GetTypeAndShapeInferenceFunction(), guard = g->second](onnx::InferenceContext& ctx) {
-        if (guard(ctx)) inner(ctx);
+    if (inference)
+      slot->TypeAndShapeInferenceFunction([inner = s->GetTypeAndShapeInferenceFunction(), schema = s,
+                                           guard = g != guards().end() ? g->second : nullptr](onnx::InferenceContext& ctx) {
+        check_input_kinds(*schema, ctx);
+        if (guard == nullptr || guard(ctx)) inner(ctx);
       });
     if (propagation)
       slot->PartialDataPropagationFunction(propagation_guard(s->GetDataPropagationFunction(), broadcasting_propagation(key)));

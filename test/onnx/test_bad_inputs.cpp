@@ -233,6 +233,27 @@ std::vector<bad_case> cases() {
                  test::add_node(g, "convt", "ConvTranspose", {"x", "w"}, {"y"});
                  return write_model(d, m);
                }});
+  // Found by the fuzzer (an opset-22 ConvTranspose whose weights were declared a sparse tensor): onnx's inference reads
+  // every input as a tensor; type checking, which refuses it, runs after.
+  c.push_back({"a sparse tensor where an operator takes a tensor", errc::invalid_graph, "input 1 is a sparse tensor",
+               [](const fs::path& d, std::string&) {
+                 auto m = test::relu_model();
+                 m.set_ir_version(10);
+                 m.mutable_opset_import(0)->set_version(22);
+                 auto* g = m.mutable_graph();
+                 g->clear_node();
+                 g->clear_input();
+                 g->clear_output();
+                 test::set_tensor_type(g->add_input(), "x", onnx::TensorProto::FLOAT, {1, 1, 3, 4, 5});
+                 auto* w = g->add_input();
+                 w->set_name("w");
+                 auto* st = w->mutable_type()->mutable_sparse_tensor_type();
+                 st->set_elem_type(onnx::TensorProto::FLOAT);
+                 for (std::int64_t d2 : {1, 2, 3, 3, 3}) st->mutable_shape()->add_dim()->set_dim_value(d2);
+                 test::set_tensor_type(g->add_output(), "y", onnx::TensorProto::FLOAT, {1, 2, 5, 6, 7});
+                 test::add_node(g, "convt", "ConvTranspose", {"x", "w"}, {"y"});
+                 return write_model(d, m);
+               }});
   // Found by the fuzzer on models of opsets beyond onnx 1.12 (whose checker does not run on them): onnx's inference
   // reads the type of every main-graph input.
   c.push_back({"a graph input whose type names no kind (opset 25)", errc::invalid_graph, "names no kind",
