@@ -164,6 +164,36 @@ BENCHMARK(BM_matmul)
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 
+// MatMul of two activations (no packed weights): the matrix-vector shapes a decode step's attention and a
+// per-row weighting have. Args: batch, rows, inner, columns; `tb` 1 reads B as [batch, columns, inner] through a
+// Transpose-free FusedMatMul (transB), as attention's Q K^T does.
+void BM_matmul_dynamic(benchmark::State& state) {
+  const auto h = state.range(0), m = state.range(1), k = state.range(2), n = state.range(3);
+  const bool tb = state.range(4) != 0;
+  node nd;
+  nd.name = "mm";
+  nd.op_type = tb ? "FusedMatMul" : "MatMul";
+  nd.domain = tb ? "com.microsoft" : "";
+  nd.since_version = tb ? 1 : 13;
+  if (tb) nd.attributes.set("transB", std::int64_t{1});
+  std::vector<std::int64_t> bs = tb ? std::vector<std::int64_t>{h, n, k} : std::vector<std::int64_t>{h, k, n};
+  auto b = tb ? one_node::make<ops::fused_matmul>(std::move(nd), {{random({h, m, k}, 1), false}, {random(bs, 2), false}})
+              : one_node::make<ops::matmul>(std::move(nd), {{random({h, m, k}, 1), false}, {random(bs, 2), false}});
+  b->run(state);
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(h * m * n * k), benchmark::Counter::kIsIterationInvariantRate,
+                                                 benchmark::Counter::kIs1000);
+}
+BENCHMARK(BM_matmul_dynamic)
+    ->ArgNames({"h", "m", "k", "n", "tb"})
+    ->Args({12, 1, 64, 256, 1})   // decode attention scores: Q [12,1,64] x K^T
+    ->Args({12, 1, 256, 64, 0})   // decode attention values: P [12,1,256] x V [12,256,64]
+    ->Args({1, 1, 4096, 1024, 0}) // a batch-1 product of activations
+    ->Args({1, 2, 1024, 1024, 1}) // two rows against a transposed operand
+    ->Args({1, 4, 1024, 1024, 0}) // four rows
+    ->Args({1, 1024, 1024, 1, 0}) // a matrix times a column
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
 // Softmax over the last axis of [1, heads, seq, seq].
 void BM_softmax(benchmark::State& state) {
   node nd;

@@ -1,6 +1,7 @@
-// Matrix products: Gemm, MatMul (numpy batching and broadcasting), the contrib FusedMatMul. Eigen 3.4 computes each
-// product (cache-blocked, vectorised for the target's ISA); epstack splits the work across the intra-op threads
-// itself, by output columns or rows or by batch, so Eigen runs single-threaded inside each piece.
+// Matrix products: Gemm, MatMul (numpy batching and broadcasting), the contrib FusedMatMul. Float products run on the
+// packed AVX-512 SGEMM (sgemm.cpp) and, for matrix-vector shapes, on sgemv.cpp's kernels; double products (and float
+// ones in a build without AVX-512) on Eigen 3.4 (cache-blocked, vectorised for the target's ISA). epstack splits the
+// work across the intra-op threads itself, by output columns or rows or by batch, so each piece runs single-threaded.
 #define EIGEN_DONT_PARALLELIZE
 #include "broadcast.hpp"
 #include "gemm.hpp"
@@ -52,16 +53,40 @@ class aligned_buffer {
 };
 thread_local aligned_buffer packed_a_buffer, packed_b_buffer;
 
-// The packed kernel pays for packing both operands; matrix-vector shapes are better served by Eigen's GEMV.
-bool use_packed(bool tb, std::int64_t M, std::int64_t N, std::int64_t K) {
+// Without the packed kernel's small-shape path (built without AVX-512): the packed kernel pays for packing both
+// operands; matrix-vector shapes are better served by Eigen's GEMV.
+[[maybe_unused]] bool use_packed(bool tb, std::int64_t M, std::int64_t N, std::int64_t K) {
   return sgemm_packed_available() && M > 2 && N > 2 && K > 0 && !(tb && M <= 4);
 }
 }  // namespace
 
 template <class T>
+void gemm_block_eigen(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, T alpha, const T* a,
+                      std::int64_t lda, const T* b, std::int64_t ldb, T* y, std::int64_t ldy, bool accumulate);
+
+template <class T>
 void gemm_block(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, T alpha, const T* a, std::int64_t lda,
                 const T* b, std::int64_t ldb, T* y, std::int64_t ldy, bool accumulate) {
   if (M == 0 || N == 0) return;
+  if constexpr (std::is_same_v<T, float> && sgemm_packed_compiled) {
+    // Built with the packed kernel, a float product never reaches Eigen (so a program of float kernels links none).
+    if (K == 0 || small_sgemm_shape(M, N)) {
+      small_sgemm(ta, tb, M, N, K, alpha, a, lda, b, ldb, y, ldy, accumulate);
+      return;
+    }
+    float* pa = packed_a_buffer.get(packed_a_size(M, K));
+    float* pb = packed_b_buffer.get(packed_b_size(K, N));
+    pack_a(pa, a, lda, ta, M, K);
+    pack_b(pb, b, ldb, tb, K, N);
+    sgemm_packed(M, N, K, pa, pb, y, ldy, alpha, accumulate, 0, a_panels(M), 0, b_panels(N));
+  } else {
+    gemm_block_eigen(ta, tb, M, N, K, alpha, a, lda, b, ldb, y, ldy, accumulate);
+  }
+}
+
+template <class T>
+void gemm_block_eigen(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, T alpha, const T* a,
+                      std::int64_t lda, const T* b, std::int64_t ldb, T* y, std::int64_t ldy, bool accumulate) {
   if constexpr (std::is_same_v<T, float>) {
     if (use_packed(tb, M, N, K)) {
       float* pa = packed_a_buffer.get(packed_a_size(M, K));

@@ -11,6 +11,20 @@ namespace epstack::cpu::impl {
 /// True when the packed AVX-512 path is compiled in (the build's -march has AVX-512F).
 bool sgemm_packed_available() noexcept;
 
+/// The same, as a constant: where it is true, the float products never need Eigen's (the deployables' size).
+#if defined(__AVX512F__)
+inline constexpr bool sgemm_packed_compiled = true;
+#else
+inline constexpr bool sgemm_packed_compiled = false;
+#endif
+
+/// True for the matrix-vector shapes (M <= 4 or N <= 2) that `small_sgemm` computes.
+bool small_sgemm_shape(std::int64_t M, std::int64_t N) noexcept;
+/// C[M,N] (leading dimension ldc) = alpha * op(A) op(B) (+ C when `accumulate`) for those shapes, reading A and B where
+/// they lie (A [M,K] or, when `ta`, [K,M]; B [K,N] or, when `tb`, [N,K]). Single-threaded.
+void small_sgemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, float alpha, const float* a,
+                 std::int64_t lda, const float* b, std::int64_t ldb, float* c, std::int64_t ldc, bool accumulate);
+
 inline constexpr std::int64_t sgemm_mr = 12;   ///< rows of a packed A panel
 inline constexpr std::int64_t sgemm_nr = 32;   ///< columns of a packed B panel
 inline constexpr std::int64_t sgemm_kc = 256;  ///< depth of a K block

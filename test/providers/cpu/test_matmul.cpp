@@ -6,6 +6,8 @@
 
 #include <epstack/testing/model_zoo.hpp>
 
+#include <array>
+
 using namespace epstack;
 namespace ops = epstack::cpu::ops;
 using test::kernel_node;
@@ -131,5 +133,36 @@ TEST_CASE("MatMul at every panel edge of the packed SGEMM, B read in place and p
           const auto want = product(1, M, N, K, [&](auto, auto i, auto k) { return A.typed<float>()[i * K + k]; },
                                     [&](auto, auto k, auto j) { return B.typed<float>()[k * N + j]; });
           test::check_tensor<float>(run1<ops::matmul>(kernel_node{"MatMul"}, {{A}, {B, constant_b}}), {M, N}, want, 1e-4, 1e-4);
+        }
+}
+
+// Products of matrix-vector shapes with no constant operand (at most 4 rows, or at most 2 columns: sgemv.cpp's
+// kernels): every transpose, alpha and beta, columns around the 16-wide vectors, the 64-column register blocks, the
+// 128-column switch to blocks summed in memory and its 512-column blocks; K around the 16-wide dot products and the
+// 4-row steps, and K = 0 (Y is beta * C).
+TEST_CASE("Gemm of matrix-vector shapes, every transpose, both operands activations") {
+  std::vector<std::array<std::int64_t, 2>> shapes;
+  for (const std::int64_t M : {1, 2, 3, 4})
+    for (const std::int64_t N : {1, 2, 15, 16, 17, 64, 100, 128, 129, 600, 1100}) shapes.push_back({M, N});
+  for (const std::int64_t M : {5, 9, 33, 300})
+    for (const std::int64_t N : {1, 2}) shapes.push_back({M, N});
+  for (const auto [M, N] : shapes)
+    for (const std::int64_t K : {0, 1, 3, 16, 17, 64, 100})
+      for (int ta = 0; ta < 2; ++ta)
+        for (int tb = 0; tb < 2; ++tb) {
+          CAPTURE(M);
+          CAPTURE(N);
+          CAPTURE(K);
+          CAPTURE(ta);
+          CAPTURE(tb);
+          const auto A = rnd(ta ? std::vector<std::int64_t>{K, M} : std::vector<std::int64_t>{M, K}, 21);
+          const auto B = rnd(tb ? std::vector<std::int64_t>{N, K} : std::vector<std::int64_t>{K, N}, 22);
+          const auto C = rnd({M, N}, 23);
+          kernel_node kn{"Gemm"};
+          kn.set("transA", std::int64_t{ta}).set("transB", std::int64_t{tb}).set("alpha", 1.5f).set("beta", 0.5f);
+          auto want = product(1, M, N, K, [&](auto, auto i, auto k) { return A.typed<float>()[ta ? k * M + i : i * K + k]; },
+                              [&](auto, auto k, auto j) { return B.typed<float>()[tb ? j * K + k : k * N + j]; }, 1.5);
+          for (std::size_t i = 0; i < want.size(); ++i) want[i] += 0.5f * C.typed<float>()[i];
+          test::check_tensor<float>(run1<ops::gemm>(kn, {{A}, {B}, {C}}), {M, N}, want, 1e-4, 1e-4);
         }
 }
