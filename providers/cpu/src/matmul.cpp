@@ -206,19 +206,19 @@ void gemm_prepacked(compute_context& ctx, bool ta, std::int64_t M, const float* 
   const int threads = ctx.thread_count();
   if (threads == 1 || 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K) < 2e5) {
     pack_a(pa, a, lda, ta, M, K);
-    sgemm(M, N, K, pa, sgemm_b{pre.data.get(), 0}, y, ldy, alpha, accumulate, ep, 0, ap, 0, bp);
+    sgemm_pb(M, N, K, pa, pre.data.get(), y, ldy, alpha, accumulate, ep, 0, ap, 0, bp);
   } else if (bp >= 2 * threads || ap < 2 * threads) {
     ctx.parallel_for(static_cast<std::size_t>(ap), 1, [&](std::size_t p0, std::size_t p1) {
       pack_a_panels(pa, a, lda, ta, M, K, static_cast<std::int64_t>(p0), static_cast<std::int64_t>(p1));
     });
     ctx.parallel_for(static_cast<std::size_t>(bp), 1, [&](std::size_t q0, std::size_t q1) {
-      sgemm(M, N, K, pa, sgemm_b{pre.data.get(), 0}, y, ldy, alpha, accumulate, ep, 0, ap, static_cast<std::int64_t>(q0),
+      sgemm_pb(M, N, K, pa, pre.data.get(), y, ldy, alpha, accumulate, ep, 0, ap, static_cast<std::int64_t>(q0),
             static_cast<std::int64_t>(q1));
     });
   } else {
     ctx.parallel_for(static_cast<std::size_t>(ap), 1, [&](std::size_t p0, std::size_t p1) {
       pack_a_panels(pa, a, lda, ta, M, K, static_cast<std::int64_t>(p0), static_cast<std::int64_t>(p1));
-      sgemm(M, N, K, pa, sgemm_b{pre.data.get(), 0}, y, ldy, alpha, accumulate, ep, static_cast<std::int64_t>(p0),
+      sgemm_pb(M, N, K, pa, pre.data.get(), y, ldy, alpha, accumulate, ep, static_cast<std::int64_t>(p0),
             static_cast<std::int64_t>(p1), 0, bp);
     });
   }

@@ -249,11 +249,12 @@ constexpr kernel_fn kernels[mr + 1] = {nullptr,
                                        micro_kernel<11, Packed>,
                                        micro_kernel<12, Packed>};
 
-}  // namespace
-
-void sgemm(std::int64_t M, std::int64_t N, std::int64_t K, const float* pa, sgemm_b b, float* c, std::int64_t ldc,
-           float alpha, bool accumulate, const sgemm_epilogue* ep, std::int64_t p0, std::int64_t p1, std::int64_t q0,
-           std::int64_t q1) {
+// The blocked product over packed or in-place B panels, one instantiation each (so a program whose products all
+// read packed B links only those kernels: the deployables).
+template <bool packed>
+void sgemm_panels(std::int64_t M, std::int64_t N, std::int64_t K, const float* pa, sgemm_b b, float* c, std::int64_t ldc,
+                  float alpha, bool accumulate, const sgemm_epilogue* ep, std::int64_t p0, std::int64_t p1, std::int64_t q0,
+                  std::int64_t q1) {
   if (M == 0 || N == 0) return;
   const std::int64_t mpad = a_panels(M) * mr, npad = b_panels(N) * nr;
   if (K == 0) {
@@ -263,7 +264,6 @@ void sgemm(std::int64_t M, std::int64_t N, std::int64_t K, const float* pa, sgem
     if (ep != nullptr) sgemm_apply_epilogue(*ep, c, ldc, p0 * mr, std::min(M, p1 * mr), q0 * nr, std::min(N, q1 * nr));
     return;
   }
-  const bool packed = b.ld == 0;
   const std::int64_t nkb = kblocks(K);
   for (std::int64_t kb = 0; kb < nkb; ++kb) {
     const std::int64_t k0 = kb * kc_max, kc = std::min(kc_max, K - k0);
@@ -282,18 +282,32 @@ void sgemm(std::int64_t M, std::int64_t N, std::int64_t K, const float* pa, sgem
         if (cols <= 16)  // pairs of A panels through the narrow kernel
           for (; p + 1 < m1; p += 2) {
             const std::int64_t rows2 = std::min(mr, M - (p + 1) * mr);
-            (packed ? narrow_kernels<true> : narrow_kernels<false>)[rows2 - 1](
+            narrow_kernels<packed>[rows2 - 1](
                 kc, ablock + p * kc * mr, ablock + (p + 1) * kc * mr, bp, bs, c + p * mr * ldc + q * nr, ldc, mask0, alpha,
                 load_c, last, p * mr, q * nr);
           }
         for (; p < m1; ++p) {
           const std::int64_t rows = std::min(mr, M - p * mr);
-          (packed ? kernels<true> : kernels<false>)[rows](kc, ablock + p * kc * mr, bp, bs, c + p * mr * ldc + q * nr, ldc,
-                                                           mask0, mask1, alpha, load_c, last, p * mr, q * nr);
+          kernels<packed>[rows](kc, ablock + p * kc * mr, bp, bs, c + p * mr * ldc + q * nr, ldc, mask0, mask1, alpha, load_c,
+                                last, p * mr, q * nr);
         }
       }
     }
   }
+}
+
+}  // namespace
+
+void sgemm(std::int64_t M, std::int64_t N, std::int64_t K, const float* pa, sgemm_b b, float* c, std::int64_t ldc,
+           float alpha, bool accumulate, const sgemm_epilogue* ep, std::int64_t p0, std::int64_t p1, std::int64_t q0,
+           std::int64_t q1) {
+  if (b.ld == 0) sgemm_panels<true>(M, N, K, pa, b, c, ldc, alpha, accumulate, ep, p0, p1, q0, q1);
+  else sgemm_panels<false>(M, N, K, pa, b, c, ldc, alpha, accumulate, ep, p0, p1, q0, q1);
+}
+void sgemm_pb(std::int64_t M, std::int64_t N, std::int64_t K, const float* pa, const float* pb, float* c, std::int64_t ldc,
+              float alpha, bool accumulate, const sgemm_epilogue* ep, std::int64_t p0, std::int64_t p1, std::int64_t q0,
+              std::int64_t q1) {
+  sgemm_panels<true>(M, N, K, pa, sgemm_b{pb, 0}, c, ldc, alpha, accumulate, ep, p0, p1, q0, q1);
 }
 
 #else
@@ -319,6 +333,11 @@ void sgemm(std::int64_t M, std::int64_t N, std::int64_t K, const float* pa, sgem
       c[i * ldc + j] = alpha * acc + (accumulate ? c[i * ldc + j] : 0.0f);
     }
   if (ep != nullptr) sgemm_apply_epilogue(*ep, c, ldc, i0, i1, j0, j1);
+}
+void sgemm_pb(std::int64_t M, std::int64_t N, std::int64_t K, const float* pa, const float* pb, float* c, std::int64_t ldc,
+              float alpha, bool accumulate, const sgemm_epilogue* ep, std::int64_t p0, std::int64_t p1, std::int64_t q0,
+              std::int64_t q1) {
+  sgemm(M, N, K, pa, sgemm_b{pb, 0}, c, ldc, alpha, accumulate, ep, p0, p1, q0, q1);
 }
 
 #endif

@@ -71,11 +71,15 @@ void sgemm(std::int64_t M, std::int64_t N, std::int64_t K, const float* pa, sgem
 void sgemm_apply_epilogue(const sgemm_epilogue& ep, float* c, std::int64_t ldc, std::int64_t i0, std::int64_t i1,
                           std::int64_t j0, std::int64_t j1);
 
+/// `sgemm` with packed B (`pb`, from pack_b): it links only the kernels for packed panels.
+void sgemm_pb(std::int64_t M, std::int64_t N, std::int64_t K, const float* pa, const float* pb, float* c, std::int64_t ldc,
+              float alpha, bool accumulate, const sgemm_epilogue* ep, std::int64_t p0, std::int64_t p1, std::int64_t q0,
+              std::int64_t q1);
 /// `sgemm` with packed B and no epilogue.
 inline void sgemm_packed(std::int64_t M, std::int64_t N, std::int64_t K, const float* pa, const float* pb, float* c,
                          std::int64_t ldc, float alpha, bool accumulate, std::int64_t p0, std::int64_t p1, std::int64_t q0,
                          std::int64_t q1) {
-  sgemm(M, N, K, pa, sgemm_b{pb, 0}, c, ldc, alpha, accumulate, nullptr, p0, p1, q0, q1);
+  sgemm_pb(M, N, K, pa, pb, c, ldc, alpha, accumulate, nullptr, p0, p1, q0, q1);
 }
 
 /// Panels of an M x K A / a K x N B.
