@@ -229,9 +229,13 @@ class tensor {
  private:
   template <class T>
   void check_type() const {
-    if (element_type_of_v<T> != type_)
-      throw std::invalid_argument(std::string("tensor: element type is ") + std::string(to_string(type_)) +
-                                  ", not " + std::string(to_string(element_type_of_v<T>)));
+    if (element_type_of_v<T> != type_) [[unlikely]]
+      type_mismatch(element_type_of_v<T>);
+  }
+  // Out of line and shared by every type: each typed<T>() keeps only the comparison.
+  [[noreturn, gnu::noinline, gnu::cold]] void type_mismatch(element_type wanted) const {
+    throw std::invalid_argument(std::string("tensor: element type is ") + std::string(to_string(type_)) + ", not " +
+                                std::string(to_string(wanted)));
   }
 
   void allocate(bool zero = true) {
