@@ -168,6 +168,49 @@ TEST_CASE("NCHWc: convolutions, pools and element-wise chains in the blocked lay
     CHECK(std::memcmp((*a)[i].data(), (*again)[i].data(), (*a)[i].byte_size()) == 0);
 }
 
+// Rows wide enough for whole tiles with every tap inside the input (the kernels' fast path, strides 1 and 2): a first
+// layer 7x7/2 on 130x130, a dense 3x3/2 and a 5x5/1 (not a Winograd shape), with 1, 2 and 3 output blocks (tiles of
+// 24, 12 and 8 pixels), at 1 and 2 threads, against NCHW.
+TEST_CASE("NCHWc: whole tiles inside wide rows, strides 1 and 2, first layer and dense") {
+  graph g("wide");
+  g.add_input("img", type_info::tensor_of(element_type::float32, shape::of(std::vector<std::int64_t>{1, 3, 130, 130})));
+  std::uint64_t seed = 40;
+  const auto w = [&](std::string name, std::initializer_list<std::int64_t> d) {
+    g.add_initializer(name, zoo::random_tensor(d, seed++, 0.2f));
+    return name;
+  };
+  const auto conv = [&](std::string name, std::vector<std::string> in, std::string out, attribute_list a) {
+    const std::vector<std::string> outs{std::move(out)};
+    g.add_node(test::op(std::move(name), "Conv", std::move(a)), std::span<const std::string>(in), std::span<const std::string>(outs));
+  };
+  conv("first", {"img", w("wf", {16, 3, 7, 7}), w("bf", {16})}, "a", attrs({ints("strides", {2, 2}), ints("pads", {3, 3, 3, 3})}));
+  conv("s2", {"a", w("w2", {32, 16, 3, 3}), w("b2", {32})}, "b", attrs({ints("strides", {2, 2}), ints("pads", {1, 1, 1, 1})}));
+  conv("k5", {"b", w("w3", {48, 32, 5, 5})}, "c", attrs({ints("pads", {2, 2, 2, 2})}));
+  g.add_output("a");
+  g.add_output("c");
+  model m;
+  m.opsets = {{"", 13}};
+  m.graph = std::move(g);
+  const std::vector<named_tensor> in{{"img", zoo::random_tensor({1, 3, 130, 130}, 140, 1.0f)}};
+  for (int threads : {1, 2}) {
+    CAPTURE(threads);
+    session_options so;
+    so.set_intra_op_threads(threads);
+    so.set_config(config_keys::cpu_layout, "nchwc");
+    auto blocked = cpu_session::create(m, so);
+    so.set_config(config_keys::cpu_layout, "nchw");
+    auto plain = cpu_session::create(m, so);
+    REQUIRE_MESSAGE(blocked.has_value(), blocked.status().to_string());
+    REQUIRE_MESSAGE(plain.has_value(), plain.status().to_string());
+    CHECK(op_counts(blocked->get_model().graph).at(std::string(blocked_conv)) == 3);
+    auto a = blocked->run(in);
+    auto b = plain->run(in);
+    REQUIRE_MESSAGE(a.has_value(), a.status().to_string());
+    REQUIRE_MESSAGE(b.has_value(), b.status().to_string());
+    check_close(*a, *b);
+  }
+}
+
 TEST_CASE("NCHWc: a residual network converts whole and matches NCHW at 1 and 3 threads") {
   const auto m = zoo::make_convnet({16, 32, 48}, 28, 10);
   for (int threads : {1, 3}) {

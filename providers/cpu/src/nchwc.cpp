@@ -252,15 +252,87 @@ void dense_tile(const conv_view& v, const conv_epilogue& ep, std::int64_t ob0, s
   }
 }
 
+// dense_tile for a tile whose every tap lies inside the input row (columns; rows are still checked) and a stride S
+// known at compile time: each tap's pixels are at fixed offsets from one pointer, which steps once per input channel
+// (block). The general tile keeps a pointer and a step per pixel, more than the registers hold (they spilled, and the
+// first layer of ResNet-50 ran at 65% of the FMA rate that ONNX Runtime's reaches).
+template <int NB, int NO, bool FIRST_LAYER, int S>
+void dense_tile_interior(const conv_view& v, const conv_epilogue& ep, std::int64_t ob0, std::int64_t oh, std::int64_t ow0,
+                         std::int64_t c0, std::int64_t c1, bool first, bool last) {
+  const conv_geom& g = *v.g;
+  const std::int64_t OH = g.h.out, OW = g.w.out, IH = g.h.in, IW = g.w.in, KH = g.h.k, KW = g.w.k;
+  constexpr std::int64_t bi_count = FIRST_LAYER ? 1 : blk;
+  constexpr std::int64_t xcol = FIRST_LAYER ? 1 : blk;
+  const std::int64_t tap = bi_count * blk;
+  const std::int64_t per_c = KH * KW * tap;
+  const std::int64_t per_ob = (FIRST_LAYER ? g.C : g.CB) * per_c;
+  const std::int64_t x_per_c = IH * IW * xcol;
+  if constexpr (FIRST_LAYER) {
+    const auto [r0, r1] = next_rows(g.h, oh);
+    for (std::int64_t c = c0; c < c1; ++c)
+      prefetch_rows(v.x + c * x_per_c, IW, 1, r0, r1, ow0 * S - g.w.pb, (ow0 + NO) * S - g.w.pb + 16);
+  }
+  v16 acc[NB][NO];
+  for (int b = 0; b < NB; ++b)
+    for (int o = 0; o < NO; ++o)
+      acc[b][o] = first ? v16{} : load(v.y + (((ob0 + b) * OH + oh) * OW + ow0 + o) * blk);
+  for (std::int64_t kh = 0; kh < KH; ++kh) {
+    const std::int64_t ih = oh * g.h.s - g.h.pb + kh * g.h.d;
+    if (ih < 0 || ih >= IH) continue;
+    for (std::int64_t kw = 0; kw < KW; ++kw) {
+      const float* xk = v.x + c0 * x_per_c + (ih * IW + ow0 * S - g.w.pb + kw * g.w.d) * xcol;
+      const float* wp = v.wt + ob0 * per_ob + c0 * per_c + (kh * KW + kw) * tap;
+      for (std::int64_t c = c0; c < c1; ++c) {
+#pragma GCC unroll 2
+        for (std::int64_t bi = 0; bi < bi_count; ++bi) {
+          v16 wv[NB];
+#pragma GCC unroll 4
+          for (int b = 0; b < NB; ++b) wv[b] = load(wp + b * per_ob + bi * blk);
+#pragma GCC unroll 24
+          for (int o = 0; o < NO; ++o) {
+            const v16 xs = splat(xk[o * S * xcol + bi]);
+#pragma GCC unroll 4
+            for (int b = 0; b < NB; ++b) acc[b][o] += wv[b] * xs;
+          }
+        }
+        wp += per_c;
+        xk += x_per_c;
+      }
+    }
+  }
+  const bool reg_act = in_register(ep.act);
+  for (int b = 0; b < NB; ++b) {
+    const v16 bias = last && ep.bias != nullptr ? load(ep.bias + (ob0 + b) * blk) : v16{};
+    for (int o = 0; o < NO; ++o) {
+      const std::int64_t at = (((ob0 + b) * OH + oh) * OW + ow0 + o) * blk;
+      v16 r = acc[b][o];
+      if (last) {
+        r += bias;
+        if (v.sum != nullptr) r += load(v.sum + at);
+        if (reg_act) r = activate(ep.act, r);
+      }
+      store(v.y + at, r);
+    }
+  }
+}
+
 // Columns [s0, s1) of row `oh` in tiles of 24 / NB pixels (24 accumulators: 4 blocks x 6, 3 x 8, 2 x 12, 1 x 24), the
 // remainder in tiles of 4, 3, 2 and 1 (5 as 3 + 2).
 template <int NB, bool FIRST_LAYER>
 void dense_segment_nb(const conv_view& v, const conv_epilogue& ep, std::int64_t ob0, std::int64_t oh, std::int64_t s0,
                       std::int64_t s1, std::int64_t c0, std::int64_t c1, bool first, bool last) {
   constexpr int full = 24 / NB;
+  const auto [lo, hi] = interior(v.g->w);
+  const std::int64_t stride = v.g->w.s;
   for (std::int64_t ow = s0; ow < s1;) {
     const std::int64_t r = s1 - ow;
     const int n = r >= full ? full : r == 5 ? 3 : r >= 4 ? 4 : static_cast<int>(r);
+    if (n == full && ow >= lo && ow + full <= hi && (stride == 1 || stride == 2)) {
+      if (stride == 1) dense_tile_interior<NB, full, FIRST_LAYER, 1>(v, ep, ob0, oh, ow, c0, c1, first, last);
+      else dense_tile_interior<NB, full, FIRST_LAYER, 2>(v, ep, ob0, oh, ow, c0, c1, first, last);
+      ow += n;
+      continue;
+    }
     switch (n) {
       case full: dense_tile<NB, full, FIRST_LAYER>(v, ep, ob0, oh, ow, c0, c1, first, last); break;
       case 4: dense_tile<NB, 4, FIRST_LAYER>(v, ep, ob0, oh, ow, c0, c1, first, last); break;
