@@ -161,6 +161,7 @@ BENCHMARK(BM_matmul)
     ->Args({1, 512, 8000})     // llm_decode lm_head
     ->Args({1, 4096, 4096})    // a batch-1 product over 64 MiB of weights, beyond the last-level cache
     ->Args({64, 1024, 4096})   // mlp_b64
+    ->Args({256, 1024, 1024})  // the placement calibration's product
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 

@@ -170,7 +170,7 @@ TEST_CASE("NCHWc: convolutions, pools and element-wise chains in the blocked lay
 
 // Rows wide enough for whole tiles with every tap inside the input (the kernels' fast path, strides 1 and 2): a first
 // layer 7x7/2 on 130x130, a dense 3x3/2 and a 5x5/1 (not a Winograd shape), with 1, 2 and 3 output blocks (tiles of
-// 24, 12 and 8 pixels), at 1 and 2 threads, against NCHW.
+// 24, 12 and 8 pixels), depthwise 3x3/1 (its own tile) and one dilated along H only, at 1 and 2 threads, against NCHW.
 TEST_CASE("NCHWc: whole tiles inside wide rows, strides 1 and 2, first layer and dense") {
   graph g("wide");
   g.add_input("img", type_info::tensor_of(element_type::float32, shape::of(std::vector<std::int64_t>{1, 3, 130, 130})));
@@ -186,8 +186,11 @@ TEST_CASE("NCHWc: whole tiles inside wide rows, strides 1 and 2, first layer and
   conv("first", {"img", w("wf", {16, 3, 7, 7}), w("bf", {16})}, "a", attrs({ints("strides", {2, 2}), ints("pads", {3, 3, 3, 3})}));
   conv("s2", {"a", w("w2", {32, 16, 3, 3}), w("b2", {32})}, "b", attrs({ints("strides", {2, 2}), ints("pads", {1, 1, 1, 1})}));
   conv("k5", {"b", w("w3", {48, 32, 5, 5})}, "c", attrs({ints("pads", {2, 2, 2, 2})}));
+  conv("dw", {"c", w("w4", {48, 1, 3, 3}), w("b4", {48})}, "d", attrs({ints("pads", {1, 1, 1, 1}), one("group", 48)}));
+  conv("dwh", {"d", w("w5", {48, 1, 3, 3})}, "e", attrs({ints("pads", {0, 1, 0, 1}), ints("dilations", {2, 1}), one("group", 48)}));
   g.add_output("a");
   g.add_output("c");
+  g.add_output("e");
   model m;
   m.opsets = {{"", 13}};
   m.graph = std::move(g);
@@ -202,7 +205,7 @@ TEST_CASE("NCHWc: whole tiles inside wide rows, strides 1 and 2, first layer and
     auto plain = cpu_session::create(m, so);
     REQUIRE_MESSAGE(blocked.has_value(), blocked.status().to_string());
     REQUIRE_MESSAGE(plain.has_value(), plain.status().to_string());
-    CHECK(op_counts(blocked->get_model().graph).at(std::string(blocked_conv)) == 3);
+    CHECK(op_counts(blocked->get_model().graph).at(std::string(blocked_conv)) == 5);
     auto a = blocked->run(in);
     auto b = plain->run(in);
     REQUIRE_MESSAGE(a.has_value(), a.status().to_string());

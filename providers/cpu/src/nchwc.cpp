@@ -386,6 +386,38 @@ void depthwise_tile(const conv_view& v, const conv_epilogue& ep, std::int64_t cb
   }
 }
 
+// The common depthwise case, 3x3 at unit stride and dilation, NO pixels inside the row: each input row's NO + 2
+// pixels loaded once into registers and used by all three taps (the general tile loads each pixel once per tap).
+template <int NO>
+void depthwise_tile_3x3s1(const conv_view& v, const conv_epilogue& ep, std::int64_t cb, std::int64_t oh, std::int64_t ow0) {
+  const conv_geom& g = *v.g;
+  const std::int64_t IH = g.h.in, IW = g.w.in;
+  const v16 bias = ep.bias != nullptr ? load(ep.bias + cb * blk) : v16{};
+  v16 acc[NO];
+  for (int o = 0; o < NO; ++o) acc[o] = bias;
+  const float* xb = v.x + cb * IH * IW * blk;
+  const float* wb = v.wt + cb * 9 * blk;
+  for (std::int64_t kh = 0; kh < 3; ++kh) {
+    const std::int64_t ih = oh * g.h.s - g.h.pb + kh * g.h.d;
+    if (ih < 0 || ih >= IH) continue;
+    const float* xr = xb + (ih * IW + ow0 - g.w.pb) * blk;
+    v16 x[NO + 2];
+    for (int i = 0; i < NO + 2; ++i) x[i] = load(xr + i * blk);
+    const v16 w0 = load(wb + (kh * 3) * blk), w1 = load(wb + (kh * 3 + 1) * blk), w2 = load(wb + (kh * 3 + 2) * blk);
+    for (int o = 0; o < NO; ++o) {
+      acc[o] += x[o] * w0;
+      acc[o] += x[o + 1] * w1;
+      acc[o] += x[o + 2] * w2;
+    }
+  }
+  for (int o = 0; o < NO; ++o) {
+    const std::int64_t at = ((cb * g.h.out + oh) * g.w.out + ow0 + o) * blk;
+    v16 r = acc[o];
+    if (v.sum != nullptr) r += load(v.sum + at);
+    store(v.y + at, activate(ep.act, r));
+  }
+}
+
 void depthwise_row(const conv_view& v, const conv_epilogue& ep, std::int64_t cb, std::int64_t oh) {
   const conv_geom& g = *v.g;
   const auto [lo, hi] = interior(g.w);
@@ -394,9 +426,11 @@ void depthwise_row(const conv_view& v, const conv_epilogue& ep, std::int64_t cb,
   const float* plane = v.x + cb * g.h.in * g.w.in * blk;
   std::int64_t ow = 0;
   for (; ow < lo; ++ow) depthwise_tile<1, true>(v, ep, cb, oh, ow);
+  const bool k3s1 = g.w.k == 3 && g.w.s == 1 && g.w.d == 1;
   for (; ow + 8 <= hi; ow += 8) {
     prefetch_rows(plane, g.w.in, blk, r0, r1, ow * g.w.s - g.w.pb, (ow + 8) * g.w.s - g.w.pb);
-    depthwise_tile<8, false>(v, ep, cb, oh, ow);
+    if (k3s1 && g.h.k == 3) depthwise_tile_3x3s1<8>(v, ep, cb, oh, ow);
+    else depthwise_tile<8, false>(v, ep, cb, oh, ow);
   }
   for (; ow < hi; ++ow) depthwise_tile<1, false>(v, ep, cb, oh, ow);
   for (; ow < OW; ++ow) depthwise_tile<1, true>(v, ep, cb, oh, ow);
