@@ -247,6 +247,12 @@ int perf_with(const args& a, const perf_options& po) {
     if (!out) return fail(out.status());
     if (po.max_seconds > 0 && times.size() >= 3 && ms_since(loop0) / 1000.0 > po.max_seconds) break;
   }
+  if (const auto tf = a.get("--times")) {
+    // Each timed run's milliseconds, one a line, in order (where a tail comes from: every other run, a burst...).
+    std::ofstream f(*tf);
+    for (double t : times) f << t << '\n';
+    if (!f) return fail(Status(errc::fail, "perf: cannot write " + *tf));
+  }
   const double peak_rss = peak_rss_mib();
   const double loop_ms = ms_since(loop0);
   // The activation plan: what the session's run arenas reserved (intermediates, and a fused partition's buffers).
@@ -355,7 +361,8 @@ int perf_with(const args& a, const perf_options& po) {
 
 int perf(const std::vector<std::string>& argv) {
   auto a = args::parse(argv, {"--model", "--providers", "--threads", "--warmup", "--iters", "--creates", "--dims",
-                              "--out-dir", "--max-seconds", "--seed", "--id-max", "--opt", "--config", "--free-dims"},
+                              "--out-dir", "--max-seconds", "--seed", "--id-max", "--opt", "--config", "--free-dims",
+                              "--times"},
                        {"--profile"});
   if (!a) return usage_error(a.status().message());
   perf_options po;
