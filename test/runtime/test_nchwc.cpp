@@ -170,7 +170,9 @@ TEST_CASE("NCHWc: convolutions, pools and element-wise chains in the blocked lay
 
 // Rows wide enough for whole tiles with every tap inside the input (the kernels' fast path, strides 1 and 2): a first
 // layer 7x7/2 on 130x130, a dense 3x3/2 and a 5x5/1 (not a Winograd shape), with 1, 2 and 3 output blocks (tiles of
-// 24, 12 and 8 pixels), depthwise 3x3/1 (its own tile) and one dilated along H only, at 1 and 2 threads, against NCHW.
+// 24, 12 and 8 pixels), depthwise 3x3/1 (its own tile) and one dilated along H only, reorders in and out of several
+// runs of pixels (full 16x16 tiles transposed in registers, partial ones and partial blocks), at 1 and 2 threads,
+// against NCHW.
 TEST_CASE("NCHWc: whole tiles inside wide rows, strides 1 and 2, first layer and dense") {
   graph g("wide");
   g.add_input("img", type_info::tensor_of(element_type::float32, shape::of(std::vector<std::int64_t>{1, 3, 130, 130})));
@@ -188,13 +190,18 @@ TEST_CASE("NCHWc: whole tiles inside wide rows, strides 1 and 2, first layer and
   conv("k5", {"b", w("w3", {48, 32, 5, 5})}, "c", attrs({ints("pads", {2, 2, 2, 2})}));
   conv("dw", {"c", w("w4", {48, 1, 3, 3}), w("b4", {48})}, "d", attrs({ints("pads", {1, 1, 1, 1}), one("group", 48)}));
   conv("dwh", {"d", w("w5", {48, 1, 3, 3})}, "e", attrs({ints("pads", {0, 1, 0, 1}), ints("dilations", {2, 1}), one("group", 48)}));
+  // 20 channels of 1,600 pixels reordered in: runs of 512 pixels, a full block and one of 4 lanes.
+  g.add_input("x2", type_info::tensor_of(element_type::float32, shape::of(std::vector<std::int64_t>{1, 20, 40, 40})));
+  conv("pw", {"x2", w("w6", {24, 20, 1, 1})}, "f", {});
   g.add_output("a");
   g.add_output("c");
   g.add_output("e");
+  g.add_output("f");
   model m;
   m.opsets = {{"", 13}};
   m.graph = std::move(g);
-  const std::vector<named_tensor> in{{"img", zoo::random_tensor({1, 3, 130, 130}, 140, 1.0f)}};
+  const std::vector<named_tensor> in{{"img", zoo::random_tensor({1, 3, 130, 130}, 140, 1.0f)},
+                                     {"x2", zoo::random_tensor({1, 20, 40, 40}, 141, 1.0f)}};
   for (int threads : {1, 2}) {
     CAPTURE(threads);
     session_options so;
@@ -205,7 +212,7 @@ TEST_CASE("NCHWc: whole tiles inside wide rows, strides 1 and 2, first layer and
     auto plain = cpu_session::create(m, so);
     REQUIRE_MESSAGE(blocked.has_value(), blocked.status().to_string());
     REQUIRE_MESSAGE(plain.has_value(), plain.status().to_string());
-    CHECK(op_counts(blocked->get_model().graph).at(std::string(blocked_conv)) == 5);
+    CHECK(op_counts(blocked->get_model().graph).at(std::string(blocked_conv)) == 6);
     auto a = blocked->run(in);
     auto b = plain->run(in);
     REQUIRE_MESSAGE(a.has_value(), a.status().to_string());

@@ -16,6 +16,7 @@
 #include "conv_activation.hpp"
 
 #include <array>
+#include <utility>
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -629,6 +630,33 @@ Status nchwc_pool_compute(const nchwc_pool_plan& p, compute_context& ctx) {
 }
 
 // ---- reorders ----
+// A 16x16 transpose in registers: four stages, each swapping the off-diagonal sub-blocks of one size (8, 4, 2, 1)
+// with two-source shuffles.
+template <int B>
+constexpr int swap_lo(int j) { return (j & B) ? 16 + (j - B) : j; }
+template <int B>
+constexpr int swap_hi(int j) { return (j & B) ? 16 + j : j + B; }
+template <int B, std::size_t... J>
+inline void transpose_stage(v16* r, std::index_sequence<J...>) {
+  for (int i = 0; i < 16; ++i) {
+    if (i & B) continue;
+    const v16 x = r[i], y = r[i + B];
+    r[i] = __builtin_shufflevector(x, y, swap_lo<B>(static_cast<int>(J))...);
+    r[i + B] = __builtin_shufflevector(x, y, swap_hi<B>(static_cast<int>(J))...);
+  }
+}
+inline void transpose16(v16* r) {
+  constexpr auto js = std::make_index_sequence<16>{};
+  transpose_stage<8>(r, js);
+  transpose_stage<4>(r, js);
+  transpose_stage<2>(r, js);
+  transpose_stage<1>(r, js);
+}
+
+// Reorders split each image's channel blocks into runs of this many pixels, so that one block (16 channels) still
+// has work for every thread.
+constexpr std::int64_t reorder_run = 512;
+
 Status reorder_input_compute(compute_context& ctx) {
   constexpr std::string_view op = "ReorderInput";
   const tensor& x = ctx.input(0);
@@ -640,15 +668,25 @@ Status reorder_input_compute(compute_context& ctx) {
   if (y.element_count() == 0) return {};
   const float* px = x.typed<float>();
   float* py = y.typed<float>();
-  parallel_items(ctx, static_cast<std::size_t>(N * CB), static_cast<std::size_t>(HW * blk), [&](std::size_t b0, std::size_t b1) {
+  const std::int64_t runs = (HW + reorder_run - 1) / reorder_run;
+  parallel_items(ctx, static_cast<std::size_t>(N * CB * runs), static_cast<std::size_t>(reorder_run * blk), [&](std::size_t b0, std::size_t b1) {
     for (std::size_t b = b0; b < b1; ++b) {
-      const auto bi = static_cast<std::int64_t>(b);
+      const auto item = static_cast<std::int64_t>(b);
+      const std::int64_t bi = item / runs, run = item % runs;
       const std::int64_t n = bi / CB, cb = bi % CB, lanes = std::min(blk, C - cb * blk);
       const float* src = px + (n * C + cb * blk) * HW;
       float* dst = py + bi * HW * blk;
-      // 16 pixels at a time: each channel's run of 16 read once, written into the 16 pixels' vectors.
-      for (std::int64_t p0 = 0; p0 < HW; p0 += 16) {
-        const std::int64_t np = std::min<std::int64_t>(16, HW - p0);
+      const std::int64_t end = std::min(HW, (run + 1) * reorder_run);
+      for (std::int64_t p0 = run * reorder_run; p0 < end; p0 += 16) {
+        const std::int64_t np = std::min<std::int64_t>(16, end - p0);
+        if (np == 16 && lanes == 16) {
+          // 16 channels' runs of 16 pixels, transposed into the 16 pixels' vectors.
+          v16 r[16];
+          for (int l = 0; l < 16; ++l) r[l] = load(src + l * HW + p0);
+          transpose16(r);
+          for (int q = 0; q < 16; ++q) store(dst + (p0 + q) * blk, r[q]);
+          continue;
+        }
         float tile[16][16] = {};
         for (std::int64_t l = 0; l < lanes; ++l)
           for (std::int64_t q = 0; q < np; ++q) tile[q][l] = src[l * HW + p0 + q];
@@ -672,14 +710,24 @@ Status reorder_output_compute(compute_context& ctx, std::int64_t channels) {
   const float* px = x.typed<float>();
   float* py = y.typed<float>();
   const std::int64_t UB = (channels + blk - 1) / blk;
-  parallel_items(ctx, static_cast<std::size_t>(N * UB), static_cast<std::size_t>(HW * blk), [&](std::size_t b0, std::size_t b1) {
+  const std::int64_t runs = (HW + reorder_run - 1) / reorder_run;
+  parallel_items(ctx, static_cast<std::size_t>(N * UB * runs), static_cast<std::size_t>(reorder_run * blk), [&](std::size_t b0, std::size_t b1) {
     for (std::size_t b = b0; b < b1; ++b) {
-      const auto bi = static_cast<std::int64_t>(b);
+      const auto item = static_cast<std::int64_t>(b);
+      const std::int64_t bi = item / runs, run = item % runs;
       const std::int64_t n = bi / UB, cb = bi % UB, lanes = std::min(blk, channels - cb * blk);
       const float* src = px + (n * CB + cb) * HW * blk;
       float* dst = py + (n * channels + cb * blk) * HW;
-      for (std::int64_t p0 = 0; p0 < HW; p0 += 16) {
-        const std::int64_t np = std::min<std::int64_t>(16, HW - p0);
+      const std::int64_t end = std::min(HW, (run + 1) * reorder_run);
+      for (std::int64_t p0 = run * reorder_run; p0 < end; p0 += 16) {
+        const std::int64_t np = std::min<std::int64_t>(16, end - p0);
+        if (np == 16) {
+          v16 r[16];
+          for (int q = 0; q < 16; ++q) r[q] = load(src + (p0 + q) * blk);
+          transpose16(r);
+          for (std::int64_t l = 0; l < lanes; ++l) store(dst + l * HW + p0, r[l]);
+          continue;
+        }
         float tile[16][16];
         std::memcpy(tile, src + p0 * blk, static_cast<std::size_t>(np * blk) * sizeof(float));
         for (std::int64_t l = 0; l < lanes; ++l)
