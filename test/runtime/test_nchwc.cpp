@@ -53,19 +53,30 @@ attribute text(std::string name, std::string v) {
 // residual Add (FusedConv's Z), ReLU/Clip/Sigmoid activations, Mul and Tanh on blocked tensors, MaxPool (ceil_mode,
 // pads), AveragePool (count_include_pad, asymmetric pads), both global pools, a grouped convolution (left in NCHW),
 // a Winograd-shaped 3x3 (left in NCHW), a Transpose reading a blocked value, and a mid-chain graph output.
+// Adds random weights (seeds counting up from `seed`, values within +-scale) and Conv nodes to a graph.
+struct conv_builder {
+  graph& g;
+  std::uint64_t seed;
+  float scale;
+  std::string weight(std::string name, std::initializer_list<std::int64_t> d) {
+    g.add_initializer(name, zoo::random_tensor(d, seed++, scale));
+    return name;
+  }
+  void conv(std::string name, std::vector<std::string> in, std::string out, attribute_list a) {
+    const std::vector<std::string> outs{std::move(out)};
+    g.add_node(test::op(std::move(name), "Conv", std::move(a)), std::span<const std::string>(in), std::span<const std::string>(outs));
+  }
+};
+
 model layout_model() {
   graph g("nchwc");
   const auto f32 = [](std::initializer_list<std::int64_t> d) { return type_info::tensor_of(element_type::float32, shape::of(std::vector<std::int64_t>(d))); };
   g.add_input("x", f32({2, 24, 20, 20}));
   g.add_input("img", f32({2, 3, 17, 17}));
-  std::uint64_t seed = 1;
-  const auto w = [&](std::string name, std::initializer_list<std::int64_t> d) {
-    g.add_initializer(name, zoo::random_tensor(d, seed++, 0.3f));
-    return name;
-  };
+  conv_builder b{g, 1, 0.3f};
+  const auto w = [&](std::string name, std::initializer_list<std::int64_t> d) { return b.weight(std::move(name), d); };
   const auto conv = [&](std::string name, std::vector<std::string> in, std::string out, attribute_list a) {
-    const std::vector<std::string> outs{std::move(out)};
-    g.add_node(test::op(std::move(name), "Conv", std::move(a)), std::span<const std::string>(in), std::span<const std::string>(outs));
+    b.conv(std::move(name), std::move(in), std::move(out), std::move(a));
   };
   conv("pw1", {"x", w("w1", {40, 24, 1, 1}), w("b1", {40})}, "a0", {});
   g.add_node(test::op("relu1", "Relu"), {"a0"}, {"a"});
@@ -176,14 +187,10 @@ TEST_CASE("NCHWc: convolutions, pools and element-wise chains in the blocked lay
 TEST_CASE("NCHWc: whole tiles inside wide rows, strides 1 and 2, first layer and dense") {
   graph g("wide");
   g.add_input("img", type_info::tensor_of(element_type::float32, shape::of(std::vector<std::int64_t>{1, 3, 130, 130})));
-  std::uint64_t seed = 40;
-  const auto w = [&](std::string name, std::initializer_list<std::int64_t> d) {
-    g.add_initializer(name, zoo::random_tensor(d, seed++, 0.2f));
-    return name;
-  };
+  conv_builder b{g, 40, 0.2f};
+  const auto w = [&](std::string name, std::initializer_list<std::int64_t> d) { return b.weight(std::move(name), d); };
   const auto conv = [&](std::string name, std::vector<std::string> in, std::string out, attribute_list a) {
-    const std::vector<std::string> outs{std::move(out)};
-    g.add_node(test::op(std::move(name), "Conv", std::move(a)), std::span<const std::string>(in), std::span<const std::string>(outs));
+    b.conv(std::move(name), std::move(in), std::move(out), std::move(a));
   };
   conv("first", {"img", w("wf", {16, 3, 7, 7}), w("bf", {16})}, "a", attrs({ints("strides", {2, 2}), ints("pads", {3, 3, 3, 3})}));
   conv("s2", {"a", w("w2", {32, 16, 3, 3}), w("b2", {32})}, "b", attrs({ints("strides", {2, 2}), ints("pads", {1, 1, 1, 1})}));
