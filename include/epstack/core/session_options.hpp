@@ -71,6 +71,9 @@ inline constexpr std::string_view intra_op_runtime = "epstack.intra_op_runtime";
 /// epstack's own: the layout of the convolution chains the CPU provider runs. "nchwc" (the default, at optimisation level
 /// all): blocked channels, 16 per block (ONNX Runtime's NCHWc at that level); "nchw": the plain layout.
 inline constexpr std::string_view cpu_layout = "epstack.cpu_layout";
+/// epstack's own: a second folder in which the files an EP context generation would write (the model, its binaries)
+/// must not exist yet, checked before anything is compiled, as in the model's own folder (`compile_model` sets it to
+/// its final output's folder while the session writes into a working folder).
 inline constexpr std::string_view ep_context_refuse_existing_in = "epstack.ep_context_refuse_existing_in";
 /// ONNX Runtime's key: "1" lets a session created from the bytes of a model read them in place instead of copying them
 /// (the deployment format's initializers; the caller keeps the bytes alive and unchanged).
