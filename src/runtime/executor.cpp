@@ -65,8 +65,8 @@ class frame final : public execution_frame {
       : ge_(ge), rc_(rc), pool_(pool), env_(env), blocks_(blocks), parent_(parent), profiling_(profiling) {}
 
   tensor allocate(element_type type, std::span<const std::int64_t> sizes, bool persistent) override {
+    if (persistent) return rc_.outputs->make(type, sizes);
     if (type == element_type::string) return tensor::uninitialized(type, sizes);
-    if (persistent) return rc_.outputs != nullptr ? rc_.outputs->make(type, sizes) : tensor::uninitialized(type, sizes);
     const auto n = element_count(sizes);
     if (!n) throw std::length_error("allocate: invalid sizes");
     const std::size_t bytes = static_cast<std::size_t>(*n) * element_size(type);
@@ -154,7 +154,7 @@ class frame final : public execution_frame {
       // An output must not share storage with the session (initializers), the arena, or an input the caller owns.
       const bool shared = blocks_[v] != nullptr || (t.owner() == nullptr && t.is_borrowed()) ||
                           std::binary_search(shared_owners.begin(), shared_owners.end(), t.owner().get());
-      out.push_back(!shared ? t : rc_.outputs != nullptr ? rc_.outputs->copy(t) : t.clone());
+      out.push_back(shared ? rc_.outputs->copy(t) : t);
     }
     return {};
   }

@@ -227,7 +227,7 @@ class output_recycler : public std::enable_shared_from_this<output_recycler> {
 };
 
 struct run_context {
-  output_recycler* outputs = nullptr;  // the session's
+  output_recycler* outputs = nullptr;  // the session's (set by session_core::run when it makes the context)
   arena mem;
   std::vector<ivalue> env;              // main graph values
   std::vector<std::byte*> blocks;       // main graph: arena block per value

@@ -51,13 +51,9 @@ class aligned_buffer {
   float* p_ = nullptr;
   std::size_t cap_ = 0;
 };
-thread_local aligned_buffer packed_a_buffer, packed_b_buffer;
+// (Only the packed path uses them: a build without AVX-512 has none.)
+[[maybe_unused]] thread_local aligned_buffer packed_a_buffer, packed_b_buffer;
 
-// Without the packed kernel's small-shape path (built without AVX-512): the packed kernel pays for packing both
-// operands; matrix-vector shapes are better served by Eigen's GEMV.
-[[maybe_unused]] bool use_packed(bool tb, std::int64_t M, std::int64_t N, std::int64_t K) {
-  return sgemm_packed_available() && M > 2 && N > 2 && K > 0 && !(tb && M <= 4);
-}
 }  // namespace
 
 template <class T>
@@ -84,19 +80,11 @@ void gemm_block(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K
   }
 }
 
+// Eigen's product: doubles, and floats in a build without the packed kernel (where it also serves the
+// matrix-vector shapes).
 template <class T>
 void gemm_block_eigen(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, T alpha, const T* a,
                       std::int64_t lda, const T* b, std::int64_t ldb, T* y, std::int64_t ldy, bool accumulate) {
-  if constexpr (std::is_same_v<T, float>) {
-    if (use_packed(tb, M, N, K)) {
-      float* pa = packed_a_buffer.get(packed_a_size(M, K));
-      float* pb = packed_b_buffer.get(packed_b_size(K, N));
-      pack_a(pa, a, lda, ta, M, K);
-      pack_b(pb, b, ldb, tb, K, N);
-      sgemm_packed(M, N, K, pa, pb, y, ldy, alpha, accumulate, 0, a_panels(M), 0, b_panels(N));
-      return;
-    }
-  }
   mmap<T> Y(y, M, N, Eigen::OuterStride<>(ldy));
   if (K == 0) {
     if (!accumulate) Y.setZero();
