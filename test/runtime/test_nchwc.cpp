@@ -228,6 +228,48 @@ TEST_CASE("NCHWc: whole tiles inside wide rows, strides 1 and 2, first layer and
   }
 }
 
+// Depthwise convolutions three taps wide (stride 1 and 2, their own tiles over whole rows): every row width from 1 to
+// 17 pixels and 33, so that tiles of 8 pixels fall on both edges and inside and every remainder (1-7 pixels) occurs at
+// both strides; padding on one side only, five taps down, a residual input and Clip in registers; against NCHW.
+TEST_CASE("NCHWc: depthwise 3-wide rows of every width and remainder, strides 1 and 2") {
+  for (std::int64_t width = 1; width <= 33; width += width < 17 ? 1 : 16) {
+    CAPTURE(width);
+    graph g("dw_rows");
+    g.add_input("x", type_info::tensor_of(element_type::float32, shape::of(std::vector<std::int64_t>{1, 32, 5, width})));
+    conv_builder b{g, static_cast<std::uint64_t>(200 + width), 0.4f};
+    const auto w = [&](std::string name, std::initializer_list<std::int64_t> d) { return b.weight(std::move(name), d); };
+    b.conv("s1", {"x", w("w1", {32, 1, 3, 3}), w("b1", {32})}, "a0", attrs({ints("pads", {1, 1, 1, 1}), one("group", 32)}));
+    g.add_initializer("lo", tensor::scalar(-0.5f));
+    g.add_initializer("hi", tensor::scalar(0.75f));
+    g.add_node(test::op("clip", "Clip"), {"a0", "lo", "hi"}, {"a"});
+    b.conv("s2", {"a", w("w2", {32, 1, 3, 3}), w("b2", {32})}, "c",
+           attrs({ints("strides", {2, 2}), ints("pads", {1, 1, 1, 1}), one("group", 32)}));
+    // Five rows of taps, no left padding and two pixels on the right; its output added to the Clip's (Z of FusedConv).
+    b.conv("k5", {"a", w("w3", {32, 1, 5, 3})}, "d0", attrs({ints("pads", {2, 0, 2, 2}), one("group", 32)}));
+    g.add_node(test::op("res", "Add"), {"d0", "a"}, {"d"});
+    g.add_output("c");
+    g.add_output("d");
+    model m;
+    m.opsets = {{"", 13}};
+    m.graph = std::move(g);
+    const std::vector<named_tensor> in{{"x", zoo::random_tensor({1, 32, 5, width}, 300 + static_cast<std::uint64_t>(width), 1.0f)}};
+    session_options so;
+    so.set_intra_op_threads(1);
+    so.set_config(config_keys::cpu_layout, "nchwc");
+    auto blocked = cpu_session::create(m, so);
+    so.set_config(config_keys::cpu_layout, "nchw");
+    auto plain = cpu_session::create(m, so);
+    REQUIRE_MESSAGE(blocked.has_value(), blocked.status().to_string());
+    REQUIRE_MESSAGE(plain.has_value(), plain.status().to_string());
+    CHECK(op_counts(blocked->get_model().graph).at(std::string(blocked_conv)) == 3);
+    auto a = blocked->run(in);
+    auto r = plain->run(in);
+    REQUIRE_MESSAGE(a.has_value(), a.status().to_string());
+    REQUIRE_MESSAGE(r.has_value(), r.status().to_string());
+    check_close(*a, *r);
+  }
+}
+
 TEST_CASE("NCHWc: a residual network converts whole and matches NCHW at 1 and 3 threads") {
   const auto m = zoo::make_convnet({16, 32, 48}, 28, 10);
   for (int threads : {1, 3}) {
