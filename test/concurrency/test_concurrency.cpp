@@ -17,8 +17,11 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <map>
+#include <mutex>
 #include <numeric>
 #include <thread>
 #include <vector>
@@ -82,6 +85,33 @@ TEST_CASE("the thread pool serves loops from several callers at once, every inde
   for (auto& t : callers) t.join();
   for (const auto& h : hits)
     for (const auto& x : h) CHECK(x.load() == 20);
+}
+
+// Each thread starts on its own share of a loop (the caller the first half, the worker the second), loop after loop:
+// what a chain of convolutions over the same rows relies on to find its input in the cache of the thread that wrote
+// it. Chunks of 20 ms leave the worker time to arrive before the caller could reach its share.
+TEST_CASE("the thread pool gives each thread its own share of a loop first, the same in every loop") {
+  thread_pool pool(2);
+  for (int round = 0; round < 2; ++round) {
+    CAPTURE(round);
+    std::mutex mu;
+    std::map<std::thread::id, std::size_t> first;  // each thread's first chunk
+    std::vector<std::thread::id> by(8);
+    pool.parallel_for(8, 1, [&](std::size_t b, std::size_t e) {
+      {
+        std::lock_guard lock(mu);
+        first.emplace(std::this_thread::get_id(), b);
+        for (std::size_t i = b; i < e; ++i) by[i] = std::this_thread::get_id();
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    });
+    REQUIRE(first.size() == 2);
+    CHECK(first.at(std::this_thread::get_id()) == 0);
+    for (const auto& [id, chunk] : first)
+      if (id != std::this_thread::get_id()) CHECK(chunk == 4);
+    CHECK(by[0] == std::this_thread::get_id());
+    CHECK(by[4] != std::this_thread::get_id());
+  }
 }
 
 namespace {

@@ -1,7 +1,7 @@
 #pragma once
 /// @file thread_pool.hpp
-/// @brief The intra-op thread pool: `parallel_for` splits a range into chunks that the calling thread and the pool's
-/// workers take from a shared counter. Several threads may call `parallel_for` at once (concurrent `run`s on one
+/// @brief The intra-op thread pool: `parallel_for` splits a range into chunks; each thread first takes the chunks of
+/// its own share (the caller the first, worker k the k+1-th), then those the others have not taken yet. Several threads may call `parallel_for` at once (concurrent `run`s on one
 /// session): each call is a job of its own, and the caller always works on its own job, so no call waits for another.
 /// A pool may instead run its loops on a thread runtime that a provider's library already runs on (`parallel_runtime`,
 /// e.g. oneDNN's OpenMP): one set of threads for the whole run, so the two sets never spin against each other.
@@ -38,7 +38,7 @@ class thread_pool {
     if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     size_ = threads;
     if (!runtime_)
-      for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { work(); });
+      for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { work(static_cast<unsigned>(i)); });
   }
   thread_pool(const thread_pool&) = delete;
   thread_pool& operator=(const thread_pool&) = delete;
@@ -75,9 +75,14 @@ class thread_pool {
     j.chunks = chunks;
     j.ctx = const_cast<void*>(static_cast<const void*>(&f));
     j.call = [](void* ctx, std::size_t b, std::size_t e) { (*static_cast<std::remove_reference_t<F>*>(ctx))(b, e); };
+    j.owners = static_cast<unsigned>(std::min<std::size_t>({chunks, static_cast<std::size_t>(size_), max_owners}));
     if (runtime_) {
-      // The runtime's threads take chunks as the pool's workers would; it returns when they are all done.
-      runtime_.run([](void* p) { run_chunks(*static_cast<job*>(p)); }, &j,
+      // The runtime's threads take chunks as the pool's workers would (their shares in the order they arrive); it
+      // returns when they are all done.
+      runtime_.run([](void* p) {
+                     auto& jb = *static_cast<job*>(p);
+                     run_chunks(jb, jb.arrived.fetch_add(1, std::memory_order_relaxed));
+                   }, &j,
                    static_cast<unsigned>(std::min<std::size_t>(chunks, static_cast<std::size_t>(size_))));
       return;
     }
@@ -89,7 +94,7 @@ class thread_pool {
       wake = sleepers_ > 0;
     }
     if (wake) cv_.notify_all();  // spinning workers see `pending_` without a system call
-    run_chunks(j);
+    run_chunks(j, 0);
     {
       std::lock_guard lock(mu_);
       if (auto it = std::find(queue_.begin(), queue_.end(), &j); it != queue_.end()) {
@@ -110,11 +115,19 @@ class thread_pool {
   }
 
  private:
+  // Shares of a loop's chunks: one per thread up to this many (threads beyond take from the others' shares).
+  static constexpr std::size_t max_owners = 16;
+  struct alignas(64) share_counter {
+    std::atomic<std::size_t> next{0};
+  };
   struct job {
     std::size_t n = 0, chunks = 0;
+    unsigned owners = 1;
     void* ctx = nullptr;
     void (*call)(void*, std::size_t, std::size_t) = nullptr;
-    std::atomic<std::size_t> next{0}, done{0};
+    share_counter taken[max_owners];
+    std::atomic<std::size_t> done{0};
+    std::atomic<unsigned> arrived{0};
     std::atomic<int> active{0};
   };
 
@@ -126,17 +139,26 @@ class thread_pool {
 #endif
   }
 
-  static void run_chunks(job& j) {
-    for (;;) {
-      const std::size_t c = j.next.fetch_add(1, std::memory_order_relaxed);
-      if (c >= j.chunks) return;
-      const std::size_t b = j.n * c / j.chunks, e = j.n * (c + 1) / j.chunks;
-      j.call(j.ctx, b, e);
-      j.done.fetch_add(1, std::memory_order_release);
+  // Share s of a job holds chunks [s * chunks / owners, (s + 1) * chunks / owners). A thread works through its own
+  // share (`slot` modulo the shares) in order, then takes what is left of the others'. With a fixed share per thread,
+  // a chain of loops over the same rows (convolution after convolution) finds in each thread's cache what it wrote
+  // in the loop before: on a machine whose two cores share no cache, taking chunks first come first served made
+  // MobileNetV2's depthwise chains scale 1.3x on two threads instead of 1.8x.
+  static void run_chunks(job& j, unsigned slot) {
+    for (unsigned k = 0; k < j.owners; ++k) {
+      const unsigned s = (slot + k) % j.owners;
+      const std::size_t first = j.chunks * s / j.owners, count = j.chunks * (s + 1) / j.owners - first;
+      for (;;) {
+        const std::size_t i = j.taken[s].next.fetch_add(1, std::memory_order_relaxed);
+        if (i >= count) break;
+        const std::size_t c = first + i;
+        j.call(j.ctx, j.n * c / j.chunks, j.n * (c + 1) / j.chunks);
+        j.done.fetch_add(1, std::memory_order_release);
+      }
     }
   }
 
-  void work() {
+  void work(unsigned slot) {
     bool worked = false;  // a worker spins only after it has had work: an idle pool costs nothing
     for (;;) {
       // Spin before sleeping: during a run the next operator's loop follows within microseconds. First with the
@@ -157,7 +179,7 @@ class thread_pool {
         j->active.fetch_add(1, std::memory_order_acq_rel);
       }
       worked = true;
-      run_chunks(*j);
+      run_chunks(*j, slot);
       {
         // Every chunk is taken now: take the job off the queue (its caller may have done so already).
         std::lock_guard lock(mu_);
