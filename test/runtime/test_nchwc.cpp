@@ -228,6 +228,47 @@ TEST_CASE("NCHWc: whole tiles inside wide rows, strides 1 and 2, first layer and
   }
 }
 
+// Dense convolutions on narrow images: padded columns (read from a copy with the padding written out), rows of 7 and
+// 8 pixels at 4 output blocks (tiles of 4 and 3 or 4), several rows per work item with the input channels in more
+// than one pass (5x5 filters of 2 input blocks), stride 2, a residual input; at 1 and 2 threads, against NCHW.
+TEST_CASE("NCHWc: dense convolutions on narrow images, padded columns and rows grouped per work item") {
+  for (std::int64_t width : {7, 8, 13, 15}) {
+    CAPTURE(width);
+    graph g("narrow");
+    g.add_input("x", type_info::tensor_of(element_type::float32, shape::of(std::vector<std::int64_t>{1, 32, 9, width})));
+    conv_builder b{g, static_cast<std::uint64_t>(500 + width), 0.2f};
+    const auto w = [&](std::string name, std::initializer_list<std::int64_t> d) { return b.weight(std::move(name), d); };
+    b.conv("k5", {"x", w("w1", {64, 32, 5, 5}), w("b1", {64})}, "a", attrs({ints("pads", {2, 2, 2, 2})}));
+    b.conv("s2", {"a", w("w2", {64, 64, 3, 3}), w("b2", {64})}, "c0", attrs({ints("strides", {2, 2}), ints("pads", {1, 1, 1, 1})}));
+    g.add_node(test::op("relu", "Relu"), {"c0"}, {"c"});
+    b.conv("k5b", {"a", w("w3", {64, 64, 5, 5})}, "d0", attrs({ints("pads", {2, 1, 2, 3})}));
+    g.add_node(test::op("res", "Add"), {"d0", "a"}, {"d"});
+    g.add_output("c");
+    g.add_output("d");
+    model m;
+    m.opsets = {{"", 13}};
+    m.graph = std::move(g);
+    const std::vector<named_tensor> in{{"x", zoo::random_tensor({1, 32, 9, width}, 600 + static_cast<std::uint64_t>(width), 1.0f)}};
+    for (int threads : {1, 2}) {
+      CAPTURE(threads);
+      session_options so;
+      so.set_intra_op_threads(threads);
+      so.set_config(config_keys::cpu_layout, "nchwc");
+      auto blocked = cpu_session::create(m, so);
+      so.set_config(config_keys::cpu_layout, "nchw");
+      auto plain = cpu_session::create(m, so);
+      REQUIRE_MESSAGE(blocked.has_value(), blocked.status().to_string());
+      REQUIRE_MESSAGE(plain.has_value(), plain.status().to_string());
+      CHECK(op_counts(blocked->get_model().graph).at(std::string(blocked_conv)) == 3);
+      auto a = blocked->run(in);
+      auto r = plain->run(in);
+      REQUIRE_MESSAGE(a.has_value(), a.status().to_string());
+      REQUIRE_MESSAGE(r.has_value(), r.status().to_string());
+      check_close(*a, *r);
+    }
+  }
+}
+
 // Depthwise convolutions three taps wide (stride 1 and 2, their own tiles over whole rows): every row width from 1 to
 // 17 pixels and 33, so that tiles of 8 pixels fall on both edges and inside and every remainder (1-7 pixels) occurs at
 // both strides; padding on one side only, five taps down, a residual input and Clip in registers; against NCHW.
