@@ -11,6 +11,7 @@
 #include <epstack/core/mapped_file.hpp>
 
 #include <new>
+#include <optional>
 
 #include <Eigen/Core>
 
@@ -149,9 +150,31 @@ struct prepacked_b {
   [[nodiscard]] bool matches(const tensor& b) const { return data != nullptr && b.data() == source; }
 };
 
+// The rows of op(A) (input 0, transposed when `ta`) as one product with B, when shape inference knows every dimension
+// they count: A's dimensions but the last (MatMul stacks A's batches as rows) or, transposed, but the second last.
+std::optional<std::int64_t> static_rows(const graph& g, node_id n, bool ta) {
+  if (!has_in(g, n, 0)) return std::nullopt;
+  const auto& t = g.value(g.node(n).inputs[0]).type;
+  if (t.kind != type_kind::tensor || !t.dims) return std::nullopt;
+  const auto& d = *t.dims;
+  const std::size_t r = d.rank();
+  if (r == 0) return std::nullopt;
+  std::int64_t rows = 1;
+  for (std::size_t i = 0; i < r; ++i) {
+    if (i == (ta && r >= 2 ? r - 2 : r - 1)) continue;
+    if (!d[i].is_known()) return std::nullopt;
+    rows *= d[i].value;
+  }
+  return rows;
+}
+
 // Packs the constant B input of node `n` (2-D float, or float16/bfloat16 widened to float; transposed when `tb`) when
-// the packed kernel is available.
-prepacked_b prepack_constant_b(const graph& g, node_id n, bool tb) {
+// the packed kernel is available. Not a transposed float B ([N, K]) that only ever meets a few rows of A (`ta`: A
+// transposed): the matrix-vector kernels take dot products of B's rows where they lie, one stream each, as fast as
+// packed (mlp_b1, batch-1 Linear layers: 1.68 -> 1.62 ms), and the copy cost create time and memory (mlp_b1's 100 MB:
+// create 29 -> 0.4 ms). An untransposed B ([K, N]) is still packed: read in place, its rows are combined a block of
+// columns at a time, K short streams, and llm_decode's products ran 7-11% slower.
+prepacked_b prepack_constant_b(const graph& g, node_id n, bool tb, bool ta = false) {
   prepacked_b r;
   const tensor* b = constant_input(g, n, 1);
   if (b == nullptr || !sgemm_packed_available() || b->rank() != 2) return r;
@@ -160,6 +183,10 @@ prepacked_b prepack_constant_b(const graph& g, node_id n, bool tb) {
   r.K = tb ? b->sizes()[1] : b->sizes()[0];
   r.N = tb ? b->sizes()[0] : b->sizes()[1];
   if (r.K == 0 || r.N == 0) return r;
+  if (bt == element_type::float32 && tb) {
+    const auto rows = static_rows(g, n, ta);
+    if (rows && small_sgemm_shape(*rows, r.N)) return prepacked_b{};
+  }
   std::vector<float> widened;
   const float* src = nullptr;
   if (bt == element_type::float32) {
@@ -424,7 +451,7 @@ Result<compute_function> gemm_float(const graph& g, node_id n) {
   const auto& nd = g.node(n);
   const bool ta = attr_i(nd, "transA", 0) != 0, tb = attr_i(nd, "transB", 0) != 0;
   const float alpha = attr_f(nd, "alpha", 1.0f), beta = attr_f(nd, "beta", 1.0f);
-  auto pre = std::make_shared<const prepacked_b>(prepack_constant_b(g, n, tb));
+  auto pre = std::make_shared<const prepacked_b>(prepack_constant_b(g, n, tb, ta));
   return make_fn("Gemm", [=](compute_context& ctx) { return gemm_compute<float>(ctx, ta, tb, alpha, beta, pre.get()); });
 }
 Result<compute_function> matmul_float(const graph& g, node_id n) {
@@ -482,7 +509,7 @@ Result<compute_function> fused_matmul::compile(const graph& g, node_id n) {
   const auto& nd = g.node(n);
   const bool ta = attr_i(nd, "transA", 0) != 0, tb = attr_i(nd, "transB", 0) != 0;
   const float alpha = attr_f(nd, "alpha", 1.0f);
-  auto pre = std::make_shared<const prepacked_b>(prepack_constant_b(g, n, tb));
+  auto pre = std::make_shared<const prepacked_b>(prepack_constant_b(g, n, tb, ta));
   if (half_type(in_type(g, n, 0)))
     return make_fn("FusedMatMul", [=](compute_context& ctx) {
       // (matmul_run reads a packed B only when A is not transposed.)

@@ -120,6 +120,31 @@ TEST_CASE("FusedMatMul transposes either operand and scales") {
 // The packed SGEMM's edges: row counts around its 12-row panels (pairs of panels go through the narrow kernel when a
 // column panel has at most 16 columns), column counts around its 16- and 32-wide panels, K around its 256 blocks;
 // B read in place (a graph input) and prepacked (an initializer).
+// A constant transposed B meeting at most 4 rows of A (known when the session is made) is read in place, not packed;
+// 5 rows and more, or an untransposed B, are packed: both sides of the line, A transposed or not, bias and alpha, and
+// the 2-column case.
+TEST_CASE("Gemm with a constant transposed B and few rows of A: in place and packed agree with the reference") {
+  for (const std::int64_t M : {1, 2, 4, 5, 13})
+    for (const std::int64_t N : {2, 33, 300})
+      for (const std::int64_t K : {7, 257})
+        for (int ta = 0; ta < 2; ++ta) {
+          CAPTURE(M);
+          CAPTURE(N);
+          CAPTURE(K);
+          CAPTURE(ta);
+          const auto A = rnd(ta ? std::vector<std::int64_t>{K, M} : std::vector<std::int64_t>{M, K}, 20);
+          const auto B = rnd({N, K}, 21);
+          const auto C = rnd({N}, 22);
+          kernel_node kn{"Gemm"};
+          kn.set("transA", std::int64_t{ta}).set("transB", std::int64_t{1}).set("alpha", 0.75f);
+          auto want = product(1, M, N, K, [&](auto, auto i, auto k) { return A.typed<float>()[ta ? k * M + i : i * K + k]; },
+                              [&](auto, auto k, auto j) { return B.typed<float>()[j * K + k]; }, 0.75);
+          for (std::int64_t i = 0; i < M; ++i)
+            for (std::int64_t j = 0; j < N; ++j) want[static_cast<std::size_t>(i * N + j)] += C.typed<float>()[j];
+          test::check_tensor<float>(run1<ops::gemm>(kn, {{A}, {B, true}, {C, true}}), {M, N}, want, 1e-4, 1e-4);
+        }
+}
+
 TEST_CASE("MatMul at every panel edge of the packed SGEMM, B read in place and prepacked") {
   for (const std::int64_t M : {1, 12, 13, 24, 25, 37})
     for (const std::int64_t N : {1, 5, 16, 17, 31, 32, 33, 48})
