@@ -153,6 +153,42 @@ TEST_CASE("a thread pool on another runtime runs every chunk there, every index 
   CHECK(fake_regions.load() == 30);
 }
 
+namespace {
+// A runtime that numbers its threads (the caller 0), as OpenMP's omp_get_thread_num does; the threads start in
+// reverse order, so that arrival order would give the wrong shares.
+thread_local unsigned numbered_thread = 0;
+void numbered_run(void (*fn)(void*), void* data, unsigned threads) {
+  std::vector<std::thread> team;
+  for (unsigned t = threads; t-- > 1;) {
+    team.emplace_back([=] {
+      numbered_thread = t;
+      fn(data);
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  numbered_thread = 0;
+  fn(data);
+  for (auto& t : team) t.join();
+}
+}  // namespace
+
+TEST_CASE("a thread pool on a runtime that numbers its threads gives thread k the k-th share first") {
+  thread_pool pool(3, parallel_runtime{&numbered_run, "numbered", [] { return numbered_thread; }});
+  std::mutex mu;
+  std::map<unsigned, std::size_t> first;  // each thread number's first chunk
+  pool.parallel_for(12, 1, [&](std::size_t b, std::size_t) {
+    {
+      std::lock_guard lock(mu);
+      first.emplace(numbered_thread, b);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  });
+  REQUIRE(first.size() == 3);
+  CHECK(first.at(0) == 0);
+  CHECK(first.at(1) == 4);
+  CHECK(first.at(2) == 8);
+}
+
 TEST_CASE("a session destroyed while another is created and run on other threads leaves both correct") {
   const auto m = zoo::make_mlp({16, 32, 4});
   const auto x = zoo::random_tensor({2, 16}, 5, 1.0f);

@@ -25,6 +25,10 @@ namespace epstack {
 struct parallel_runtime {
   void (*run)(void (*fn)(void*), void* data, unsigned threads) = nullptr;
   const char* name = "";
+  /// The calling thread's number within the region `run` started (0 for the caller; `omp_get_thread_num` for
+  /// OpenMP), or null: then the threads take the loop's shares in the order they arrive. With numbers, a thread has
+  /// the same share of every loop, as the pool's own workers do.
+  unsigned (*thread_num)() = nullptr;
   [[nodiscard]] explicit operator bool() const noexcept { return run != nullptr; }
 };
 
@@ -77,11 +81,12 @@ class thread_pool {
     j.call = [](void* ctx, std::size_t b, std::size_t e) { (*static_cast<std::remove_reference_t<F>*>(ctx))(b, e); };
     j.owners = static_cast<unsigned>(std::min<std::size_t>({chunks, static_cast<std::size_t>(size_), max_owners}));
     if (runtime_) {
-      // The runtime's threads take chunks as the pool's workers would (their shares in the order they arrive); it
-      // returns when they are all done.
+      // The runtime's threads take chunks as the pool's workers would (their shares by their numbers in the region,
+      // or in the order they arrive); it returns when they are all done.
+      j.thread_num = runtime_.thread_num;
       runtime_.run([](void* p) {
                      auto& jb = *static_cast<job*>(p);
-                     run_chunks(jb, jb.arrived.fetch_add(1, std::memory_order_relaxed));
+                     run_chunks(jb, jb.thread_num != nullptr ? jb.thread_num() : jb.arrived.fetch_add(1, std::memory_order_relaxed));
                    }, &j,
                    static_cast<unsigned>(std::min<std::size_t>(chunks, static_cast<std::size_t>(size_))));
       return;
@@ -128,6 +133,7 @@ class thread_pool {
     share_counter taken[max_owners];
     std::atomic<std::size_t> done{0};
     std::atomic<unsigned> arrived{0};
+    unsigned (*thread_num)() = nullptr;
     std::atomic<int> active{0};
   };
 

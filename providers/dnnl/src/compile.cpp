@@ -15,13 +15,15 @@
 // libgomp's, the OpenMP runtime oneDNN runs on (declared here rather than through <omp.h> and -fopenmp).
 extern "C" void omp_set_num_threads(int n);
 extern "C" void GOMP_parallel(void (*fn)(void*), void* data, unsigned num_threads, unsigned flags);
+extern "C" int omp_get_thread_num();
 
 namespace epstack::dnnl_ep {
 
 parallel_runtime openmp_runtime() noexcept {
   // A parallel region of `threads` threads, the caller the first of them (libgomp's entry point for
   // `#pragma omp parallel num_threads(threads)`); its team is the one oneDNN's primitives then reuse.
-  return {[](void (*fn)(void*), void* data, unsigned threads) { GOMP_parallel(fn, data, threads, 0); }, "OpenMP (libgomp)"};
+  return {[](void (*fn)(void*), void* data, unsigned threads) { GOMP_parallel(fn, data, threads, 0); }, "OpenMP (libgomp)",
+          [] { return static_cast<unsigned>(omp_get_thread_num()); }};
 }
 
 namespace {
