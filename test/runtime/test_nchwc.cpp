@@ -131,6 +131,35 @@ void check_close(const std::vector<tensor>& a, const std::vector<tensor>& b) {
   }
 }
 
+// A model of graph `g` at opset 13, its outputs `outs`.
+model model_of(graph g, std::initializer_list<const char*> outs) {
+  for (const char* o : outs) g.add_output(o);
+  model m;
+  m.opsets = {{"", 13}};
+  m.graph = std::move(g);
+  return m;
+}
+
+// The model in the blocked layout (`blocked_convs` convolutions converted) and in NCHW, on `threads` threads: the same
+// outputs within check_close's tolerance.
+void check_blocked_matches_plain(const model& m, const std::vector<named_tensor>& in, int threads, int blocked_convs) {
+  CAPTURE(threads);
+  session_options so;
+  so.set_intra_op_threads(threads);
+  so.set_config(config_keys::cpu_layout, "nchwc");
+  auto blocked = cpu_session::create(m, so);
+  so.set_config(config_keys::cpu_layout, "nchw");
+  auto plain = cpu_session::create(m, so);
+  REQUIRE_MESSAGE(blocked.has_value(), blocked.status().to_string());
+  REQUIRE_MESSAGE(plain.has_value(), plain.status().to_string());
+  CHECK(op_counts(blocked->get_model().graph).at(std::string(blocked_conv)) == blocked_convs);
+  auto a = blocked->run(in);
+  auto b = plain->run(in);
+  REQUIRE_MESSAGE(a.has_value(), a.status().to_string());
+  REQUIRE_MESSAGE(b.has_value(), b.status().to_string());
+  check_close(*a, *b);
+}
+
 std::vector<named_tensor> inputs() {
   return {{"x", zoo::random_tensor({2, 24, 20, 20}, 101, 1.0f)}, {"img", zoo::random_tensor({2, 3, 17, 17}, 102, 1.0f)}};
 }
@@ -209,23 +238,7 @@ TEST_CASE("NCHWc: whole tiles inside wide rows, strides 1 and 2, first layer and
   m.graph = std::move(g);
   const std::vector<named_tensor> in{{"img", zoo::random_tensor({1, 3, 130, 130}, 140, 1.0f)},
                                      {"x2", zoo::random_tensor({1, 20, 40, 40}, 141, 1.0f)}};
-  for (int threads : {1, 2}) {
-    CAPTURE(threads);
-    session_options so;
-    so.set_intra_op_threads(threads);
-    so.set_config(config_keys::cpu_layout, "nchwc");
-    auto blocked = cpu_session::create(m, so);
-    so.set_config(config_keys::cpu_layout, "nchw");
-    auto plain = cpu_session::create(m, so);
-    REQUIRE_MESSAGE(blocked.has_value(), blocked.status().to_string());
-    REQUIRE_MESSAGE(plain.has_value(), plain.status().to_string());
-    CHECK(op_counts(blocked->get_model().graph).at(std::string(blocked_conv)) == 6);
-    auto a = blocked->run(in);
-    auto b = plain->run(in);
-    REQUIRE_MESSAGE(a.has_value(), a.status().to_string());
-    REQUIRE_MESSAGE(b.has_value(), b.status().to_string());
-    check_close(*a, *b);
-  }
+  for (int threads : {1, 2}) check_blocked_matches_plain(m, in, threads, 6);
 }
 
 // Dense convolutions on narrow images: padded columns (read from a copy with the padding written out), rows of 7 and
@@ -243,29 +256,9 @@ TEST_CASE("NCHWc: dense convolutions on narrow images, padded columns and rows g
     g.add_node(test::op("relu", "Relu"), {"c0"}, {"c"});
     b.conv("k5b", {"a", w("w3", {64, 64, 5, 5})}, "d0", attrs({ints("pads", {2, 1, 2, 3})}));
     g.add_node(test::op("res", "Add"), {"d0", "a"}, {"d"});
-    g.add_output("c");
-    g.add_output("d");
-    model m;
-    m.opsets = {{"", 13}};
-    m.graph = std::move(g);
+    const model m = model_of(std::move(g), {"c", "d"});
     const std::vector<named_tensor> in{{"x", zoo::random_tensor({1, 32, 9, width}, 600 + static_cast<std::uint64_t>(width), 1.0f)}};
-    for (int threads : {1, 2}) {
-      CAPTURE(threads);
-      session_options so;
-      so.set_intra_op_threads(threads);
-      so.set_config(config_keys::cpu_layout, "nchwc");
-      auto blocked = cpu_session::create(m, so);
-      so.set_config(config_keys::cpu_layout, "nchw");
-      auto plain = cpu_session::create(m, so);
-      REQUIRE_MESSAGE(blocked.has_value(), blocked.status().to_string());
-      REQUIRE_MESSAGE(plain.has_value(), plain.status().to_string());
-      CHECK(op_counts(blocked->get_model().graph).at(std::string(blocked_conv)) == 3);
-      auto a = blocked->run(in);
-      auto r = plain->run(in);
-      REQUIRE_MESSAGE(a.has_value(), a.status().to_string());
-      REQUIRE_MESSAGE(r.has_value(), r.status().to_string());
-      check_close(*a, *r);
-    }
+    for (int threads : {1, 2}) check_blocked_matches_plain(m, in, threads, 3);
   }
 }
 
@@ -288,26 +281,9 @@ TEST_CASE("NCHWc: depthwise 3-wide rows of every width and remainder, strides 1 
     // Five rows of taps, no left padding and two pixels on the right; its output added to the Clip's (Z of FusedConv).
     b.conv("k5", {"a", w("w3", {32, 1, 5, 3})}, "d0", attrs({ints("pads", {2, 0, 2, 2}), one("group", 32)}));
     g.add_node(test::op("res", "Add"), {"d0", "a"}, {"d"});
-    g.add_output("c");
-    g.add_output("d");
-    model m;
-    m.opsets = {{"", 13}};
-    m.graph = std::move(g);
+    const model m = model_of(std::move(g), {"c", "d"});
     const std::vector<named_tensor> in{{"x", zoo::random_tensor({1, 32, 5, width}, 300 + static_cast<std::uint64_t>(width), 1.0f)}};
-    session_options so;
-    so.set_intra_op_threads(1);
-    so.set_config(config_keys::cpu_layout, "nchwc");
-    auto blocked = cpu_session::create(m, so);
-    so.set_config(config_keys::cpu_layout, "nchw");
-    auto plain = cpu_session::create(m, so);
-    REQUIRE_MESSAGE(blocked.has_value(), blocked.status().to_string());
-    REQUIRE_MESSAGE(plain.has_value(), plain.status().to_string());
-    CHECK(op_counts(blocked->get_model().graph).at(std::string(blocked_conv)) == 3);
-    auto a = blocked->run(in);
-    auto r = plain->run(in);
-    REQUIRE_MESSAGE(a.has_value(), a.status().to_string());
-    REQUIRE_MESSAGE(r.has_value(), r.status().to_string());
-    check_close(*a, *r);
+    check_blocked_matches_plain(m, in, 1, 3);
   }
 }
 
