@@ -1,8 +1,8 @@
 #pragma once
 /// @file thread_pool.hpp
-/// @brief The intra-op thread pool: `parallel_for` splits a range into chunks; each thread first takes the chunks of
-/// its own share (the caller the first, worker k the k+1-th), then those the others have not taken yet. Several threads may call `parallel_for` at once (concurrent `run`s on one
-/// session): each call is a job of its own, and the caller always works on its own job, so no call waits for another.
+/// @brief The intra-op thread pool: `parallel_for` splits a range into chunks; each thread first takes those of its own
+/// share (the caller the first, worker k the k+1-th), then what the others left. Several threads may call it at once
+/// (concurrent `run`s on one session): each call is a job of its own, and the caller always works on its own job.
 /// A pool may instead run its loops on a thread runtime that a provider's library already runs on (`parallel_runtime`,
 /// e.g. oneDNN's OpenMP): one set of threads for the whole run, so the two sets never spin against each other.
 
@@ -147,9 +147,9 @@ class thread_pool {
 
   // Share s of a job holds chunks [s * chunks / owners, (s + 1) * chunks / owners). A thread works through its own
   // share (`slot` modulo the shares) in order, then takes what is left of the others'. With a fixed share per thread,
-  // a chain of loops over the same rows (convolution after convolution) finds in each thread's cache what it wrote
-  // in the loop before: on a machine whose two cores share no cache, taking chunks first come first served made
-  // MobileNetV2's depthwise chains scale 1.3x on two threads instead of 1.8x.
+  // a chain of loops over the same rows (convolution after convolution) finds in each thread's L2 what it wrote in
+  // the loop before: taken first come first served, MobileNetV2-like depthwise chains scaled 1.3x on two threads in
+  // this VM's slow phases (1.8x in its fast ones), and the default stack ran mlp_b1 a third slower than the CPU stack.
   static void run_chunks(job& j, unsigned slot) {
     for (unsigned k = 0; k < j.owners; ++k) {
       const unsigned s = (slot + k) % j.owners;
