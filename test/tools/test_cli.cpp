@@ -551,8 +551,9 @@ TEST_CASE("epstack compile --format deploy, ops, inspect and run: the deployable
   auto c = epstack_cli("compile " + model.string() + " --format deploy --providers cpu --dims N=1 -o " + deployed.string());
   REQUIRE_MESSAGE(c.code == 0, c.out);
   CHECK(c.out.find("wrote " + deployed.string()) != std::string::npos);
-  // The kernels the model needs: the blocked-layout convolution and pool, the product of one element type, the
-  // flatten, and not the general product; the same list from the ONNX model compiled in memory.
+  // The kernels the model needs: the blocked-layout convolution and pool, the product of one element type and one row
+  // (N=1: the matrix-vector Gemm), the flatten, and not the general product; the same list from the ONNX model
+  // compiled in memory.
   const auto header = dir / "mnv2_kernels.hpp";
   auto o = epstack_cli("ops " + deployed.string() + " -o " + header.string() + " --namespace mnv2");
   REQUIRE_MESSAGE(o.code == 0, o.out);
@@ -561,13 +562,19 @@ TEST_CASE("epstack compile --format deploy, ops, inspect and run: the deployable
   CHECK(h.find("using cpu_provider = epstack::cpu_provider_for<kernels>;") != std::string::npos);
   CHECK(h.find("epstack::ops::nchwc_conv") != std::string::npos);
   CHECK(h.find("epstack::ops::nchwc_global_average_pool") != std::string::npos);
-  CHECK(h.find("epstack::ops::gemm_of<float>") != std::string::npos);
+  CHECK(h.find("epstack::ops::gemm_mv_of<float>") != std::string::npos);
+  CHECK(h.find("epstack::ops::gemm_of<float>") == std::string::npos);
   CHECK(h.find("epstack::ops::gemm,") == std::string::npos);
   CHECK(h.find("epstack::ops::flatten") != std::string::npos);
   const auto list_of = [](const std::string& text) { return text.substr(text.find("using kernels")); };
   auto from_onnx = epstack_cli("ops " + model.string() + " --providers cpu --dims N=1 --namespace mnv2");
   REQUIRE_MESSAGE(from_onnx.code == 0, from_onnx.out);
   CHECK(list_of(from_onnx.out) == list_of(h));
+  // A batch of 8 rows is more than the matrix-vector Gemm takes: the float product in full.
+  auto batch8 = epstack_cli("ops " + model.string() + " --providers cpu --dims N=8 --namespace mnv2");
+  REQUIRE_MESSAGE(batch8.code == 0, batch8.out);
+  CHECK(batch8.out.find("epstack::ops::gemm_of<float>") != std::string::npos);
+  CHECK(batch8.out.find("gemm_mv_of") == std::string::npos);
   // inspect reads it verified; run takes it as it takes an ONNX model, with the same answer.
   auto i = epstack_cli("inspect " + deployed.string());
   REQUIRE_MESSAGE(i.code == 0, i.out);

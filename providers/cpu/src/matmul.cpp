@@ -239,9 +239,52 @@ void gemm_prepacked(compute_context& ctx, bool ta, std::int64_t M, const float* 
   }
 }
 
+// The product of gemm_run: gemm_parallel (every shape; floats on the packed SGEMM or sgemv.cpp's kernels).
+struct any_product {
+  static constexpr bool packed = true;
+  template <class T>
+  static Status check(std::int64_t, std::int64_t) { return {}; }
+  template <class T>
+  static void run(const compute_context& ctx, bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, T alpha,
+                  const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T* y, std::int64_t ldy, bool accumulate) {
+    gemm_parallel<T>(ctx, ta, tb, M, N, K, alpha, a, lda, b, ldb, y, ldy, accumulate);
+  }
+};
+
+// The product of gemm_mv_of<float>: at most 4 rows of A (checked at run time), in column blocks across the threads, on
+// sgemv.cpp's matrix-vector kernels alone (a program that runs only such products links no packed SGEMM).
+struct few_rows_product {
+  static constexpr bool packed = false;
+  template <class T>
+  static Status check(std::int64_t M, std::int64_t) {
+    if (M > 4)
+      return Status(errc::not_implemented,
+                    cat("gemm_mv_of<float> multiplies at most 4 rows of A, this product has ", std::to_string(M)));
+    return {};
+  }
+  template <class T>
+  static void run(const compute_context& ctx, bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, T alpha,
+                  const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T* y, std::int64_t ldy, bool accumulate) {
+    static_assert(std::is_same_v<T, float>);
+    const double flops = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
+    const std::int64_t blocks = (N + 63) / 64;
+    const auto pieces = static_cast<std::size_t>(
+        ctx.thread_count() == 1 || flops < 2e5 ? 1 : std::min<std::int64_t>(blocks, ctx.thread_count()));
+    const auto piece = [&](std::size_t p0, std::size_t p1) {
+      for (std::size_t p = p0; p < p1; ++p) {
+        const std::int64_t c0 = blocks * static_cast<std::int64_t>(p) / static_cast<std::int64_t>(pieces) * 64;
+        const std::int64_t c1 = std::min(N, blocks * static_cast<std::int64_t>(p + 1) / static_cast<std::int64_t>(pieces) * 64);
+        if (c1 > c0) small_sgemm(ta, tb, M, c1 - c0, K, alpha, a, lda, tb ? b + c0 * ldb : b + c0, ldb, y + c0, ldy, accumulate);
+      }
+    };
+    if (pieces == 1) piece(0, 1);
+    else ctx.parallel_for(pieces, 1, piece);
+  }
+};
+
 // Gemm of a, b and (when given and beta != 0) c; `pre` (B packed) is used when given (the caller has checked that it
 // was packed from b). `alloc(sizes)` returns where Y goes.
-template <class T, class Alloc>
+template <class T, class Product = any_product, class Alloc>
 Status gemm_run(compute_context& ctx, const tensor& a, const tensor& b, const tensor* c_in, bool ta, bool tb, T alpha, T beta,
                 const prepacked_b* pre, Alloc alloc) {
   if (a.rank() != 2 || b.rank() != 2)
@@ -251,10 +294,11 @@ Status gemm_run(compute_context& ctx, const tensor& a, const tensor& b, const te
   if (K != Kb)
     return Status(errc::invalid_argument, cat("inner dimensions differ: op(A) is ", std::to_string(M), "x", std::to_string(K),
                                               ", op(B) is ", std::to_string(Kb), "x", std::to_string(N)));
+  EPSTACK_RETURN_IF_ERROR(Product::template check<T>(M, N));
   const std::int64_t out[] = {M, N};
   T* py = alloc(std::span<const std::int64_t>(out));
   bool accumulate = false;
-  if constexpr (std::is_same_v<T, float>) {
+  if constexpr (std::is_same_v<T, float> && Product::packed) {
     // With B packed, a bias of one value per column (C of [N] or [1, N], beta 1: MatMul + Add fused) is added as
     // the product is stored, instead of being broadcast into Y first.
     if (pre != nullptr && c_in != nullptr && beta == 1.0f && c_in->element_count() == static_cast<std::size_t>(N) &&
@@ -279,13 +323,13 @@ Status gemm_run(compute_context& ctx, const tensor& a, const tensor& b, const te
     }
     accumulate = true;
   }
-  if constexpr (std::is_same_v<T, float>) {
+  if constexpr (std::is_same_v<T, float> && Product::packed) {
     if (pre != nullptr) {
       gemm_prepacked(ctx, ta, M, a.typed<float>(), a.sizes()[1], alpha, *pre, py, N, accumulate);
       return {};
     }
   }
-  gemm_parallel<T>(ctx, ta, tb, M, N, K, alpha, a.typed<T>(), a.sizes()[1], b.typed<T>(), b.sizes()[1], py, N, accumulate);
+  Product::run(ctx, ta, tb, M, N, K, alpha, a.typed<T>(), a.sizes()[1], b.typed<T>(), b.sizes()[1], py, N, accumulate);
   return {};
 }
 template <class T>
@@ -462,6 +506,23 @@ Result<compute_function> matmul_float(const graph& g, node_id n) {
 
 bool gemm_of<float>::supports(const graph& g, node_id n) { return gemm::supports(g, n) && in_type(g, n, 0) == element_type::float32; }
 Result<compute_function> gemm_of<float>::compile(const graph& g, node_id n) { return gemm_float(g, n); }
+// Float Gemm whose A has at most 4 rows, known at create (a static batch of 1-4): no packing, sgemv.cpp's kernels.
+bool gemm_mv_of<float>::supports(const graph& g, node_id n) {
+  if (!gemm_of<float>::supports(g, n)) return false;
+  const auto rows = static_rows(g, n, attr_i(g.node(n), "transA", 0) != 0);
+  return rows && *rows <= 4;
+}
+Result<compute_function> gemm_mv_of<float>::compile(const graph& g, node_id n) {
+  const auto& nd = g.node(n);
+  const bool ta = attr_i(nd, "transA", 0) != 0, tb = attr_i(nd, "transB", 0) != 0;
+  const float alpha = attr_f(nd, "alpha", 1.0f), beta = attr_f(nd, "beta", 1.0f);
+  return make_fn("Gemm", [=](compute_context& ctx) {
+    return gemm_run<float, few_rows_product>(ctx, ctx.input(0), ctx.input(1), ctx.has_input(2) ? &ctx.input(2) : nullptr, ta,
+                                             tb, alpha, beta, nullptr, [&](std::span<const std::int64_t> sizes) {
+                                               return ctx.allocate_output(0, element_type::float32, sizes).typed<float>();
+                                             });
+  });
+}
 bool matmul_of<float>::supports(const graph& g, node_id n) {
   return matmul::supports(g, n) && in_type(g, n, 0) == element_type::float32;
 }

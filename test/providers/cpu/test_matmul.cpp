@@ -145,6 +145,44 @@ TEST_CASE("Gemm with a constant transposed B and few rows of A: in place and pac
         }
 }
 
+// gemm_mv_of<float> (what `epstack ops` names for Gemms of at most 4 static rows): every transpose, alpha, beta and C
+// broadcast, columns split across 2 threads, against the reference; 5 rows are refused when it runs.
+TEST_CASE("gemm_mv_of<float>: at most 4 rows on the matrix-vector kernels, every transpose, C broadcast, and 5 rows refused") {
+  thread_pool pool(2);
+  for (const std::int64_t M : {1, 3, 4})
+    for (const std::int64_t N : {2, 70, 300})
+      for (int ta = 0; ta < 2; ++ta)
+        for (int tb = 0; tb < 2; ++tb) {
+          CAPTURE(M);
+          CAPTURE(N);
+          CAPTURE(ta);
+          CAPTURE(tb);
+          const std::int64_t K = 129;
+          const auto A = rnd(ta ? std::vector<std::int64_t>{K, M} : std::vector<std::int64_t>{M, K}, 30);
+          const auto B = rnd(tb ? std::vector<std::int64_t>{N, K} : std::vector<std::int64_t>{K, N}, 31);
+          const auto C = rnd({M, 1}, 32);
+          kernel_node kn{"Gemm"};
+          kn.set("transA", std::int64_t{ta}).set("transB", std::int64_t{tb}).set("alpha", 0.5f).set("beta", 2.0f);
+          auto want = product(1, M, N, K, [&](auto, auto i, auto k) { return A.typed<float>()[ta ? k * M + i : i * K + k]; },
+                              [&](auto, auto k, auto j) { return B.typed<float>()[tb ? j * K + k : k * N + j]; }, 0.5);
+          for (std::int64_t i = 0; i < M; ++i)
+            for (std::int64_t j = 0; j < N; ++j) want[static_cast<std::size_t>(i * N + j)] += 2.0f * C.typed<float>()[i];
+          test::check_tensor<float>(run1<ops::gemm_mv_of<float>>(kn, {{A}, {B, true}, {C}}, &pool), {M, N}, want, 1e-4, 1e-4);
+        }
+  // Five static rows: the kernel does not take the node; five rows fed where one was declared: refused as it runs.
+  const auto A5 = rnd({5, 8}, 33), A1 = rnd({1, 8}, 35), B = rnd({8, 3}, 34);
+  CHECK(test::run_kernel<ops::gemm_mv_of<float>>(kernel_node{"Gemm"}, {{A5}, {B}}).code() == errc::not_implemented);
+  const graph g = test::make_kernel_graph(kernel_node{"Gemm"}, {{A1}, {B}});
+  REQUIRE(ops::gemm_mv_of<float>::supports(g, 0));
+  auto fn = ops::gemm_mv_of<float>::compile(g, 0);
+  REQUIRE(fn.has_value());
+  std::vector<ivalue> ins{ivalue(A5), ivalue(B)}, outs(1);
+  compute_context ctx(ins, outs, nullptr, nullptr);
+  const Status five = (*fn)(ctx);
+  CHECK(five.code() == errc::not_implemented);
+  CHECK(five.message().find("at most 4 rows of A, this product has 5") != std::string::npos);
+}
+
 TEST_CASE("MatMul at every panel edge of the packed SGEMM, B read in place and prepacked") {
   for (const std::int64_t M : {1, 12, 13, 24, 25, 37})
     for (const std::int64_t N : {1, 5, 16, 17, 31, 32, 33, 48})

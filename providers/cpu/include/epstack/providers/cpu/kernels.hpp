@@ -272,11 +272,16 @@ EPSTACK_DECLARE_CPU_KERNEL(ml_array_feature_extractor, "ArrayFeatureExtractor", 
 
 template <class T>
 struct gemm_of;
+/// Gemm whose A has at most 4 rows, known when the session is made: the matrix-vector kernels alone, no packed SGEMM
+/// (`epstack ops` names it for a model whose float Gemms all have such static shapes, a batch-1 MLP's).
+template <class T>
+struct gemm_mv_of;
 template <class T>
 struct matmul_of;
 template <class T>
 struct relu_of;
 EPSTACK_DECLARE_CPU_TYPED_KERNEL(gemm_of, float, gemm);
+EPSTACK_DECLARE_CPU_TYPED_KERNEL(gemm_mv_of, float, gemm);
 EPSTACK_DECLARE_CPU_TYPED_KERNEL(matmul_of, float, matmul);
 EPSTACK_DECLARE_CPU_TYPED_KERNEL(relu_of, float, relu);
 
@@ -321,7 +326,9 @@ using all_kernels = boost::mp11::mp_list<
     ops::regex_full_match, ops::image_decoder, ops::ml_tree_ensemble, ops::ml_label_encoder, ops::ml_binarizer,
     ops::ml_array_feature_extractor>;
 
-/// The kernels of one element type (`K_of<T>`), each narrowing a kernel of `all_kernels`.
-using typed_kernels = boost::mp11::mp_list<ops::gemm_of<float>, ops::matmul_of<float>, ops::relu_of<float>>;
+/// The kernels of one element type (`K_of<T>`), each narrowing a kernel of `all_kernels` (the first that runs a node
+/// is named for it: `gemm_mv_of<float>` before `gemm_of<float>`).
+using typed_kernels =
+    boost::mp11::mp_list<ops::gemm_mv_of<float>, ops::gemm_of<float>, ops::matmul_of<float>, ops::relu_of<float>>;
 
 }  // namespace epstack::cpu
