@@ -104,6 +104,23 @@ void gemm_block_eigen(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int
   else run(A.transpose(), B.transpose());
 }
 
+// f(c0, c1) over the columns [0, N) in blocks of 64 (a multiple of every vector width), split into `pieces` ranges
+// across the intra-op threads.
+template <class F>
+void for_column_pieces(const compute_context& ctx, std::int64_t N, std::size_t pieces, F&& f) {
+  const std::int64_t blocks = (N + 63) / 64;
+  pieces = std::min<std::size_t>(pieces, static_cast<std::size_t>(std::max<std::int64_t>(blocks, 1)));
+  const auto piece = [&](std::size_t p0, std::size_t p1) {
+    for (std::size_t p = p0; p < p1; ++p) {
+      const std::int64_t c0 = blocks * static_cast<std::int64_t>(p) / static_cast<std::int64_t>(pieces) * 64;
+      const std::int64_t c1 = std::min(N, blocks * static_cast<std::int64_t>(p + 1) / static_cast<std::int64_t>(pieces) * 64);
+      if (c1 > c0) f(c0, c1);
+    }
+  };
+  if (pieces <= 1) piece(0, 1);
+  else ctx.parallel_for(pieces, 1, piece);
+}
+
 template <class T>
 void gemm_parallel(const compute_context& ctx, bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, T alpha,
                    const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T* y, std::int64_t ldy, bool accumulate) {
@@ -114,17 +131,8 @@ void gemm_parallel(const compute_context& ctx, bool ta, bool tb, std::int64_t M,
     return;
   }
   if (N >= M || M < 4 * threads) {
-    // Column blocks of 64 (a multiple of every vector width).
-    const std::int64_t blocks = (N + 63) / 64;
-    const std::size_t pieces = static_cast<std::size_t>(std::min<std::int64_t>(blocks, threads));
-    ctx.parallel_for(pieces, 1, [&](std::size_t p0, std::size_t p1) {
-      for (std::size_t p = p0; p < p1; ++p) {
-        const std::int64_t c0 = blocks * static_cast<std::int64_t>(p) / static_cast<std::int64_t>(pieces) * 64;
-        const std::int64_t c1 = std::min(N, blocks * static_cast<std::int64_t>(p + 1) / static_cast<std::int64_t>(pieces) * 64);
-        if (c1 <= c0) continue;
-        const T* bp = tb ? b + c0 * ldb : b + c0;
-        gemm_block(ta, tb, M, c1 - c0, K, alpha, a, lda, bp, ldb, y + c0, ldy, accumulate);
-      }
+    for_column_pieces(ctx, N, static_cast<std::size_t>(threads), [&](std::int64_t c0, std::int64_t c1) {
+      gemm_block(ta, tb, M, c1 - c0, K, alpha, a, lda, tb ? b + c0 * ldb : b + c0, ldb, y + c0, ldy, accumulate);
     });
   } else {
     const std::size_t pieces = static_cast<std::size_t>(threads);
@@ -267,18 +275,10 @@ struct few_rows_product {
                   const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T* y, std::int64_t ldy, bool accumulate) {
     static_assert(std::is_same_v<T, float>);
     const double flops = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
-    const std::int64_t blocks = (N + 63) / 64;
-    const auto pieces = static_cast<std::size_t>(
-        ctx.thread_count() == 1 || flops < 2e5 ? 1 : std::min<std::int64_t>(blocks, ctx.thread_count()));
-    const auto piece = [&](std::size_t p0, std::size_t p1) {
-      for (std::size_t p = p0; p < p1; ++p) {
-        const std::int64_t c0 = blocks * static_cast<std::int64_t>(p) / static_cast<std::int64_t>(pieces) * 64;
-        const std::int64_t c1 = std::min(N, blocks * static_cast<std::int64_t>(p + 1) / static_cast<std::int64_t>(pieces) * 64);
-        if (c1 > c0) small_sgemm(ta, tb, M, c1 - c0, K, alpha, a, lda, tb ? b + c0 * ldb : b + c0, ldb, y + c0, ldy, accumulate);
-      }
-    };
-    if (pieces == 1) piece(0, 1);
-    else ctx.parallel_for(pieces, 1, piece);
+    const auto pieces = static_cast<std::size_t>(flops < 2e5 ? 1 : ctx.thread_count());
+    for_column_pieces(ctx, N, pieces, [&](std::int64_t c0, std::int64_t c1) {
+      small_sgemm(ta, tb, M, c1 - c0, K, alpha, a, lda, tb ? b + c0 * ldb : b + c0, ldb, y + c0, ldy, accumulate);
+    });
   }
 };
 
