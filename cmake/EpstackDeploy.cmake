@@ -11,7 +11,8 @@
 #   scripts/deploy_sizes.sh reads) and checks, after every link,
 #   that it depends on neither protobuf nor onnx: the build fails when the program needs libprotobuf or libonnx*
 #   (its dynamic section) or holds their symbols (a static link). With BUDGET, the test `<TARGET>_size` checks its
-#   stripped size against it and that `ldd` shows neither library.
+#   stripped size against it and that `ldd` shows neither library. When epstack was built with EPSTACK_DEPLOY_LTO (g++,
+#   the default there) and TARGET is compiled by the same g++, TARGET is compiled and linked with -flto: one program.
 
 set(EPSTACK_DEPLOY_CMAKE_DIR "${CMAKE_CURRENT_LIST_DIR}")
 
@@ -44,6 +45,21 @@ function(epstack_deployable target)
   cmake_parse_arguments(ARG "" "BUDGET" "" ${ARGN})
   # The linker map beside the program: what each part costs (scripts/deploy_sizes.sh reads it).
   target_link_options(${target} PRIVATE -Wl,--gc-sections -Wl,--as-needed -Wl,-Map=$<TARGET_FILE:${target}>.map)
+  # Linked as one program when epstack was built with EPSTACK_DEPLOY_LTO (fat LTO objects) by this very compiler.
+  if(EPSTACK_DEPLOY_LTO AND EPSTACK_DEPLOY_LTO_COMPILER STREQUAL "${CMAKE_CXX_COMPILER_ID}-${CMAKE_CXX_COMPILER_VERSION}")
+    set_property(TARGET ${target} PROPERTY EPSTACK_LTO ON)
+    target_compile_options(${target} PRIVATE -flto=auto)
+    # The kernels pass 64-byte vectors between functions of their own files, built without -Wpsabi's note (the CPU
+    # provider's CMakeLists); the link compiles them again.
+    target_link_options(${target} PRIVATE -flto=auto -Wno-psabi)
+  endif()
+  # Relative relocations packed (DT_RELR: binutils 2.38, glibc 2.36): a position-independent program's table of
+  # pointers to fix at load shrinks to a bitmap.
+  include(CheckLinkerFlag)
+  check_linker_flag(CXX "-Wl,-z,pack-relative-relocs" EPSTACK_LINKER_PACKS_RELOCS)
+  if(EPSTACK_LINKER_PACKS_RELOCS)
+    target_link_options(${target} PRIVATE -Wl,-z,pack-relative-relocs)
+  endif()
   find_program(EPSTACK_READELF NAMES readelf)
   find_program(EPSTACK_NM NAMES nm)
   add_custom_command(TARGET ${target} POST_BUILD
