@@ -562,7 +562,9 @@ TEST_CASE("epstack compile --format deploy, ops, inspect and run: the deployable
   CHECK(h.find("using cpu_provider = epstack::cpu_provider_for<kernels>;") != std::string::npos);
   CHECK(h.find("epstack::ops::nchwc_conv") != std::string::npos);
   CHECK(h.find("epstack::ops::nchwc_global_average_pool") != std::string::npos);
-  CHECK(h.find("epstack::ops::gemm_mv_of<float>") != std::string::npos);
+  // Its classifier is a Linear layer (transB = 1): the dot-product Gemm, not the one of every transpose.
+  CHECK(h.find("epstack::ops::gemm_mv_bt_of<float>") != std::string::npos);
+  CHECK(h.find("epstack::ops::gemm_mv_of<float>") == std::string::npos);
   CHECK(h.find("epstack::ops::gemm_of<float>") == std::string::npos);
   CHECK(h.find("epstack::ops::gemm,") == std::string::npos);
   CHECK(h.find("epstack::ops::flatten") != std::string::npos);

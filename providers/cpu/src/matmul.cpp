@@ -260,14 +260,16 @@ struct any_product {
 };
 
 // The product of gemm_mv_of<float>: at most 4 rows of A (checked at run time), in column blocks across the threads, on
-// sgemv.cpp's matrix-vector kernels alone (a program that runs only such products links no packed SGEMM).
+// sgemv.cpp's matrix-vector kernels alone (a program that runs only such products links no packed SGEMM). With
+// `BT` (gemm_mv_bt_of<float>: A as it is, B transposed, as a Linear layer's), the dot-product kernels alone.
+template <bool BT>
 struct few_rows_product {
   static constexpr bool packed = false;
   template <class T>
   static Status check(std::int64_t M, std::int64_t) {
     if (M > 4)
-      return Status(errc::not_implemented,
-                    cat("gemm_mv_of<float> multiplies at most 4 rows of A, this product has ", std::to_string(M)));
+      return Status(errc::not_implemented, cat(BT ? "gemm_mv_bt_of" : "gemm_mv_of",
+                                               "<float> multiplies at most 4 rows of A, this product has ", std::to_string(M)));
     return {};
   }
   template <class T>
@@ -277,7 +279,8 @@ struct few_rows_product {
     const double flops = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
     const auto pieces = static_cast<std::size_t>(flops < 2e5 ? 1 : ctx.thread_count());
     for_column_pieces(ctx, N, pieces, [&](std::int64_t c0, std::int64_t c1) {
-      small_sgemm(ta, tb, M, c1 - c0, K, alpha, a, lda, tb ? b + c0 * ldb : b + c0, ldb, y + c0, ldy, accumulate);
+      if constexpr (BT) small_sgemm_rows_bt(M, c1 - c0, K, alpha, a, lda, b + c0 * ldb, ldb, y + c0, ldy, accumulate);
+      else small_sgemm_rows(ta, tb, M, c1 - c0, K, alpha, a, lda, tb ? b + c0 * ldb : b + c0, ldb, y + c0, ldy, accumulate);
     });
   }
 };
@@ -311,15 +314,19 @@ Status gemm_run(compute_context& ctx, const tensor& a, const tensor& b, const te
     }
   }
   if (c_in != nullptr && beta != T(0)) {
+    // C broadcasts to [M, N] one way (rank 0, 1 or 2, each dimension 1 or equal): beta C is written into Y first.
     const tensor& c = *c_in;
-    EPSTACK_ASSIGN_OR_RETURN(auto shape, broadcast_shape(c.sizes(), std::span<const std::int64_t>(out)));
-    if (shape.size() != 2 || shape[0] != M || shape[1] != N)
-      return Status(errc::invalid_argument, cat("C of shape ", dims_string(c.sizes()), " does not broadcast to ", dims_string(out)));
+    const auto cs = c.sizes();
+    const std::int64_t cn = cs.empty() ? 1 : cs.back(), cm = cs.size() == 2 ? cs[0] : 1;
+    if (cs.size() > 2 || (cn != 1 && cn != N) || (cm != 1 && cm != M))
+      return Status(errc::invalid_argument, cat("C of shape ", dims_string(cs), " does not broadcast to ", dims_string(out)));
     const T* pc = c.typed<T>();
-    const broadcast_plan<1> plan(out, {c.sizes()});
-    for (std::int64_t r = 0; r < plan.rows; ++r) {
-      const auto off = plan.row_offsets(r);
-      for (std::int64_t j = 0; j < plan.inner; ++j) py[r * plan.inner + j] = beta * pc[off[0] + j * plan.inner_stride[0]];
+    for (std::int64_t i = 0; i < M; ++i) {
+      const T* row = pc + (cm == 1 ? 0 : i * cn);
+      T* y = py + i * N;
+      if (cn == 1) std::fill_n(y, N, beta * row[0]);
+      else
+        for (std::int64_t j = 0; j < N; ++j) y[j] = beta * row[j];
     }
     accumulate = true;
   }
@@ -512,16 +519,31 @@ bool gemm_mv_of<float>::supports(const graph& g, node_id n) {
   const auto rows = static_rows(g, n, attr_i(g.node(n), "transA", 0) != 0);
   return rows && *rows <= 4;
 }
-Result<compute_function> gemm_mv_of<float>::compile(const graph& g, node_id n) {
+namespace {
+template <bool BT>
+compute_function gemm_mv(const graph& g, node_id n) {
   const auto& nd = g.node(n);
   const bool ta = attr_i(nd, "transA", 0) != 0, tb = attr_i(nd, "transB", 0) != 0;
   const float alpha = attr_f(nd, "alpha", 1.0f), beta = attr_f(nd, "beta", 1.0f);
   return make_fn("Gemm", [=](compute_context& ctx) {
-    return gemm_run<float, few_rows_product>(ctx, ctx.input(0), ctx.input(1), ctx.has_input(2) ? &ctx.input(2) : nullptr, ta,
-                                             tb, alpha, beta, nullptr, [&](std::span<const std::int64_t> sizes) {
-                                               return ctx.allocate_output(0, element_type::float32, sizes).typed<float>();
-                                             });
+    return gemm_run<float, few_rows_product<BT>>(ctx, ctx.input(0), ctx.input(1), ctx.has_input(2) ? &ctx.input(2) : nullptr,
+                                                 ta, tb, alpha, beta, nullptr, [&](std::span<const std::int64_t> sizes) {
+                                                   return ctx.allocate_output(0, element_type::float32, sizes).typed<float>();
+                                                 });
   });
+}
+}  // namespace
+Result<compute_function> gemm_mv_of<float>::compile(const graph& g, node_id n) { return gemm_mv<false>(g, n); }
+// The same with transA = 0 and transB = 1 (a Linear layer): the dot-product kernels alone.
+bool gemm_mv_bt_of<float>::supports(const graph& g, node_id n) {
+  const auto& nd = g.node(n);
+  return gemm_mv_of<float>::supports(g, n) && attr_i(nd, "transA", 0) == 0 && attr_i(nd, "transB", 0) != 0;
+}
+Result<compute_function> gemm_mv_bt_of<float>::compile(const graph& g, node_id n) {
+  if (!supports(g, n))
+    return Status(errc::not_implemented, cat("gemm_mv_bt_of<float> takes a float Gemm of at most 4 static rows with transA = 0 "
+                                             "and transB = 1, node '", g.node(n).name, "' is another"));
+  return gemm_mv<true>(g, n);
 }
 bool matmul_of<float>::supports(const graph& g, node_id n) {
   return matmul::supports(g, n) && in_type(g, n, 0) == element_type::float32;

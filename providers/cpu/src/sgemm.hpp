@@ -24,6 +24,12 @@ bool small_sgemm_shape(std::int64_t M, std::int64_t N) noexcept;
 /// they lie (A [M,K] or, when `ta`, [K,M]; B [K,N] or, when `tb`, [N,K]). Single-threaded.
 void small_sgemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, float alpha, const float* a,
                  std::int64_t lda, const float* b, std::int64_t ldb, float* c, std::int64_t ldc, bool accumulate);
+/// small_sgemm for M <= 4 alone (a program whose products all have so few rows links nothing of the N <= 2 form).
+void small_sgemm_rows(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, float alpha, const float* a,
+                      std::int64_t lda, const float* b, std::int64_t ldb, float* c, std::int64_t ldc, bool accumulate);
+/// small_sgemm_rows for A not transposed and B transposed ([N, K]: a Linear layer's weight) alone: dot products only.
+void small_sgemm_rows_bt(std::int64_t M, std::int64_t N, std::int64_t K, float alpha, const float* a, std::int64_t lda,
+                         const float* b, std::int64_t ldb, float* c, std::int64_t ldc, bool accumulate);
 
 inline constexpr std::int64_t sgemm_mr = 12;   ///< rows of a packed A panel
 inline constexpr std::int64_t sgemm_nr = 32;   ///< columns of a packed B panel

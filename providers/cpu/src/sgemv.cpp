@@ -217,26 +217,46 @@ thread_local std::vector<float> gathered, transposed_out;
 
 bool small_sgemm_shape(std::int64_t M, std::int64_t N) noexcept { return M <= 4 || N <= 2; }
 
+namespace {
+// K == 0: C is zero (or kept).
+bool empty_product(std::int64_t M, std::int64_t N, std::int64_t K, float* y, std::int64_t ldy, bool accumulate) {
+  if (M == 0 || N == 0) return true;
+  if (K != 0) return false;
+  if (!accumulate)
+    for (std::int64_t i = 0; i < M; ++i) std::fill_n(y + i * ldy, N, 0.0f);
+  return true;
+}
+}  // namespace
+
+void small_sgemm_rows_bt(std::int64_t M, std::int64_t N, std::int64_t K, float alpha, const float* a, std::int64_t lda,
+                         const float* b, std::int64_t ldb, float* y, std::int64_t ldy, bool accumulate) {
+  if (empty_product(M, N, K, y, ldy, accumulate)) return;
+  const float* seq[4];
+  for (std::int64_t i = 0; i < M; ++i) seq[i] = a + i * lda;
+  // B's rows are op(B)'s columns.
+  with_count(M, [&](auto s) { dot_rows<decltype(s)::value>(K, N, seq, b, ldb, y, 1, ldy, alpha, accumulate); });
+}
+
+void small_sgemm_rows(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, float alpha, const float* a,
+                      std::int64_t lda, const float* b, std::int64_t ldb, float* y, std::int64_t ldy, bool accumulate) {
+  if (!ta && tb) return small_sgemm_rows_bt(M, N, K, alpha, a, lda, b, ldb, y, ldy, accumulate);
+  if (empty_product(M, N, K, y, ldy, accumulate)) return;
+  // op(A)'s rows: A's rows, or its columns gathered.
+  const float* seq[4];
+  if (ta) gather(gathered, a, M, 1, K, lda, seq);
+  else
+    for (std::int64_t i = 0; i < M; ++i) seq[i] = a + i * lda;
+  with_count(M, [&](auto s) {
+    if (tb) dot_rows<decltype(s)::value>(K, N, seq, b, ldb, y, 1, ldy, alpha, accumulate);
+    else combine_rows<decltype(s)::value>(K, N, seq, b, ldb, y, ldy, alpha, accumulate);
+  });
+}
+
 void small_sgemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, float alpha, const float* a,
                  std::int64_t lda, const float* b, std::int64_t ldb, float* y, std::int64_t ldy, bool accumulate) {
-  if (M == 0 || N == 0) return;
-  if (K == 0) {
-    if (!accumulate)
-      for (std::int64_t i = 0; i < M; ++i) std::fill_n(y + i * ldy, N, 0.0f);
-    return;
-  }
+  if (M <= 4) return small_sgemm_rows(ta, tb, M, N, K, alpha, a, lda, b, ldb, y, ldy, accumulate);
+  if (empty_product(M, N, K, y, ldy, accumulate)) return;
   const float* seq[4];
-  if (M <= 4) {
-    // op(A)'s rows: A's rows, or its columns gathered.
-    if (ta) gather(gathered, a, M, 1, K, lda, seq);
-    else
-      for (std::int64_t i = 0; i < M; ++i) seq[i] = a + i * lda;
-    with_count(M, [&](auto s) {
-      if (tb) dot_rows<decltype(s)::value>(K, N, seq, b, ldb, y, 1, ldy, alpha, accumulate);  // B's rows are op(B)'s columns
-      else combine_rows<decltype(s)::value>(K, N, seq, b, ldb, y, ldy, alpha, accumulate);
-    });
-    return;
-  }
   // N <= 2: op(B)'s columns, B's rows or its columns gathered.
   if (tb)
     for (std::int64_t j = 0; j < N; ++j) seq[j] = b + j * ldb;

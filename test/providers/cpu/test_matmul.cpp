@@ -62,6 +62,48 @@ TEST_CASE("Gemm: every transpose combination, alpha, beta and C broadcast") {
   CHECK(bad.status().message().find("inner dimensions differ") != std::string::npos);
 }
 
+// C broadcasts to [M, N] one way: every shape that does (scalar, [1], [N], [1, N], [M, 1], [M, N], [1, 1]), on the
+// general Gemm and on the Linear layer's matrix-vector Gemm; shapes that do not are refused naming both.
+TEST_CASE("Gemm: C of every shape that broadcasts to [M, N], and of shapes that do not") {
+  thread_pool pool(2);
+  for (const std::int64_t M : {3, 5}) {
+    const std::int64_t N = 70, K = 33;
+    const auto A = rnd({M, K}, 50), B = rnd({N, K}, 51);
+    kernel_node kn{"Gemm"};
+    kn.set("transB", std::int64_t{1}).set("beta", -0.5f);
+    const auto base = product(1, M, N, K, [&](auto, auto i, auto k) { return A.typed<float>()[i * K + k]; },
+                              [&](auto, auto k, auto j) { return B.typed<float>()[j * K + k]; });
+    const std::vector<std::vector<std::int64_t>> good{{}, {1}, {N}, {1, N}, {M, 1}, {M, N}, {1, 1}};
+    for (const auto& cs : good) {
+      CAPTURE(M);
+      CAPTURE(cs.size());
+      const auto C = rnd(cs, 52);
+      const std::int64_t cn = cs.empty() ? 1 : cs.back(), cm = cs.size() == 2 ? cs[0] : 1;
+      auto want = base;
+      for (std::int64_t i = 0; i < M; ++i)
+        for (std::int64_t j = 0; j < N; ++j)
+          want[static_cast<std::size_t>(i * N + j)] += -0.5f * C.typed<float>()[(cm == 1 ? 0 : i) * cn + (cn == 1 ? 0 : j)];
+      test::check_tensor<float>(run1<ops::gemm>(kn, {{A}, {B, true}, {C}}, &pool), {M, N}, want, 1e-5, 1e-5);
+      if (M <= 4)
+        test::check_tensor<float>(run1<ops::gemm_mv_bt_of<float>>(kn, {{A}, {B, true}, {C}}, &pool), {M, N}, want, 1e-5, 1e-5);
+    }
+    const std::vector<std::vector<std::int64_t>> bad{{N + 1}, {M + 1, N}, {M, 2}, {2, M, N}};
+    for (const auto& cs : bad) {
+      CAPTURE(M);
+      CAPTURE(cs.size());
+      const auto r = test::run_kernel<ops::gemm>(kn, {{A}, {B, true}, {rnd(cs, 53)}});
+      REQUIRE_FALSE(r.has_value());
+      CHECK(r.code() == errc::invalid_argument);
+      CHECK(r.status().message().find("does not broadcast to [" + std::to_string(M) + ",70]") != std::string::npos);
+      if (M <= 4) {
+        const auto mv = test::run_kernel<ops::gemm_mv_bt_of<float>>(kn, {{A}, {B, true}, {rnd(cs, 53)}});
+        REQUIRE_FALSE(mv.has_value());
+        CHECK(mv.code() == errc::invalid_argument);
+      }
+    }
+  }
+}
+
 TEST_CASE("MatMul: 1-D operands, batch broadcasting, and stacked batches against a shared weight") {
   const auto v = rnd({4}, 1), m = rnd({4, 3}, 2);
   test::check_tensor<float>(run1<ops::matmul>(kernel_node{"MatMul"}, {{v}, {m}}), {3},
@@ -143,6 +185,47 @@ TEST_CASE("Gemm with a constant transposed B and few rows of A: in place and pac
             for (std::int64_t j = 0; j < N; ++j) want[static_cast<std::size_t>(i * N + j)] += C.typed<float>()[j];
           test::check_tensor<float>(run1<ops::gemm>(kn, {{A}, {B, true}, {C, true}}), {M, N}, want, 1e-4, 1e-4);
         }
+}
+
+// gemm_mv_bt_of<float> (what `epstack ops` names for a Linear layer's Gemm, transA = 0 and transB = 1, of at most 4
+// static rows): against the reference, on 2 threads, over widths that leave remainders of every dot-product block;
+// it takes no other transpose, and its compile refuses a node it does not take.
+TEST_CASE("gemm_mv_bt_of<float>: a Linear layer's few rows on the dot-product kernels alone, other transposes not taken") {
+  thread_pool pool(2);
+  for (const std::int64_t M : {1, 2, 3, 4})
+    for (const std::int64_t N : {1, 9, 300})
+      for (const std::int64_t K : {0, 15, 129}) {
+        CAPTURE(M);
+        CAPTURE(N);
+        CAPTURE(K);
+        const auto A = rnd({M, K}, 40), B = rnd({N, K}, 41), C = rnd({N}, 42);
+        kernel_node kn{"Gemm"};
+        kn.set("transB", std::int64_t{1}).set("alpha", 1.5f).set("beta", 0.5f);
+        auto want = product(1, M, N, K, [&](auto, auto i, auto k) { return A.typed<float>()[i * K + k]; },
+                            [&](auto, auto k, auto j) { return B.typed<float>()[j * K + k]; }, 1.5);
+        for (std::int64_t i = 0; i < M; ++i)
+          for (std::int64_t j = 0; j < N; ++j) want[static_cast<std::size_t>(i * N + j)] += 0.5f * C.typed<float>()[j];
+        test::check_tensor<float>(run1<ops::gemm_mv_bt_of<float>>(kn, {{A}, {B, true}, {C, true}}, &pool), {M, N}, want,
+                                  1e-4, 1e-4);
+      }
+  const auto A = rnd({1, 8}, 43), Bt = rnd({3, 8}, 44), B = rnd({8, 3}, 45);
+  kernel_node bt{"Gemm"};
+  bt.set("transB", std::int64_t{1});
+  CHECK(ops::gemm_mv_bt_of<float>::supports(test::make_kernel_graph(bt, {{A}, {Bt}}), 0));
+  CHECK(ops::gemm_mv_of<float>::supports(test::make_kernel_graph(bt, {{A}, {Bt}}), 0));
+  for (const auto& [ta, tb] : {std::pair{0, 0}, std::pair{1, 1}, std::pair{1, 0}}) {
+    CAPTURE(ta);
+    CAPTURE(tb);
+    kernel_node kn{"Gemm"};
+    kn.set("transA", std::int64_t{ta}).set("transB", std::int64_t{tb});
+    const graph g = test::make_kernel_graph(kn, {{ta ? rnd({8, 1}, 46) : A}, {tb ? Bt : B}});
+    CHECK(ops::gemm_mv_of<float>::supports(g, 0));
+    CHECK_FALSE(ops::gemm_mv_bt_of<float>::supports(g, 0));
+    const auto fn = ops::gemm_mv_bt_of<float>::compile(g, 0);
+    REQUIRE_FALSE(fn.has_value());
+    CHECK(fn.status().code() == errc::not_implemented);
+    CHECK(fn.status().message().find("transA = 0 and transB = 1") != std::string::npos);
+  }
 }
 
 // gemm_mv_of<float> (what `epstack ops` names for Gemms of at most 4 static rows): every transpose, alpha, beta and C

@@ -276,12 +276,16 @@ struct gemm_of;
 /// (`epstack ops` names it for a model whose float Gemms all have such static shapes, a batch-1 MLP's).
 template <class T>
 struct gemm_mv_of;
+/// gemm_mv_of for transA = 0 and transB = 1 (a Linear layer's weight, [N, K]): the dot-product kernels alone.
+template <class T>
+struct gemm_mv_bt_of;
 template <class T>
 struct matmul_of;
 template <class T>
 struct relu_of;
 EPSTACK_DECLARE_CPU_TYPED_KERNEL(gemm_of, float, gemm);
 EPSTACK_DECLARE_CPU_TYPED_KERNEL(gemm_mv_of, float, gemm);
+EPSTACK_DECLARE_CPU_TYPED_KERNEL(gemm_mv_bt_of, float, gemm);
 EPSTACK_DECLARE_CPU_TYPED_KERNEL(matmul_of, float, matmul);
 EPSTACK_DECLARE_CPU_TYPED_KERNEL(relu_of, float, relu);
 
@@ -327,8 +331,8 @@ using all_kernels = boost::mp11::mp_list<
     ops::ml_array_feature_extractor>;
 
 /// The kernels of one element type (`K_of<T>`), each narrowing a kernel of `all_kernels` (the first that runs a node
-/// is named for it: `gemm_mv_of<float>` before `gemm_of<float>`).
+/// is named for it: `gemm_mv_bt_of<float>` before `gemm_mv_of<float>` before `gemm_of<float>`).
 using typed_kernels =
-    boost::mp11::mp_list<ops::gemm_mv_of<float>, ops::gemm_of<float>, ops::matmul_of<float>, ops::relu_of<float>>;
+    boost::mp11::mp_list<ops::gemm_mv_bt_of<float>, ops::gemm_mv_of<float>, ops::gemm_of<float>, ops::matmul_of<float>, ops::relu_of<float>>;
 
 }  // namespace epstack::cpu
