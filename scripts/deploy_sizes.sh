@@ -11,12 +11,16 @@ for bin in "$@"; do
   stripped=$(mktemp)
   strip -o "$stripped" "$bin"
   total=$(stat -c %s "$stripped")
-  unwind=$(readelf -SW "$stripped" | awk '$2 ~ /^\.(eh_frame|eh_frame_hdr|gcc_except_table)$/ { s += ("0x" $6) + 0 } END { print s + 0 }')
+  unwind=$(readelf -SW "$stripped" | awk '
+    function hex(s,   v, i) { s = tolower(s); v = 0; for (i = 1; i <= length(s); i++) v = v * 16 + index("0123456789abcdef", substr(s, i, 1)) - 1; return v }
+    { for (i = 1; i < NF; i++) if ($i ~ /^\.(eh_frame|eh_frame_hdr|gcc_except_table)$/) s += hex($(i + 4)) }
+    END { print s + 0 }')
   rm -f "$stripped"
   echo "$(basename "$bin"): $total bytes stripped"
   nm -C -S --size-sort "$bin" | awk -v total="$total" -v unwind="$unwind" '
     function hex(s,   v, i) { s = tolower(s); v = 0; for (i = 1; i <= length(s); i++) v = v * 16 + index("0123456789abcdef", substr(s, i, 1)) - 1; return v }
-    NF >= 4 {
+    # Symbols of the file (not .bss: it takes no space there), each address once (a constructor and its alias).
+    NF >= 4 && $3 !~ /^[bB]$/ && !seen[$1]++ {
       size = hex($2); name = $0; sub(/^[0-9a-f]+ [0-9a-f]+ [A-Za-z] /, "", name)
       part = "other epstack code (tensors, statuses, messages)"
       if (name ~ /deploy_example|epstack::bench::|^main$/) part = "the program (main, its inputs, stdio)"
@@ -39,7 +43,7 @@ for bin in "$@"; do
     }
     END {
       bytes["unwind tables (eh_frame, its index, gcc_except_table)"] = unwind
-      bytes["ELF headers, dynamic symbols, PLT, relocations, alignment"] = total - sum - unwind
+      bytes["the rest: string literals, alignment, ELF headers, dynamic symbols, PLT, relocations"] = total - sum - unwind
       for (p in bytes) printf "  %9d  %5.1f%%  %s\n", bytes[p], 100 * bytes[p] / total, p | "sort -rn"
       close("sort -rn")
     }'

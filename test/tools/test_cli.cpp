@@ -577,6 +577,7 @@ TEST_CASE("epstack compile --format deploy, ops, inspect and run: the deployable
   REQUIRE_MESSAGE(batch8.code == 0, batch8.out);
   CHECK(batch8.out.find("epstack::ops::gemm_of<float>") != std::string::npos);
   CHECK(batch8.out.find("gemm_mv_of") == std::string::npos);
+  CHECK(batch8.out.find("gemm_mv_bt_of") == std::string::npos);
   // inspect reads it verified; run takes it as it takes an ONNX model, with the same answer.
   auto i = epstack_cli("inspect " + deployed.string());
   REQUIRE_MESSAGE(i.code == 0, i.out);

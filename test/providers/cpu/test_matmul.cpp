@@ -66,42 +66,46 @@ TEST_CASE("Gemm: every transpose combination, alpha, beta and C broadcast") {
 // general Gemm and on the Linear layer's matrix-vector Gemm; shapes that do not are refused naming both.
 TEST_CASE("Gemm: C of every shape that broadcasts to [M, N], and of shapes that do not") {
   thread_pool pool(2);
-  for (const std::int64_t M : {3, 5}) {
-    const std::int64_t N = 70, K = 33;
-    const auto A = rnd({M, K}, 50), B = rnd({N, K}, 51);
-    kernel_node kn{"Gemm"};
-    kn.set("transB", std::int64_t{1}).set("beta", -0.5f);
-    const auto base = product(1, M, N, K, [&](auto, auto i, auto k) { return A.typed<float>()[i * K + k]; },
-                              [&](auto, auto k, auto j) { return B.typed<float>()[j * K + k]; });
-    const std::vector<std::vector<std::int64_t>> good{{}, {1}, {N}, {1, N}, {M, 1}, {M, N}, {1, 1}};
-    for (const auto& cs : good) {
-      CAPTURE(M);
-      CAPTURE(cs.size());
-      const auto C = rnd(cs, 52);
-      const std::int64_t cn = cs.empty() ? 1 : cs.back(), cm = cs.size() == 2 ? cs[0] : 1;
-      auto want = base;
-      for (std::int64_t i = 0; i < M; ++i)
-        for (std::int64_t j = 0; j < N; ++j)
-          want[static_cast<std::size_t>(i * N + j)] += -0.5f * C.typed<float>()[(cm == 1 ? 0 : i) * cn + (cn == 1 ? 0 : j)];
-      test::check_tensor<float>(run1<ops::gemm>(kn, {{A}, {B, true}, {C}}, &pool), {M, N}, want, 1e-5, 1e-5);
-      if (M <= 4)
-        test::check_tensor<float>(run1<ops::gemm_mv_bt_of<float>>(kn, {{A}, {B, true}, {C}}, &pool), {M, N}, want, 1e-5, 1e-5);
-    }
-    const std::vector<std::vector<std::int64_t>> bad{{N + 1}, {M + 1, N}, {M, 2}, {2, M, N}};
-    for (const auto& cs : bad) {
-      CAPTURE(M);
-      CAPTURE(cs.size());
-      const auto r = test::run_kernel<ops::gemm>(kn, {{A}, {B, true}, {rnd(cs, 53)}});
-      REQUIRE_FALSE(r.has_value());
-      CHECK(r.code() == errc::invalid_argument);
-      CHECK(r.status().message().find("does not broadcast to [" + std::to_string(M) + ",70]") != std::string::npos);
-      if (M <= 4) {
-        const auto mv = test::run_kernel<ops::gemm_mv_bt_of<float>>(kn, {{A}, {B, true}, {rnd(cs, 53)}});
-        REQUIRE_FALSE(mv.has_value());
-        CHECK(mv.code() == errc::invalid_argument);
+  // beta 1 with C of one value per column is the general Gemm's fused bias (added as the packed product is stored).
+  for (const float beta : {-0.5f, 1.0f})
+    for (const std::int64_t M : {3, 5}) {
+      CAPTURE(beta);
+      const std::int64_t N = 70, K = 33;
+      const auto A = rnd({M, K}, 50), B = rnd({N, K}, 51);
+      kernel_node kn{"Gemm"};
+      kn.set("transB", std::int64_t{1}).set("beta", beta);
+      const auto base = product(1, M, N, K, [&](auto, auto i, auto k) { return A.typed<float>()[i * K + k]; },
+                                [&](auto, auto k, auto j) { return B.typed<float>()[j * K + k]; });
+      const std::vector<std::vector<std::int64_t>> good{{}, {1}, {N}, {1, N}, {M, 1}, {M, N}, {1, 1}};
+      for (const auto& cs : good) {
+        CAPTURE(M);
+        CAPTURE(cs.size());
+        const auto C = rnd(cs, 52);
+        const std::int64_t cn = cs.empty() ? 1 : cs.back(), cm = cs.size() == 2 ? cs[0] : 1;
+        auto want = base;
+        for (std::int64_t i = 0; i < M; ++i)
+          for (std::int64_t j = 0; j < N; ++j)
+            want[static_cast<std::size_t>(i * N + j)] += beta * C.typed<float>()[(cm == 1 ? 0 : i) * cn + (cn == 1 ? 0 : j)];
+        test::check_tensor<float>(run1<ops::gemm>(kn, {{A}, {B, true}, {C}}, &pool), {M, N}, want, 1e-5, 1e-5);
+        if (M <= 4)
+          test::check_tensor<float>(run1<ops::gemm_mv_bt_of<float>>(kn, {{A}, {B, true}, {C}}, &pool), {M, N}, want, 1e-5, 1e-5);
+      }
+      const std::vector<std::vector<std::int64_t>> bad{{N + 1}, {M + 1, N}, {M, 2}, {2, M, N}};
+      for (const auto& cs : bad) {
+        CAPTURE(M);
+        CAPTURE(cs.size());
+        const auto r = test::run_kernel<ops::gemm>(kn, {{A}, {B, true}, {rnd(cs, 53)}});
+        REQUIRE_FALSE(r.has_value());
+        CHECK(r.code() == errc::invalid_argument);
+        CHECK(r.status().message().find("does not broadcast to [" + std::to_string(M) + ",70]") != std::string::npos);
+        if (M <= 4) {
+          const auto mv = test::run_kernel<ops::gemm_mv_bt_of<float>>(kn, {{A}, {B, true}, {rnd(cs, 53)}});
+          REQUIRE_FALSE(mv.has_value());
+          CHECK(mv.code() == errc::invalid_argument);
+          CHECK(mv.status().message().find("does not broadcast to [" + std::to_string(M) + ",70]") != std::string::npos);
+        }
       }
     }
-  }
 }
 
 TEST_CASE("MatMul: 1-D operands, batch broadcasting, and stacked batches against a shared weight") {
