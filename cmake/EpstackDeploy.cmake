@@ -7,7 +7,8 @@
 #   (`ns::kernels`, and `ns::cpu_provider` over them). The step runs again when the model changes.
 #
 # epstack_deployable(TARGET [BUDGET bytes])
-#   Links TARGET so that unused code and libraries stay out (--gc-sections, --as-needed; a linker map beside it;
+#   Compiles TARGET's own code for size (-Os and a section per function, except in Debug builds) and links it so that
+#   unused code and libraries stay out (--gc-sections, --as-needed; a linker map beside it;
 #   scripts/deploy_sizes.sh TARGET tells what each part costs) and checks, after every link,
 #   that it depends on neither protobuf nor onnx: the build fails when the program needs libprotobuf or libonnx*
 #   (its dynamic section) or holds their symbols (a static link). With BUDGET, the test `<TARGET>_size` checks its
@@ -45,6 +46,9 @@ function(epstack_deployable target)
   cmake_parse_arguments(ARG "" "BUDGET" "" ${ARGN})
   # The linker map beside the program: what the linker kept, and from which object (with LTO, one object for most).
   target_link_options(${target} PRIVATE -Wl,--gc-sections -Wl,--as-needed -Wl,-Map=$<TARGET_FILE:${target}>.map)
+  # The program's own code (the session template, its inputs) runs once per session: optimised for size, one section
+  # per function (a Debug build keeps its flags).
+  target_compile_options(${target} PRIVATE -ffunction-sections -fdata-sections $<$<NOT:$<CONFIG:Debug>>:-Os>)
   # Linked as one program when epstack was built with EPSTACK_DEPLOY_LTO (fat LTO objects) by this very compiler.
   if(EPSTACK_DEPLOY_LTO AND EPSTACK_DEPLOY_LTO_COMPILER STREQUAL "${CMAKE_CXX_COMPILER_ID}-${CMAKE_CXX_COMPILER_VERSION}")
     set_property(TARGET ${target} PROPERTY EPSTACK_LTO ON)
