@@ -3,7 +3,9 @@
 #include <epstack/providers/cpu.hpp>
 
 #include <epstack/core/thread_pool.hpp>
+#include <epstack/ir/node_facts.hpp>
 
+#include <atomic>
 #include <exception>
 
 namespace epstack::cpu {
@@ -34,10 +36,27 @@ Result<std::vector<compute_function>> compile_nodes(std::span<const partition> p
       return Status(errc::ep_fail, epstack::detail::cat("CPU provider: partition '", p.name, "' has ", std::to_string(p.nodes.size()),
                                                " nodes; it compiles single nodes"));
   std::vector<Result<compute_function>> results(parts.size(), Status(errc::fail, "not compiled"));
-  thread_pool pool;
-  pool.parallel_for(parts.size(), 1, [&](std::size_t b, std::size_t e) {
-    for (std::size_t i = b; i < e; ++i) results[i] = compile_node(*parts[i].g, parts[i].nodes.front(), kernels);
-  });
+  // Compiling a node is mostly packing its weights: with under 1 MiB of them the caller compiles every node (starting
+  // a thread cost more). Otherwise one node at a time to whichever thread is free, from the last: the largest weights
+  // usually come late in a graph (a language model's output projection, a network's deepest layers), and one taken
+  // last left the other thread waiting.
+  std::size_t weight_bytes = 0;
+  for (const auto& p : parts)
+    for (std::size_t k = 0; k < p.g->node(p.nodes.front()).inputs.size(); ++k)
+      if (const tensor* t = constant_input(*p.g, p.nodes.front(), k)) weight_bytes += t->byte_size();
+  const auto compile_from_last = [&](std::atomic<std::size_t>& next) {
+    for (std::size_t k; (k = next.fetch_add(1, std::memory_order_relaxed)) < parts.size();) {
+      const std::size_t i = parts.size() - 1 - k;
+      results[i] = compile_node(*parts[i].g, parts[i].nodes.front(), kernels);
+    }
+  };
+  std::atomic<std::size_t> next{0};
+  if (weight_bytes < (std::size_t{1} << 20)) {
+    compile_from_last(next);
+  } else {
+    thread_pool pool;
+    pool.parallel_for(static_cast<std::size_t>(pool.size()), 1, [&](std::size_t, std::size_t) { compile_from_last(next); });
+  }
   std::vector<compute_function> fns;
   fns.reserve(parts.size());
   for (std::size_t i = 0; i < parts.size(); ++i) {

@@ -2,6 +2,7 @@
 // numpy batching with 1-D operands and broadcast batch dims, and products large enough to be split across threads.
 #include "../../support/kernel_harness.hpp"
 
+#include <epstack/providers/cpu.hpp>
 #include <epstack/providers/cpu/kernels.hpp>
 
 #include <epstack/testing/model_zoo.hpp>
@@ -315,4 +316,35 @@ TEST_CASE("Gemm of matrix-vector shapes, every transpose, both operands activati
           for (std::size_t i = 0; i < want.size(); ++i) want[i] += 0.5f * C.typed<float>()[i];
           test::check_tensor<float>(run1<ops::gemm>(kn, {{A}, {B}, {C}}), {M, N}, want, 1e-4, 1e-4);
         }
+}
+
+// The CPU provider compiles single-node partitions from the last node, on the caller alone under 1 MiB of weights and
+// on two threads past it (a pack taken last had left the other thread waiting): every partition gets its function,
+// and a failure names the graph's first failing node, not the first one compiled.
+TEST_CASE("the CPU provider's compile: every partition, and the first failing node in graph order, with and without threads") {
+  for (const auto& widths : {std::vector<std::int64_t>{8, 4, 2}, std::vector<std::int64_t>{256, 1024, 512, 10}}) {
+    CAPTURE(widths.size());  // the second: 3 MiB of weights
+    model m = zoo::make_mlp(widths, dimension(std::int64_t{1}));
+    graph& g = m.graph;
+    // The types a session's inference would give: each Gemm's output [1, its weight's rows], each Relu's its input's.
+    for (node_id n = 0; n < g.node_count(); ++n) {
+      const auto& nd = g.node(n);
+      const auto& in = g.value(nd.inputs[0]).type;
+      g.value(nd.outputs[0]).type =
+          nd.op_type == "Gemm"
+              ? type_info::tensor_of(element_type::float32, shape{std::int64_t{1}, g.value(nd.inputs[1]).initializer->sizes()[0]})
+              : in;
+    }
+    std::vector<partition> parts;
+    for (node_id n = 0; n < g.node_count(); ++n) parts.push_back(partition{g.node(n).name, &g, {n}, std::nullopt, {}, {}});
+    const auto all = cpu_provider{}.compile(parts);
+    REQUIRE_MESSAGE(all.has_value(), all.status().to_string());
+    REQUIRE(all->size() == parts.size());
+    for (const auto& fn : *all) CHECK(static_cast<bool>(fn));
+    // Without Relu's kernel: every Relu fails; the first in the graph is named.
+    const auto gemm_only = basic_cpu_provider<ops::gemm>{}.compile(parts);
+    REQUIRE_FALSE(gemm_only.has_value());
+    CHECK(gemm_only.code() == errc::not_implemented);
+    CHECK(gemm_only.status().message().find("'/layer0/Relu' (Relu)") != std::string::npos);
+  }
 }
