@@ -5,6 +5,7 @@
 #include <epstack/testing/model_zoo.hpp>
 #include <epstack/onnx/onnx_io.hpp>
 #include <epstack/providers/cpu.hpp>
+#include <epstack/ir/node_facts.hpp>
 #include <epstack/runtime/session.hpp>
 
 #include "../support/compare.hpp"
@@ -52,7 +53,7 @@ attribute text(std::string name, std::string v) {
 // counts that are not multiples of 16 (24, 40), a depthwise stride-2 3x3, a dilated 3x3, SAME_UPPER padding, a
 // residual Add (FusedConv's Z), ReLU/Clip/Sigmoid activations, Mul and Tanh on blocked tensors, MaxPool (ceil_mode,
 // pads), AveragePool (count_include_pad, asymmetric pads), both global pools, a grouped convolution (left in NCHW),
-// a Winograd-shaped 3x3 (left in NCHW), a Transpose reading a blocked value, and a mid-chain graph output.
+// a Winograd-shaped 3x3 (blocked, as Winograd), a Transpose reading a blocked value, and a mid-chain graph output.
 // Adds random weights (seeds counting up from `seed`, values within +-scale) and Conv nodes to a graph.
 struct conv_builder {
   graph& g;
@@ -172,17 +173,26 @@ TEST_CASE("NCHWc: convolutions, pools and element-wise chains in the blocked lay
   auto plain = make(m, "nchw");
   auto unoptimised = make(m, "nchwc", graph_optimization_level::disable);
   const auto counts = op_counts(blocked.get_model().graph);
-  // pw1, dw, dil, pw2 (+ the residual), first, same: blocked; grouped and wino stay NCHW.
-  CHECK(counts.at(std::string(blocked_conv)) == 6);
+  // pw1, dw, dil, pw2 (+ the residual), wino (as Winograd), first, same: blocked; grouped stays NCHW.
+  CHECK(counts.at(std::string(blocked_conv)) == 7);
   const auto count = [&](const std::string& k) { return counts.count(k) ? counts.at(k) : 0; };
-  CHECK(count("com.microsoft.FusedConv") + count("Conv") == 2);
+  CHECK(count("com.microsoft.FusedConv") + count("Conv") == 1);
+  int winograd = 0;
+  for (node_id n = 0; n < blocked.get_model().graph.node_count(); ++n) {
+    const auto& nd = blocked.get_model().graph.node(n);
+    if (nd.domain == "com.epstack.nchwc16" && nd.op_type == "Conv" && attr_i(nd, "winograd", 0) == 1) {
+      ++winograd;
+      CHECK(nd.name == "wino");
+    }
+  }
+  CHECK(winograd == 1);
   CHECK(counts.at("com.epstack.nchwc16.MaxPool") == 1);
   CHECK(counts.at("com.epstack.nchwc16.AveragePool") == 1);
   CHECK(counts.at("com.epstack.nchwc16.GlobalAveragePool") == 1);
   CHECK(counts.at("com.epstack.nchwc16.GlobalMaxPool") == 1);
   CHECK(counts.at("Mul") == 1);  // on blocked tensors
   CHECK(counts.at("com.epstack.nchwc16.ReorderInput") == 1);   // x (the first layer reads img as it is)
-  CHECK(counts.at("com.epstack.nchwc16.ReorderOutput") >= 5);  // b, c (Transpose), e (wino), gap, gmp, k
+  CHECK(counts.at("com.epstack.nchwc16.ReorderOutput") >= 5);  // b, c (Transpose), gap, gmp, wino, k
   CHECK(op_counts(plain.get_model().graph).count(std::string(blocked_conv)) == 0);
   CHECK(blocked.get_model().opset("com.epstack.nchwc16") == 1);
   bool reported = false;
@@ -287,6 +297,60 @@ TEST_CASE("NCHWc: depthwise 3-wide rows of every width and remainder, strides 1 
   }
 }
 
+// Winograd F(2x2, 3x3) on the blocked layout: images of odd and even sizes (tiles cut at the right and bottom
+// edges), symmetric, asymmetric and no padding, channel counts that are not multiples of 16 (24 in, 40 out: three
+// output blocks), five output blocks (sets of 3 and 2), runs of tiles across several work items (64 channels on 40x40:
+// 400 tiles), 256 input channels (the large-filter path: all tiles in one run), a residual input with ReLU and Clip,
+// two images, at 1, 2 and 3 threads; against NCHW (the three-pass NCHW Winograd and the im2col kernel). A 7x7 image
+// (16 tiles) is Winograd, a 6x6 one (9 tiles) the direct kernel.
+TEST_CASE("NCHWc: Winograd 3x3 convolutions on the blocked layout compute what NCHW computes") {
+  struct shape_case {
+    std::int64_t c, m, h, w;
+    std::vector<std::int64_t> pads;
+    bool winograd;
+  };
+  const shape_case cases[] = {
+      {24, 40, 9, 11, {1, 1, 1, 1}, true},  {64, 80, 13, 12, {1, 0, 1, 2}, true}, {64, 64, 40, 40, {1, 1, 1, 1}, true},
+      {256, 64, 14, 14, {1, 1, 1, 1}, true}, {32, 32, 9, 9, {0, 0, 0, 0}, true},   {48, 32, 7, 7, {1, 1, 1, 1}, true},
+      {48, 32, 6, 6, {1, 1, 1, 1}, false},
+  };
+  for (const auto& sc : cases) {
+    CAPTURE(sc.c);
+    CAPTURE(sc.m);
+    CAPTURE(sc.h);
+    CAPTURE(sc.w);
+    graph g("wino");
+    g.add_input("x", type_info::tensor_of(element_type::float32, shape::of(std::vector<std::int64_t>{2, sc.c, sc.h, sc.w})));
+    conv_builder b{g, static_cast<std::uint64_t>(900 + sc.c + sc.h), 0.1f};
+    const auto w = [&](std::string name, std::initializer_list<std::int64_t> d) { return b.weight(std::move(name), d); };
+    // a = relu(conv(x) + bias); y = clip(conv(a) + a) when the second convolution keeps the channels (its residual).
+    b.conv("w1", {"x", w("k1", {sc.m, sc.c, 3, 3}), w("b1", {sc.m})}, "a0", attrs({ints("pads", sc.pads)}));
+    g.add_node(test::op("relu", "Relu"), {"a0"}, {"a"});
+    const std::int64_t ah = sc.h + sc.pads[0] + sc.pads[2] - 2, aw = sc.w + sc.pads[1] + sc.pads[3] - 2;
+    int blocked_convs = 1;
+    if (ah * aw > 0) {
+      b.conv("w2", {"a", w("k2", {sc.m, sc.m, 3, 3})}, "c0", attrs({ints("pads", {1, 1, 1, 1})}));
+      g.add_node(test::op("res", "Add"), {"c0", "a"}, {"c1"});
+      g.add_initializer("lo", tensor::scalar(-0.25f));
+      g.add_initializer("hi", tensor::scalar(0.5f));
+      g.add_node(test::op("clip", "Clip"), {"c1", "lo", "hi"}, {"c"});
+      g.add_output("c");
+      ++blocked_convs;
+    }
+    const model m = model_of(std::move(g), {"a"});
+    const std::vector<named_tensor> in{{"x", zoo::random_tensor({2, sc.c, sc.h, sc.w}, 950 + static_cast<std::uint64_t>(sc.h), 1.0f)}};
+    for (int threads : {1, 2, 3}) check_blocked_matches_plain(m, in, threads, blocked_convs);
+    // The first convolution is Winograd exactly when its output has at least 16 tiles of 2x2.
+    auto s = make(m, "nchwc");
+    int winograd = 0;
+    for (node_id n = 0; n < s.get_model().graph.node_count(); ++n)
+      if (attr_i(s.get_model().graph.node(n), "winograd", 0) == 1) ++winograd;
+    const bool first = ((ah + 1) / 2) * ((aw + 1) / 2) >= 16;
+    CHECK(first == sc.winograd);
+    CHECK(winograd == (sc.winograd ? blocked_convs : 0));
+  }
+}
+
 TEST_CASE("NCHWc: a residual network converts whole and matches NCHW at 1 and 3 threads") {
   const auto m = zoo::make_convnet({16, 32, 48}, 28, 10);
   for (int threads : {1, 3}) {
@@ -316,11 +380,11 @@ TEST_CASE("NCHWc: the blocked graph saved as ONNX loads and runs again (what an 
   REQUIRE(save_model(blocked.get_model(), path).is_ok());
   auto saved = load_model(path);
   REQUIRE_MESSAGE(saved.has_value(), saved.status().to_string());
-  CHECK(op_counts(saved->graph).at(std::string(blocked_conv)) == 6);
+  CHECK(op_counts(saved->graph).at(std::string(blocked_conv)) == 7);
   CHECK(saved->opset("com.epstack.nchwc16") == 1);
   auto loaded = cpu_session::create(path);
   REQUIRE_MESSAGE(loaded.has_value(), loaded.status().to_string());
-  CHECK(op_counts(loaded->get_model().graph).at(std::string(blocked_conv)) == 6);  // not converted twice
+  CHECK(op_counts(loaded->get_model().graph).at(std::string(blocked_conv)) == 7);  // not converted twice
   auto plain = make(layout_model(), "nchw");
   const auto in = inputs();
   auto a = loaded->run(in);
@@ -365,4 +429,26 @@ TEST_CASE("NCHWc: the option's values, and the blocked kernels' refusals name wh
   CHECK(out.code() == errc::invalid_argument);
   const auto msg = out.status().message();
   CHECK((msg.find("not a multiple of 16") != std::string::npos || msg.find("at least 40 channels") != std::string::npos));
+
+  // A Winograd node whose filters are not the 16 transformed sets, and one with a stride: refused, saying why.
+  for (const bool strided : {false, true}) {
+    graph wg("winograd_refusals");
+    wg.add_input("x", type_info::tensor_of(element_type::float32, shape{1, 16, 8, 8}));
+    wg.add_initializer("w", zoo::random_tensor({16, 16, strided ? 4 : 3, strided ? 4 : 3}, 5, 1.0f));
+    attribute_list wa = attrs({one("winograd", 1), ints("kernel_shape", {3, 3}), ints("pads", {1, 1, 1, 1})});
+    if (strided) wa.set(ints("strides", {2, 2}));
+    node wc = test::op("bad_winograd", "Conv", wa);
+    wc.domain = "com.epstack.nchwc16";
+    wg.add_node(wc, {"x", "w"}, {"y"});
+    wg.add_output("y", type_info::tensor_of(element_type::float32));
+    model wm;
+    wm.opsets = {{"", 13}, {"com.epstack.nchwc16", 1}};
+    wm.graph = std::move(wg);
+    auto ws = cpu_session::create(wm);
+    REQUIRE_MESSAGE(ws.has_value(), ws.status().to_string());
+    auto wout = ws->run({{"x", zoo::random_tensor({1, 16, 8, 8}, 6, 1.0f)}});
+    REQUIRE_FALSE(wout.has_value());
+    CHECK(wout.code() == errc::invalid_argument);
+    CHECK(wout.status().message().find(strided ? "unit strides" : "W [M, C, 4, 4]") != std::string::npos);
+  }
 }

@@ -477,10 +477,207 @@ void depthwise_row(const conv_view& v, const conv_epilogue& ep, std::int64_t cb,
   for (; ow < OW; ++ow) depthwise_tile<1, true>(v, ep, cb, oh, ow);
 }
 
+// ---- Winograd F(2x2, 3x3) on the blocked layout ----
+// The layout pass transforms the filters (U = G g G^T, src/runtime/nchwc_layout.cpp) into 16 blocked 1x1 filter sets
+// [xi][Op/16][Cp/16][16 in][16 out]. Per call: (1) every 4x4 input patch at stride 2 (a tile) of every channel block
+// becomes 16 vectors V[xi][cb][tile] = B^T d B, computed on 16 channels at once; (2) per work item (a set of output
+// blocks and a run of tiles), 16 products P[xi] = V[xi] x U[xi], each a 1x1 convolution over the run's tiles with the
+// dense kernels' register blocking (NB output blocks x NO tiles in 24 accumulators); (3) the item's own products, still
+// in cache, become 2x2 output pixels per tile, Y = A^T P A, with bias, the residual and the activation.
+//   B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]      A^T = [1 1 1 0; 0 1 -1 -1]
+struct wino_geom {
+  std::int64_t CB = 0, MB = 0, IH = 0, IW = 0, OH = 0, OW = 0, pt = 0, pl = 0, TH = 0, TW = 0;
+  [[nodiscard]] std::int64_t tiles() const { return TH * TW; }
+};
+
+// Tiles [t0, t1) of channel block cb (plane `x`, IH x IW blocked pixels) to V (16 planes `xs` floats apart, tile t of
+// this block at v + t * blk).
+void wino_input_row(const wino_geom& g, const float* x, std::int64_t ty, float* v, std::int64_t xs) {
+  for (std::int64_t tx = 0; tx < g.TW; ++tx) {
+    v16 t[4][4];  // t[row][column] after the column transform
+    const std::int64_t c0 = 2 * tx - g.pl;
+    for (int k = 0; k < 4; ++k) {
+      const std::int64_t r = 2 * ty - g.pt + k;
+      v16 d[4];
+      for (int j = 0; j < 4; ++j) {
+        const std::int64_t c = c0 + j;
+        d[j] = r >= 0 && r < g.IH && c >= 0 && c < g.IW ? load(x + (r * g.IW + c) * blk) : v16{};
+      }
+      t[k][0] = d[0] - d[2];
+      t[k][1] = d[1] + d[2];
+      t[k][2] = d[2] - d[1];
+      t[k][3] = d[1] - d[3];
+    }
+    float* out = v + (ty * g.TW + tx) * blk;
+    for (int j = 0; j < 4; ++j) {
+      store(out + (0 * 4 + j) * xs, t[0][j] - t[2][j]);
+      store(out + (1 * 4 + j) * xs, t[1][j] + t[2][j]);
+      store(out + (2 * 4 + j) * xs, t[2][j] - t[1][j]);
+      store(out + (3 * 4 + j) * xs, t[1][j] - t[3][j]);
+    }
+  }
+}
+
+// NB output blocks x NO tiles of one product: v at the first tile of input block 0 (`vcb` floats between input
+// blocks), u at output block 0's filters (`uob` floats between output blocks), p at the first tile of output block 0
+// (`pob` floats between output blocks).
+template <int NB, int NO>
+void wino_product_tile(const float* v, std::int64_t vcb, const float* u, std::int64_t uob, std::int64_t CB, float* p,
+                       std::int64_t pob) {
+  v16 acc[NB][NO] = {};
+  for (std::int64_t cb = 0; cb < CB; ++cb, v += vcb, u += blk * blk) {
+#pragma GCC unroll 2
+    for (std::int64_t bi = 0; bi < blk; ++bi) {
+      v16 wv[NB];
+#pragma GCC unroll 4
+      for (int b = 0; b < NB; ++b) wv[b] = load(u + b * uob + bi * blk);
+#pragma GCC unroll 24
+      for (int o = 0; o < NO; ++o) {
+        const v16 xs = splat(v[o * blk + bi]);
+#pragma GCC unroll 4
+        for (int b = 0; b < NB; ++b) acc[b][o] += wv[b] * xs;
+      }
+    }
+  }
+  for (int b = 0; b < NB; ++b)
+    for (int o = 0; o < NO; ++o) store(p + b * pob + o * blk, acc[b][o]);
+}
+
+// Tiles [0, n) of one product for NB output blocks: whole tiles of 24 / NB, the rest in tiles of 4, 3, 2 and 1.
+template <int NB>
+void wino_product_run(const float* v, std::int64_t vcb, const float* u, std::int64_t uob, std::int64_t CB, float* p,
+                      std::int64_t pob, std::int64_t n) {
+  constexpr int full = 24 / NB;
+  std::int64_t t = 0;
+  for (; t + full <= n; t += full) wino_product_tile<NB, full>(v + t * blk, vcb, u, uob, CB, p + t * blk, pob);
+  for (; t + 4 <= n; t += 4) wino_product_tile<NB, 4>(v + t * blk, vcb, u, uob, CB, p + t * blk, pob);
+  switch (n - t) {
+    case 3: wino_product_tile<NB, 3>(v + t * blk, vcb, u, uob, CB, p + t * blk, pob); break;
+    case 2: wino_product_tile<NB, 2>(v + t * blk, vcb, u, uob, CB, p + t * blk, pob); break;
+    case 1: wino_product_tile<NB, 1>(v + t * blk, vcb, u, uob, CB, p + t * blk, pob); break;
+    default: break;
+  }
+}
+
+// Output block `ob`, tiles [t0, t0 + n) from their products p (16 planes `ps` floats apart, tile t0 at p) to y (image
+// n, blocked), with bias, the residual (blocked like y, or null) and the activation.
+void wino_output_run(const wino_geom& g, const float* p, std::int64_t ps, std::int64_t ob, std::int64_t t0, std::int64_t n,
+                     const conv_epilogue& ep, const float* sum, float* y) {
+  const v16 bias = ep.bias != nullptr ? load(ep.bias + ob * blk) : v16{};
+  const bool reg_act = in_register(ep.act);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int64_t t = t0 + i, ty = t / g.TW, tx = t % g.TW;
+    v16 m[16];
+    for (int xi = 0; xi < 16; ++xi) m[xi] = load(p + xi * ps + i * blk);
+    v16 s[2][4];
+    for (int j = 0; j < 4; ++j) {
+      s[0][j] = m[j] + m[4 + j] + m[8 + j];
+      s[1][j] = m[4 + j] - m[8 + j] - m[12 + j];
+    }
+    for (int r = 0; r < 2; ++r) {
+      const std::int64_t oh = 2 * ty + r;
+      if (oh >= g.OH) break;
+      const v16 out[2] = {s[r][0] + s[r][1] + s[r][2] + bias, s[r][1] - s[r][2] - s[r][3] + bias};
+      for (int c = 0; c < 2; ++c) {
+        const std::int64_t ow = 2 * tx + c;
+        if (ow >= g.OW) break;
+        const std::int64_t at = ((ob * g.OH + oh) * g.OW + ow) * blk;
+        v16 val = out[c];
+        if (sum != nullptr) val += load(sum + at);
+        if (reg_act) val = activate(ep.act, val);
+        store(y + at, val);
+      }
+    }
+  }
+}
+
+Status wino_conv_compute(const conv_geom& cg, const float* px, const float* u, const conv_epilogue& ep, float* py,
+                         compute_context& ctx) {
+  wino_geom g;
+  g.CB = cg.CB;
+  g.MB = cg.MB;
+  g.IH = cg.h.in;
+  g.IW = cg.w.in;
+  g.OH = cg.h.out;
+  g.OW = cg.w.out;
+  g.pt = cg.h.pb;
+  g.pl = cg.w.pb;
+  g.TH = (g.OH + 1) / 2;
+  g.TW = (g.OW + 1) / 2;
+  const std::int64_t T = g.tiles();
+  const std::int64_t in_image = g.CB * g.IH * g.IW * blk, out_image = g.MB * g.OH * g.OW * blk;
+  // (1) V[n][xi][cb][t][16], tile rows of channel blocks across the threads.
+  const std::int64_t v_plane = g.CB * T * blk, v_image = 16 * v_plane;
+  tensor vbuf = ctx.scratch(element_type::float32, static_cast<std::size_t>(cg.N * v_image));
+  float* pv = vbuf.typed<float>();
+  parallel_items(ctx, static_cast<std::size_t>(cg.N * g.CB * g.TH), static_cast<std::size_t>(g.TW * 16 * blk * 2),
+                 [&](std::size_t r0, std::size_t r1) {
+                   for (std::size_t r = r0; r < r1; ++r) {
+                     const auto ri = static_cast<std::int64_t>(r);
+                     const std::int64_t n = ri / (g.CB * g.TH), cb = ri / g.TH % g.CB, ty = ri % g.TH;
+                     wino_input_row(g, px + n * in_image + cb * g.IH * g.IW * blk, ty,
+                                    pv + n * v_image + cb * T * blk, v_plane);
+                   }
+                 });
+  // (2, 3) Items: sets of up to 4 output blocks (as even as they can be) x runs of tiles. A run's 16 products stay
+  // within about 256 KiB; more runs only while each set's filters (16 x CB x 4 KiB a block) are small enough to be
+  // read again per run from L2, and while there are fewer than 4 items per thread.
+  const std::int64_t groups = (g.MB + 3) / 4, per_group = g.MB / groups, wider = g.MB % groups;
+  const std::int64_t nb_max = per_group + (wider > 0 ? 1 : 0);
+  const auto threads = static_cast<std::int64_t>(ctx.thread_count());
+  const std::int64_t u_group_bytes = 16 * g.CB * nb_max * blk * blk * 4;
+  std::int64_t run = std::min<std::int64_t>(T, std::max<std::int64_t>(12, (256 * 1024) / (16 * nb_max * blk * 4)));
+  if (u_group_bytes > 512 * 1024) run = T;  // large filters: read once per set, the set's tiles all at once
+  while (cg.N * groups * ((T + run - 1) / run) < 4 * threads && run > 24) run = (run + 1) / 2;
+  const std::int64_t runs = (T + run - 1) / run;
+  const std::int64_t items = cg.N * groups * runs;
+  const std::int64_t p_item = 16 * nb_max * run * blk;
+  tensor pbuf = ctx.scratch(element_type::float32, static_cast<std::size_t>(items * p_item));
+  float* pp = pbuf.typed<float>();
+  const std::int64_t u_xi = g.MB * g.CB * blk * blk, u_ob = g.CB * blk * blk;
+  parallel_items(ctx, static_cast<std::size_t>(items), static_cast<std::size_t>(run * g.CB * nb_max * 16 * blk * blk),
+                 [&](std::size_t i0, std::size_t i1) {
+    for (std::size_t i = i0; i < i1; ++i) {
+      const auto ii = static_cast<std::int64_t>(i);
+      const std::int64_t rn = ii % runs, grp = ii / runs % groups, n = ii / (runs * groups);
+      const std::int64_t ob0 = grp * per_group + std::min(grp, wider);
+      const int nb = static_cast<int>(per_group + (grp < wider ? 1 : 0));
+      const std::int64_t t0 = rn * run, len = std::min(T, t0 + run) - t0;
+      float* p = pp + ii * p_item;
+      const std::int64_t ps = nb * len * blk;  // floats between the 16 products in p
+      for (int xi = 0; xi < 16; ++xi) {
+        const float* v = pv + n * v_image + xi * v_plane + t0 * blk;
+        const float* uu = u + xi * u_xi + ob0 * u_ob;
+        float* q = p + xi * ps;
+        switch (nb) {
+          case 4: wino_product_run<4>(v, T * blk, uu, u_ob, g.CB, q, len * blk, len); break;
+          case 3: wino_product_run<3>(v, T * blk, uu, u_ob, g.CB, q, len * blk, len); break;
+          case 2: wino_product_run<2>(v, T * blk, uu, u_ob, g.CB, q, len * blk, len); break;
+          default: wino_product_run<1>(v, T * blk, uu, u_ob, g.CB, q, len * blk, len); break;
+        }
+      }
+      for (int b = 0; b < nb; ++b) {
+        wino_output_run(g, p + b * len * blk, ps, ob0 + b, t0, len, ep, ep.sum ? ep.sum + n * out_image : nullptr,
+                        py + n * out_image);
+        if (!in_register(ep.act))
+          for (std::int64_t t = t0; t < t0 + len; ++t) {
+            const std::int64_t ty = t / g.TW, tx = t % g.TW;
+            for (std::int64_t oh = 2 * ty; oh < std::min(g.OH, 2 * ty + 2); ++oh) {
+              const std::int64_t w = std::min<std::int64_t>(2, g.OW - 2 * tx);
+              ep.act.apply(py + n * out_image + (((ob0 + b) * g.OH + oh) * g.OW + 2 * tx) * blk, static_cast<std::size_t>(w * blk));
+            }
+          }
+      }
+    }
+  });
+  return {};
+}
+
 struct nchwc_conv_plan {
   window_attrs attrs;
   std::int64_t group = 1;
   bool fused = false;
+  bool winograd = false;  // W holds Winograd F(2x2, 3x3) filters [16][Op/16][Cp/16][16][16] (declared [Op, Cp, 4, 4])
   activation act;
 };
 
@@ -503,10 +700,20 @@ Status nchwc_conv_compute(const nchwc_conv_plan& p, compute_context& ctx) {
                             " are neither a depthwise, a blocked nor a first-layer convolution"));
   g.CB = g.C / blk;
   g.MB = g.M / blk;
-  if (!p.attrs.kernel.empty() && (p.attrs.kernel[0] != wt.sizes()[2] || p.attrs.kernel[1] != wt.sizes()[3]))
+  if (p.winograd) {
+    if (g.kind != conv_kind::dense || wt.sizes()[2] != 4 || wt.sizes()[3] != 4)
+      return op_error(op, cat("winograd: X ", dims_string(x.sizes()), " and W ", dims_string(wt.sizes()),
+                              " must be blocked with W [M, C, 4, 4] (16 transformed 1x1 filter sets)"));
+    if (p.attrs.kernel.size() != 2 || p.attrs.kernel[0] != 3 || p.attrs.kernel[1] != 3 ||
+        std::any_of(p.attrs.strides.begin(), p.attrs.strides.end(), [](std::int64_t v) { return v != 1; }) ||
+        std::any_of(p.attrs.dilations.begin(), p.attrs.dilations.end(), [](std::int64_t v) { return v != 1; }))
+      return op_error(op, "winograd: kernel_shape must be [3, 3] with unit strides and dilations");
+  } else if (!p.attrs.kernel.empty() && (p.attrs.kernel[0] != wt.sizes()[2] || p.attrs.kernel[1] != wt.sizes()[3])) {
     return op_error(op, "kernel_shape does not match W");
-  EPSTACK_ASSIGN_OR_RETURN(g.h, make_window(p.attrs, 0, x.sizes()[2], wt.sizes()[2], op));
-  EPSTACK_ASSIGN_OR_RETURN(g.w, make_window(p.attrs, 1, x.sizes()[3], wt.sizes()[3], op));
+  }
+  const std::int64_t KH = p.winograd ? 3 : wt.sizes()[2], KW = p.winograd ? 3 : wt.sizes()[3];
+  EPSTACK_ASSIGN_OR_RETURN(g.h, make_window(p.attrs, 0, x.sizes()[2], KH, op));
+  EPSTACK_ASSIGN_OR_RETURN(g.w, make_window(p.attrs, 1, x.sizes()[3], KW, op));
   conv_epilogue ep;
   ep.act = p.act;
   if (ctx.has_input(2)) {
@@ -527,6 +734,7 @@ Status nchwc_conv_compute(const nchwc_conv_plan& p, compute_context& ctx) {
   const float* px = x.typed<float>();
   float* py = y.typed<float>();
   const std::int64_t in_image = g.C * g.h.in * g.w.in, out_image = g.M * g.h.out * g.w.out;
+  if (p.winograd) return wino_conv_compute(g, px, wt.typed<float>(), ep, py, ctx);
 
   if (g.kind == conv_kind::depthwise) {
     const auto rows = static_cast<std::size_t>(g.N * g.CB * g.h.out);
@@ -851,6 +1059,7 @@ Result<compute_function> nchwc_conv::compile(const graph& g, node_id n) {
   EPSTACK_RETURN_IF_ERROR(check_window_attrs(p.attrs, "Conv (NCHWc)"));
   p.group = attr_i(nd, "group", 1);
   p.fused = true;
+  p.winograd = attr_i(nd, "winograd", 0) != 0;
   EPSTACK_ASSIGN_OR_RETURN(p.act, parse_activation(nd));
   return make_fn("Conv (NCHWc)", [p](compute_context& ctx) { return nchwc_conv_compute(p, ctx); });
 }

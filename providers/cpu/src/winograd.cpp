@@ -7,6 +7,8 @@
 
 #include "kernel_util.hpp"
 
+#include <epstack/detail/winograd_f23.hpp>
+
 #include <algorithm>
 #include <new>
 
@@ -31,20 +33,10 @@ winograd_weights winograd_pack(const float* w, std::int64_t M, std::int64_t C) {
   // intermediate copy, one pass over the weights. Rows past M in the last panel are zero, as pack_a leaves them.
   for (std::int64_t m = 0; m < M; ++m)
     for (std::int64_t c = 0; c < C; ++c) {
-      const float* g = w + (m * C + c) * 9;
-      float gg[4][3];  // G g
-      for (int j = 0; j < 3; ++j) {
-        gg[0][j] = g[j];
-        gg[1][j] = 0.5f * (g[j] + g[3 + j] + g[6 + j]);
-        gg[2][j] = 0.5f * (g[j] - g[3 + j] + g[6 + j]);
-        gg[3][j] = g[6 + j];
-      }
+      float u[16];
+      epstack::detail::winograd_f23_filter(w + (m * C + c) * 9, u);
       float* at = data + packed_a_offset(M, C, m, c);
-      for (int i = 0; i < 4; ++i) {
-        const float a = gg[i][0], b = gg[i][1], cc = gg[i][2];
-        const float row[4] = {a, 0.5f * (a + b + cc), 0.5f * (a - b + cc), cc};
-        for (int j = 0; j < 4; ++j) at[(i * 4 + j) * static_cast<std::int64_t>(r.stride)] = row[j];
-      }
+      for (int xi = 0; xi < 16; ++xi) at[xi * static_cast<std::int64_t>(r.stride)] = u[xi];
     }
   for (std::int64_t m = M; m < a_panels(M) * sgemm_mr; ++m)
     for (std::int64_t c = 0; c < C; ++c)
