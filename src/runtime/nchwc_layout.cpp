@@ -22,27 +22,33 @@ using namespace opt;
 namespace {
 
 constexpr std::int64_t blk = 16;
-// A 3x3 convolution at unit strides over at least this many 2x2 tiles runs as Winograd F(2x2, 3x3) on the blocked
-// layout. ResNet-50 (2 threads, per layer): 64x56x56, 128x28x28 and 256x14x14 layers 0.27-0.34 ms against 0.49 as
-// NCHW Winograd (the three-pass kernel of conv.cpp, between reorders) and about 0.48 direct; 512x7x7 (16 tiles, its
-// transformed filters 16 MiB, read once per call) 0.52 against 0.67 direct. Whole model 19.3 -> 16.7 ms.
+// A 3x3 convolution at unit strides runs as Winograd on the blocked layout: F(4x4, 3x3) over at least 49 tiles of 4x4
+// (28x28 and larger: 4x fewer multiplications than a direct kernel), else F(2x2, 3x3) over at least 16 tiles of 2x2
+// (2.25x fewer). Per layer of ResNet-50 (2 threads): 64x56x56 0.21-0.29 ms as F(4x4), 0.35 as F(2x2), 0.49 as the NCHW
+// Winograd of conv.cpp between reorders, about 0.48 direct; 128x28x28 0.22-0.28 against 0.28-0.29; at 256x14x14 F(2x2)
+// wins (0.32 against 0.36-0.38: 16 tiles of 4x4 cover 16x16, and 9 MiB of transformed filters are read per call);
+// 512x7x7 (16 tiles of 2x2, its transformed filters 16 MiB) 0.52 as F(2x2) against 0.67 direct. Whole model
+// 19.3 -> 17.2 ms with F(2x2) alone, 2-2.5% less with F(4x4) (3 interleaved pairs, in a slower phase of this VM).
 constexpr std::int64_t winograd_min_tiles = 16;
-// Winograd F(2x2, 3x3) filters U = G g G^T (detail::winograd_f23_filter) of O x I 3x3 filters `src`, written
-// blocked for the CPU provider's kernel (providers/cpu/src/nchwc.cpp): for each of the 16 transformed positions xi,
-// a 1x1 convolution's filters [Op/16][Ip/16][16 in][16 out], i.e. [xi][ob][ib][bi][bo]. `dst` holds 16 * Op * Ip
-// zeros.
-void winograd_filters(const float* src, std::int64_t O, std::int64_t I, std::int64_t Op, std::int64_t Ip, float* dst) {
+constexpr std::int64_t winograd4_min_tiles = 49;
+// Winograd F(TM x TM, 3x3) filters U = G g G^T (TM = 2: detail::winograd_f23_filter, 4: winograd_f43_filter) of
+// O x I 3x3 filters `src`, written blocked for the CPU provider's kernel (providers/cpu/src/nchwc.cpp): for each of the
+// P = (TM + 2)^2 transformed positions xi, a 1x1 convolution's filters [Op/16][Ip/16][16 in][16 out], i.e.
+// [xi][ob][ib][bi][bo]. `dst` holds P * Op * Ip zeros.
+void winograd_filters(int TM, const float* src, std::int64_t O, std::int64_t I, std::int64_t Op, std::int64_t Ip, float* dst) {
   const std::int64_t per_xi = Op * Ip;
-  // Written in each plane's order (ob, ib, bi, bo), so that the 16 planes fill as 16 sequential streams.
+  const int P = (TM + 2) * (TM + 2);
+  // Written in each plane's order (ob, ib, bi, bo), so that the P planes fill as P sequential streams.
   std::int64_t at = 0;
   for (std::int64_t ob = 0; ob < Op / blk; ++ob)
     for (std::int64_t ib = 0; ib < Ip / blk; ++ib)
       for (std::int64_t i = ib * blk; i < (ib + 1) * blk; ++i)
         for (std::int64_t o = ob * blk; o < (ob + 1) * blk; ++o, ++at) {
           if (i >= I || o >= O) continue;
-          float u[16];
-          detail::winograd_f23_filter(src + (o * I + i) * 9, u);
-          for (int xi = 0; xi < 16; ++xi) dst[xi * per_xi + at] = u[xi];
+          float u[36];
+          if (TM == 2) detail::winograd_f23_filter(src + (o * I + i) * 9, u);
+          else detail::winograd_f43_filter(src + (o * I + i) * 9, u);
+          for (int xi = 0; xi < P; ++xi) dst[xi * per_xi + at] = u[xi];
         }
 }
 bool all_ones(const std::vector<std::int64_t>& v) {
@@ -160,16 +166,19 @@ struct layout_pass {
     // A 3x3 convolution with unit strides over enough 2x2 tiles runs as Winograd F(2x2, 3x3) on the blocked layout
     // (2.25x fewer multiplications than any direct kernel; the blocked direct kernels already run near the FMA peak):
     // its filters are transformed here, once, and the node carries `winograd` = 1.
-    bool wino = false;
+    int wino = 0;  // the output tile: F(wino x wino, 3x3), or 0
     if (kind == dense && KH == 3 && KW == 3 && all_ones(attr_ints(en.n, "strides")) && all_ones(attr_ints(en.n, "dilations"))) {
       const auto act = attr_s(en.n, "activation");
       const auto& od = *yt->dims;
-      wino = (act.empty() || act == "Relu" || act == "Clip") && od[2].is_known() && od[3].is_known() &&
-             ((od[2].value + 1) / 2) * ((od[3].value + 1) / 2) >= winograd_min_tiles;
+      const auto tiles = [&](std::int64_t tm) { return ((od[2].value + tm - 1) / tm) * ((od[3].value + tm - 1) / tm); };
+      if ((act.empty() || act == "Relu" || act == "Clip") && od[2].is_known() && od[3].is_known()) {
+        if (tiles(4) >= winograd4_min_tiles) wino = 4;
+        else if (tiles(2) >= winograd_min_tiles) wino = 2;
+      }
     }
     const std::int64_t Op = round_up(O), Ip = kind == dense ? round_up(I) : I;
     // The filters, laid out once per original W (a W shared by two convolutions is laid out once).
-    const std::string key = en.inputs[1] + (wino ? "#wino" : kind == dense ? "#dense" : kind == depthwise ? "#dw" : "#first");
+    const std::string key = en.inputs[1] + (wino != 0 ? "#wino" + std::to_string(wino) : kind == dense ? "#dense" : kind == depthwise ? "#dw" : "#first");
     std::string wname;
     if (auto it = filters.find(key); it != filters.end()) {
       wname = it->second;
@@ -179,10 +188,10 @@ struct layout_pass {
       const float* src = staged.data();
       const std::int64_t KK = KH * KW;
       tensor nw;
-      if (wino) {
-        const std::int64_t sizes[] = {Op, Ip, 4, 4};
+      if (wino != 0) {
+        const std::int64_t sizes[] = {Op, Ip, wino + 2, wino + 2};
         nw = zeros(sizes);
-        winograd_filters(src, O, I, Op, Ip, nw.typed<float>());
+        winograd_filters(wino, src, O, I, Op, Ip, nw.typed<float>());
       } else if (kind == dense) {
         const std::int64_t sizes[] = {Op, Ip, KH, KW};
         nw = zeros(sizes);
@@ -222,8 +231,8 @@ struct layout_pass {
     c.n.domain = std::string(nchwc_domain);
     c.n.since_version = 1;
     c.n.attributes.set("group", kind == depthwise ? Op : std::int64_t{1});
-    if (!kernel.empty() || wino) c.n.attributes.set("kernel_shape", std::vector<std::int64_t>{KH, KW});
-    if (wino) c.n.attributes.set("winograd", std::int64_t{1});
+    if (!kernel.empty() || wino != 0) c.n.attributes.set("kernel_shape", std::vector<std::int64_t>{KH, KW});
+    if (wino != 0) c.n.attributes.set("winograd", std::int64_t{wino});
     std::string x = en.inputs[0];
     if (kind != first_layer) x = blocked_input(en.inputs[0], *C);
     std::string z;

@@ -180,7 +180,7 @@ TEST_CASE("NCHWc: convolutions, pools and element-wise chains in the blocked lay
   int winograd = 0;
   for (node_id n = 0; n < blocked.get_model().graph.node_count(); ++n) {
     const auto& nd = blocked.get_model().graph.node(n);
-    if (nd.domain == "com.epstack.nchwc16" && nd.op_type == "Conv" && attr_i(nd, "winograd", 0) == 1) {
+    if (nd.domain == "com.epstack.nchwc16" && nd.op_type == "Conv" && attr_i(nd, "winograd", 0) == 2) {
       ++winograd;
       CHECK(nd.name == "wino");
     }
@@ -297,22 +297,22 @@ TEST_CASE("NCHWc: depthwise 3-wide rows of every width and remainder, strides 1 
   }
 }
 
-// Winograd F(2x2, 3x3) on the blocked layout: images of odd and even sizes (tiles cut at the right and bottom
-// edges), symmetric, asymmetric and no padding, channel counts that are not multiples of 16 (24 in, 40 out: three
-// output blocks), five output blocks (sets of 3 and 2), runs of tiles across several work items (64 channels on 40x40:
-// 400 tiles), 256 input channels (the large-filter path: all tiles in one run), a residual input with ReLU and Clip,
-// two images, at 1, 2 and 3 threads; against NCHW (the three-pass NCHW Winograd and the im2col kernel). A 7x7 image
-// (16 tiles) is Winograd, a 6x6 one (9 tiles) the direct kernel.
+// Winograd on the blocked layout, F(4x4, 3x3) from 49 tiles of 4x4 and F(2x2, 3x3) from 16 tiles of 2x2: images of
+// odd and even sizes (tiles cut at the right and bottom edges), symmetric, asymmetric and no padding, channel counts
+// that are not multiples of 16 (24 in, 40 out: three output blocks), five output blocks (sets of 3 and 2), runs of
+// tiles across several work items (64 channels on 40x40), 256 input channels (the large-filter path: the set's tiles
+// in few runs), a residual input with ReLU and Clip, two images, at 1, 2 and 3 threads; against NCHW (the three-pass
+// NCHW Winograd and the im2col kernel). A 7x7 image (16 tiles of 2x2) is F(2x2), a 6x6 one (9 tiles) the direct kernel.
 TEST_CASE("NCHWc: Winograd 3x3 convolutions on the blocked layout compute what NCHW computes") {
   struct shape_case {
     std::int64_t c, m, h, w;
     std::vector<std::int64_t> pads;
-    bool winograd;
+    std::int64_t winograd;  // the first convolution's output tile (0: direct)
   };
   const shape_case cases[] = {
-      {24, 40, 9, 11, {1, 1, 1, 1}, true},  {64, 80, 13, 12, {1, 0, 1, 2}, true}, {64, 64, 40, 40, {1, 1, 1, 1}, true},
-      {256, 64, 14, 14, {1, 1, 1, 1}, true}, {32, 32, 9, 9, {0, 0, 0, 0}, true},   {48, 32, 7, 7, {1, 1, 1, 1}, true},
-      {48, 32, 6, 6, {1, 1, 1, 1}, false},
+      {24, 40, 9, 11, {1, 1, 1, 1}, 2},    {64, 80, 13, 12, {1, 0, 1, 2}, 2}, {64, 64, 40, 40, {1, 1, 1, 1}, 4},
+      {256, 64, 14, 14, {1, 1, 1, 1}, 2},  {32, 32, 9, 9, {0, 0, 0, 0}, 2},   {48, 32, 7, 7, {1, 1, 1, 1}, 2},
+      {48, 32, 6, 6, {1, 1, 1, 1}, 0},     {40, 48, 30, 29, {1, 0, 2, 1}, 4}, {256, 32, 28, 28, {1, 1, 1, 1}, 4},
   };
   for (const auto& sc : cases) {
     CAPTURE(sc.c);
@@ -323,31 +323,26 @@ TEST_CASE("NCHWc: Winograd 3x3 convolutions on the blocked layout compute what N
     g.add_input("x", type_info::tensor_of(element_type::float32, shape::of(std::vector<std::int64_t>{2, sc.c, sc.h, sc.w})));
     conv_builder b{g, static_cast<std::uint64_t>(900 + sc.c + sc.h), 0.1f};
     const auto w = [&](std::string name, std::initializer_list<std::int64_t> d) { return b.weight(std::move(name), d); };
-    // a = relu(conv(x) + bias); y = clip(conv(a) + a) when the second convolution keeps the channels (its residual).
+    // a = relu(conv(x) + bias); c = clip(conv(a) + a), the second convolution keeping the channels (its residual).
     b.conv("w1", {"x", w("k1", {sc.m, sc.c, 3, 3}), w("b1", {sc.m})}, "a0", attrs({ints("pads", sc.pads)}));
     g.add_node(test::op("relu", "Relu"), {"a0"}, {"a"});
-    const std::int64_t ah = sc.h + sc.pads[0] + sc.pads[2] - 2, aw = sc.w + sc.pads[1] + sc.pads[3] - 2;
-    int blocked_convs = 1;
-    if (ah * aw > 0) {
-      b.conv("w2", {"a", w("k2", {sc.m, sc.m, 3, 3})}, "c0", attrs({ints("pads", {1, 1, 1, 1})}));
-      g.add_node(test::op("res", "Add"), {"c0", "a"}, {"c1"});
-      g.add_initializer("lo", tensor::scalar(-0.25f));
-      g.add_initializer("hi", tensor::scalar(0.5f));
-      g.add_node(test::op("clip", "Clip"), {"c1", "lo", "hi"}, {"c"});
-      g.add_output("c");
-      ++blocked_convs;
-    }
-    const model m = model_of(std::move(g), {"a"});
+    b.conv("w2", {"a", w("k2", {sc.m, sc.m, 3, 3})}, "c0", attrs({ints("pads", {1, 1, 1, 1})}));
+    g.add_node(test::op("res", "Add"), {"c0", "a"}, {"c1"});
+    g.add_initializer("lo", tensor::scalar(-0.25f));
+    g.add_initializer("hi", tensor::scalar(0.5f));
+    g.add_node(test::op("clip", "Clip"), {"c1", "lo", "hi"}, {"c"});
+    const model m = model_of(std::move(g), {"a", "c"});
     const std::vector<named_tensor> in{{"x", zoo::random_tensor({2, sc.c, sc.h, sc.w}, 950 + static_cast<std::uint64_t>(sc.h), 1.0f)}};
-    for (int threads : {1, 2, 3}) check_blocked_matches_plain(m, in, threads, blocked_convs);
-    // The first convolution is Winograd exactly when its output has at least 16 tiles of 2x2.
+    for (int threads : {1, 2, 3}) check_blocked_matches_plain(m, in, threads, 2);
+    // Each convolution's algorithm, by its output's tiles (the second keeps the first's output size).
     auto s = make(m, "nchwc");
-    int winograd = 0;
-    for (node_id n = 0; n < s.get_model().graph.node_count(); ++n)
-      if (attr_i(s.get_model().graph.node(n), "winograd", 0) == 1) ++winograd;
-    const bool first = ((ah + 1) / 2) * ((aw + 1) / 2) >= 16;
-    CHECK(first == sc.winograd);
-    CHECK(winograd == (sc.winograd ? blocked_convs : 0));
+    std::map<std::string, std::int64_t> algorithm;
+    for (node_id n = 0; n < s.get_model().graph.node_count(); ++n) {
+      const auto& nd = s.get_model().graph.node(n);
+      if (nd.op_type == "Conv") algorithm[nd.name] = attr_i(nd, "winograd", 0);
+    }
+    CHECK(algorithm.at("w1") == sc.winograd);
+    CHECK(algorithm.at("w2") == sc.winograd);
   }
 }
 
@@ -435,7 +430,7 @@ TEST_CASE("NCHWc: the option's values, and the blocked kernels' refusals name wh
     graph wg("winograd_refusals");
     wg.add_input("x", type_info::tensor_of(element_type::float32, shape{1, 16, 8, 8}));
     wg.add_initializer("w", zoo::random_tensor({16, 16, strided ? 4 : 3, strided ? 4 : 3}, 5, 1.0f));
-    attribute_list wa = attrs({one("winograd", 1), ints("kernel_shape", {3, 3}), ints("pads", {1, 1, 1, 1})});
+    attribute_list wa = attrs({one("winograd", 2), ints("kernel_shape", {3, 3}), ints("pads", {1, 1, 1, 1})});
     if (strided) wa.set(ints("strides", {2, 2}));
     node wc = test::op("bad_winograd", "Conv", wa);
     wc.domain = "com.epstack.nchwc16";
@@ -451,4 +446,20 @@ TEST_CASE("NCHWc: the option's values, and the blocked kernels' refusals name wh
     CHECK(wout.code() == errc::invalid_argument);
     CHECK(wout.status().message().find(strided ? "unit strides" : "W [M, C, 4, 4]") != std::string::npos);
   }
+  // An output tile the kernel does not have: the session is not created, and the message names the node.
+  graph tg("winograd_tile");
+  tg.add_input("x", type_info::tensor_of(element_type::float32, shape{1, 16, 8, 8}));
+  tg.add_initializer("w", zoo::random_tensor({16, 16, 5, 5}, 7, 1.0f));
+  node tc = test::op("tile3", "Conv", attrs({one("winograd", 3), ints("kernel_shape", {3, 3}), ints("pads", {1, 1, 1, 1})}));
+  tc.domain = "com.epstack.nchwc16";
+  tg.add_node(tc, {"x", "w"}, {"y"});
+  tg.add_output("y", type_info::tensor_of(element_type::float32));
+  model tm;
+  tm.opsets = {{"", 13}, {"com.epstack.nchwc16", 1}};
+  tm.graph = std::move(tg);
+  auto ts = cpu_session::create(tm);
+  REQUIRE_FALSE(ts.has_value());
+  CHECK(ts.code() == errc::invalid_argument);
+  CHECK(ts.status().message().find("tile3") != std::string::npos);
+  CHECK(ts.status().message().find("winograd is 3") != std::string::npos);
 }

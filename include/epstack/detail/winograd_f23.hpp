@@ -1,7 +1,8 @@
 #pragma once
 /// @file winograd_f23.hpp
-/// @brief The filter transform of Winograd F(2x2, 3x3) (Lavin and Gray, 2016), shared by the optimiser's blocked
-/// layout pass (which writes the CPU provider's transformed filters) and the CPU provider's NCHW Winograd kernel.
+/// @brief The filter transforms of Winograd F(2x2, 3x3) and F(4x4, 3x3) (Lavin and Gray, 2016), shared by the
+/// optimiser's blocked layout pass (which writes the CPU provider's transformed filters) and the CPU provider's NCHW
+/// Winograd kernel.
 
 namespace epstack::detail {
 
@@ -22,6 +23,27 @@ inline void winograd_f23_filter(const float* g, float u[16]) noexcept {
     u[i * 4 + 2] = 0.5f * (a - b + c);
     u[i * 4 + 3] = c;
   }
+}
+
+/// U = G g G^T of one 3x3 filter `g` (row-major) for F(4x4, 3x3), with
+/// G = [1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6 -1/6; 1/24 1/12 1/6; 1/24 -1/12 1/6; 0 0 1]: the 36 values of the 6x6
+/// transformed filter, row-major (position xi = 6 * row + column).
+inline void winograd_f43_filter(const float* g, float u[36]) noexcept {
+  const auto column = [](float a, float b, float c, float* o) {  // G (a b c)^T
+    o[0] = a / 4;
+    o[1] = -(a + b + c) / 6;
+    o[2] = -(a - b + c) / 6;
+    o[3] = a / 24 + b / 12 + c / 6;
+    o[4] = a / 24 - b / 12 + c / 6;
+    o[5] = c;
+  };
+  float gg[6][3];  // G g
+  for (int j = 0; j < 3; ++j) {
+    float o[6];
+    column(g[j], g[3 + j], g[6 + j], o);
+    for (int i = 0; i < 6; ++i) gg[i][j] = o[i];
+  }
+  for (int i = 0; i < 6; ++i) column(gg[i][0], gg[i][1], gg[i][2], u + i * 6);
 }
 
 }  // namespace epstack::detail

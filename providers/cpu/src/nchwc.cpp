@@ -477,43 +477,79 @@ void depthwise_row(const conv_view& v, const conv_epilogue& ep, std::int64_t cb,
   for (; ow < OW; ++ow) depthwise_tile<1, true>(v, ep, cb, oh, ow);
 }
 
-// ---- Winograd F(2x2, 3x3) on the blocked layout ----
-// The layout pass transforms the filters (U = G g G^T, src/runtime/nchwc_layout.cpp) into 16 blocked 1x1 filter sets
-// [xi][Op/16][Cp/16][16 in][16 out]. Per call: (1) every 4x4 input patch at stride 2 (a tile) of every channel block
-// becomes 16 vectors V[xi][cb][tile] = B^T d B, computed on 16 channels at once; (2) per work item (a set of output
-// blocks and a run of tiles), 16 products P[xi] = V[xi] x U[xi], each a 1x1 convolution over the run's tiles with the
-// dense kernels' register blocking (NB output blocks x NO tiles in 24 accumulators); (3) the item's own products, still
-// in cache, become 2x2 output pixels per tile, Y = A^T P A, with bias, the residual and the activation.
-//   B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]      A^T = [1 1 1 0; 0 1 -1 -1]
+// ---- Winograd F(2x2, 3x3) and F(4x4, 3x3) on the blocked layout ----
+// The layout pass transforms the filters (U = G g G^T, src/runtime/nchwc_layout.cpp) into P = (TM + 2)^2 blocked 1x1
+// filter sets [P][Op/16][Cp/16][16 in][16 out] (TM: the output tile, 2 or 4). Per call: (1) every (TM + 2)^2 input
+// patch at stride TM (a tile) of every channel block becomes P vectors V[xi][cb][tile] = B^T d B, computed on 16
+// channels at once; (2) per work item (a set of output blocks and a run of tiles), P products V[xi] x U[xi], each a 1x1
+// convolution over the run's tiles with the dense kernels' register blocking (NB output blocks x NO tiles in 24
+// accumulators); (3) the item's own products, still in cache, become TM x TM output pixels per tile, Y = A^T M A,
+// with bias, the residual and the activation. Matrices (Lavin and Gray, 2016):
+//   F(2x2): B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]      A^T = [1 1 1 0; 0 1 -1 -1]
+//   F(4x4): B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0; 0 -2 -1 2 1 0; 0 2 -1 -2 1 0; 0 4 0 -5 0 1]
+//           A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0; 0 1 -1 8 -8 1]
 struct wino_geom {
   std::int64_t CB = 0, MB = 0, IH = 0, IW = 0, OH = 0, OW = 0, pt = 0, pl = 0, TH = 0, TW = 0;
   [[nodiscard]] std::int64_t tiles() const { return TH * TW; }
 };
 
-// Tiles [t0, t1) of channel block cb (plane `x`, IH x IW blocked pixels) to V (16 planes `xs` floats apart, tile t of
-// this block at v + t * blk).
+// B^T d for one column (or row) of an input tile.
+template <int TM>
+inline void wino_in_1d(const v16* d, v16* t) {
+  if constexpr (TM == 2) {
+    t[0] = d[0] - d[2];
+    t[1] = d[1] + d[2];
+    t[2] = d[2] - d[1];
+    t[3] = d[1] - d[3];
+  } else {
+    const v16 four = splat(4.0f), five = splat(5.0f), two = splat(2.0f);
+    t[0] = four * d[0] - five * d[2] + d[4];
+    t[1] = d[3] + d[4] - four * (d[1] + d[2]);
+    t[2] = four * (d[1] - d[2]) + d[4] - d[3];
+    t[3] = two * (d[3] - d[1]) + d[4] - d[2];
+    t[4] = two * (d[1] - d[3]) + d[4] - d[2];
+    t[5] = four * d[1] - five * d[3] + d[5];
+  }
+}
+
+// A^T m for one column (or row) of a tile's products.
+template <int TM>
+inline void wino_out_1d(const v16* m, v16* o) {
+  if constexpr (TM == 2) {
+    o[0] = m[0] + m[1] + m[2];
+    o[1] = m[1] - m[2] - m[3];
+  } else {
+    const v16 a = m[1] + m[2], b = m[1] - m[2], c = m[3] + m[4], d = m[3] - m[4];
+    o[0] = m[0] + a + c;
+    o[1] = b + splat(2.0f) * d;
+    o[2] = a + splat(4.0f) * c;
+    o[3] = b + splat(8.0f) * d + m[5];
+  }
+}
+
+// The tiles of tile row `ty` of one channel block (plane `x`, IH x IW blocked pixels) to V (P planes `xs` floats
+// apart; tile t of this block at v + t * blk).
+template <int TM>
 void wino_input_row(const wino_geom& g, const float* x, std::int64_t ty, float* v, std::int64_t xs) {
+  constexpr int L = TM + 2;
   for (std::int64_t tx = 0; tx < g.TW; ++tx) {
-    v16 t[4][4];  // t[row][column] after the column transform
-    const std::int64_t c0 = 2 * tx - g.pl;
-    for (int k = 0; k < 4; ++k) {
-      const std::int64_t r = 2 * ty - g.pt + k;
-      v16 d[4];
-      for (int j = 0; j < 4; ++j) {
+    v16 t[L][L];  // t[row][column] after the transform along each row
+    const std::int64_t c0 = TM * tx - g.pl;
+    for (int k = 0; k < L; ++k) {
+      const std::int64_t r = TM * ty - g.pt + k;
+      v16 d[L];
+      for (int j = 0; j < L; ++j) {
         const std::int64_t c = c0 + j;
         d[j] = r >= 0 && r < g.IH && c >= 0 && c < g.IW ? load(x + (r * g.IW + c) * blk) : v16{};
       }
-      t[k][0] = d[0] - d[2];
-      t[k][1] = d[1] + d[2];
-      t[k][2] = d[2] - d[1];
-      t[k][3] = d[1] - d[3];
+      wino_in_1d<TM>(d, t[k]);
     }
     float* out = v + (ty * g.TW + tx) * blk;
-    for (int j = 0; j < 4; ++j) {
-      store(out + (0 * 4 + j) * xs, t[0][j] - t[2][j]);
-      store(out + (1 * 4 + j) * xs, t[1][j] + t[2][j]);
-      store(out + (2 * 4 + j) * xs, t[2][j] - t[1][j]);
-      store(out + (3 * 4 + j) * xs, t[1][j] - t[3][j]);
+    for (int j = 0; j < L; ++j) {
+      v16 col[L], u[L];
+      for (int k = 0; k < L; ++k) col[k] = t[k][j];
+      wino_in_1d<TM>(col, u);
+      for (int i = 0; i < L; ++i) store(out + (i * L + j) * xs, u[i]);
     }
   }
 }
@@ -559,30 +595,33 @@ void wino_product_run(const float* v, std::int64_t vcb, const float* u, std::int
   }
 }
 
-// Output block `ob`, tiles [t0, t0 + n) from their products p (16 planes `ps` floats apart, tile t0 at p) to y (image
-// n, blocked), with bias, the residual (blocked like y, or null) and the activation.
+// Output block `ob`, tiles [t0, t0 + n) from their products p (P planes `ps` floats apart, tile t0 at p) to y (one
+// image, blocked), with bias, the residual (blocked like y, or null) and the activation.
+template <int TM>
 void wino_output_run(const wino_geom& g, const float* p, std::int64_t ps, std::int64_t ob, std::int64_t t0, std::int64_t n,
                      const conv_epilogue& ep, const float* sum, float* y) {
+  constexpr int L = TM + 2;
   const v16 bias = ep.bias != nullptr ? load(ep.bias + ob * blk) : v16{};
   const bool reg_act = in_register(ep.act);
   for (std::int64_t i = 0; i < n; ++i) {
     const std::int64_t t = t0 + i, ty = t / g.TW, tx = t % g.TW;
-    v16 m[16];
-    for (int xi = 0; xi < 16; ++xi) m[xi] = load(p + xi * ps + i * blk);
-    v16 s[2][4];
-    for (int j = 0; j < 4; ++j) {
-      s[0][j] = m[j] + m[4 + j] + m[8 + j];
-      s[1][j] = m[4 + j] - m[8 + j] - m[12 + j];
+    v16 s[TM][L];  // A^T M: the transform down each column
+    for (int j = 0; j < L; ++j) {
+      v16 col[L], o[TM];
+      for (int k = 0; k < L; ++k) col[k] = load(p + (k * L + j) * ps + i * blk);
+      wino_out_1d<TM>(col, o);
+      for (int r = 0; r < TM; ++r) s[r][j] = o[r];
     }
-    for (int r = 0; r < 2; ++r) {
-      const std::int64_t oh = 2 * ty + r;
+    for (int r = 0; r < TM; ++r) {
+      const std::int64_t oh = TM * ty + r;
       if (oh >= g.OH) break;
-      const v16 out[2] = {s[r][0] + s[r][1] + s[r][2] + bias, s[r][1] - s[r][2] - s[r][3] + bias};
-      for (int c = 0; c < 2; ++c) {
-        const std::int64_t ow = 2 * tx + c;
+      v16 out[TM];
+      wino_out_1d<TM>(s[r], out);
+      for (int c = 0; c < TM; ++c) {
+        const std::int64_t ow = TM * tx + c;
         if (ow >= g.OW) break;
         const std::int64_t at = ((ob * g.OH + oh) * g.OW + ow) * blk;
-        v16 val = out[c];
+        v16 val = out[c] + bias;
         if (sum != nullptr) val += load(sum + at);
         if (reg_act) val = activate(ep.act, val);
         store(y + at, val);
@@ -591,8 +630,10 @@ void wino_output_run(const wino_geom& g, const float* p, std::int64_t ps, std::i
   }
 }
 
+template <int TM>
 Status wino_conv_compute(const conv_geom& cg, const float* px, const float* u, const conv_epilogue& ep, float* py,
                          compute_context& ctx) {
+  constexpr std::int64_t P = (TM + 2) * (TM + 2);
   wino_geom g;
   g.CB = cg.CB;
   g.MB = cg.MB;
@@ -602,40 +643,40 @@ Status wino_conv_compute(const conv_geom& cg, const float* px, const float* u, c
   g.OW = cg.w.out;
   g.pt = cg.h.pb;
   g.pl = cg.w.pb;
-  g.TH = (g.OH + 1) / 2;
-  g.TW = (g.OW + 1) / 2;
+  g.TH = (g.OH + TM - 1) / TM;
+  g.TW = (g.OW + TM - 1) / TM;
   const std::int64_t T = g.tiles();
   const std::int64_t in_image = g.CB * g.IH * g.IW * blk, out_image = g.MB * g.OH * g.OW * blk;
   // (1) V[n][xi][cb][t][16], tile rows of channel blocks across the threads.
-  const std::int64_t v_plane = g.CB * T * blk, v_image = 16 * v_plane;
+  const std::int64_t v_plane = g.CB * T * blk, v_image = P * v_plane;
   tensor vbuf = ctx.scratch(element_type::float32, static_cast<std::size_t>(cg.N * v_image));
   float* pv = vbuf.typed<float>();
-  parallel_items(ctx, static_cast<std::size_t>(cg.N * g.CB * g.TH), static_cast<std::size_t>(g.TW * 16 * blk * 2),
+  parallel_items(ctx, static_cast<std::size_t>(cg.N * g.CB * g.TH), static_cast<std::size_t>(g.TW * P * blk * 2),
                  [&](std::size_t r0, std::size_t r1) {
                    for (std::size_t r = r0; r < r1; ++r) {
                      const auto ri = static_cast<std::int64_t>(r);
                      const std::int64_t n = ri / (g.CB * g.TH), cb = ri / g.TH % g.CB, ty = ri % g.TH;
-                     wino_input_row(g, px + n * in_image + cb * g.IH * g.IW * blk, ty,
-                                    pv + n * v_image + cb * T * blk, v_plane);
+                     wino_input_row<TM>(g, px + n * in_image + cb * g.IH * g.IW * blk, ty, pv + n * v_image + cb * T * blk,
+                                        v_plane);
                    }
                  });
-  // (2, 3) Items: sets of up to 4 output blocks (as even as they can be) x runs of tiles. A run's 16 products stay
-  // within about 256 KiB; more runs only while each set's filters (16 x CB x 4 KiB a block) are small enough to be
+  // (2, 3) Items: sets of up to 4 output blocks (as even as they can be) x runs of tiles. A run's P products stay
+  // within about 256 KiB; more runs only while each set's filters (P x CB x 1 KiB a block) are small enough to be
   // read again per run from L2, and while there are fewer than 4 items per thread.
   const std::int64_t groups = (g.MB + 3) / 4, per_group = g.MB / groups, wider = g.MB % groups;
   const std::int64_t nb_max = per_group + (wider > 0 ? 1 : 0);
   const auto threads = static_cast<std::int64_t>(ctx.thread_count());
-  const std::int64_t u_group_bytes = 16 * g.CB * nb_max * blk * blk * 4;
-  std::int64_t run = std::min<std::int64_t>(T, std::max<std::int64_t>(12, (256 * 1024) / (16 * nb_max * blk * 4)));
+  const std::int64_t u_group_bytes = P * g.CB * nb_max * blk * blk * 4;
+  std::int64_t run = std::min<std::int64_t>(T, std::max<std::int64_t>(12, (256 * 1024) / (P * nb_max * blk * 4)));
   if (u_group_bytes > 512 * 1024) run = T;  // large filters: read once per set, the set's tiles all at once
   while (cg.N * groups * ((T + run - 1) / run) < 4 * threads && run > 24) run = (run + 1) / 2;
   const std::int64_t runs = (T + run - 1) / run;
   const std::int64_t items = cg.N * groups * runs;
-  const std::int64_t p_item = 16 * nb_max * run * blk;
+  const std::int64_t p_item = P * nb_max * run * blk;
   tensor pbuf = ctx.scratch(element_type::float32, static_cast<std::size_t>(items * p_item));
   float* pp = pbuf.typed<float>();
   const std::int64_t u_xi = g.MB * g.CB * blk * blk, u_ob = g.CB * blk * blk;
-  parallel_items(ctx, static_cast<std::size_t>(items), static_cast<std::size_t>(run * g.CB * nb_max * 16 * blk * blk),
+  parallel_items(ctx, static_cast<std::size_t>(items), static_cast<std::size_t>(run * g.CB * nb_max * P * blk * blk),
                  [&](std::size_t i0, std::size_t i1) {
     for (std::size_t i = i0; i < i1; ++i) {
       const auto ii = static_cast<std::int64_t>(i);
@@ -644,8 +685,8 @@ Status wino_conv_compute(const conv_geom& cg, const float* px, const float* u, c
       const int nb = static_cast<int>(per_group + (grp < wider ? 1 : 0));
       const std::int64_t t0 = rn * run, len = std::min(T, t0 + run) - t0;
       float* p = pp + ii * p_item;
-      const std::int64_t ps = nb * len * blk;  // floats between the 16 products in p
-      for (int xi = 0; xi < 16; ++xi) {
+      const std::int64_t ps = nb * len * blk;  // floats between the P products in p
+      for (std::int64_t xi = 0; xi < P; ++xi) {
         const float* v = pv + n * v_image + xi * v_plane + t0 * blk;
         const float* uu = u + xi * u_xi + ob0 * u_ob;
         float* q = p + xi * ps;
@@ -657,14 +698,14 @@ Status wino_conv_compute(const conv_geom& cg, const float* px, const float* u, c
         }
       }
       for (int b = 0; b < nb; ++b) {
-        wino_output_run(g, p + b * len * blk, ps, ob0 + b, t0, len, ep, ep.sum ? ep.sum + n * out_image : nullptr,
-                        py + n * out_image);
+        wino_output_run<TM>(g, p + b * len * blk, ps, ob0 + b, t0, len, ep, ep.sum ? ep.sum + n * out_image : nullptr,
+                            py + n * out_image);
         if (!in_register(ep.act))
           for (std::int64_t t = t0; t < t0 + len; ++t) {
             const std::int64_t ty = t / g.TW, tx = t % g.TW;
-            for (std::int64_t oh = 2 * ty; oh < std::min(g.OH, 2 * ty + 2); ++oh) {
-              const std::int64_t w = std::min<std::int64_t>(2, g.OW - 2 * tx);
-              ep.act.apply(py + n * out_image + (((ob0 + b) * g.OH + oh) * g.OW + 2 * tx) * blk, static_cast<std::size_t>(w * blk));
+            for (std::int64_t oh = TM * ty; oh < std::min<std::int64_t>(g.OH, TM * ty + TM); ++oh) {
+              const std::int64_t w = std::min<std::int64_t>(TM, g.OW - TM * tx);
+              ep.act.apply(py + n * out_image + (((ob0 + b) * g.OH + oh) * g.OW + TM * tx) * blk, static_cast<std::size_t>(w * blk));
             }
           }
       }
@@ -677,7 +718,9 @@ struct nchwc_conv_plan {
   window_attrs attrs;
   std::int64_t group = 1;
   bool fused = false;
-  bool winograd = false;  // W holds Winograd F(2x2, 3x3) filters [16][Op/16][Cp/16][16][16] (declared [Op, Cp, 4, 4])
+  // Winograd F(TM x TM, 3x3), TM = 2 or 4 (0: none): W holds (TM + 2)^2 transformed filter sets
+  // [(TM + 2)^2][Op/16][Cp/16][16][16], declared [Op, Cp, TM + 2, TM + 2].
+  int winograd = 0;
   activation act;
 };
 
@@ -700,10 +743,12 @@ Status nchwc_conv_compute(const nchwc_conv_plan& p, compute_context& ctx) {
                             " are neither a depthwise, a blocked nor a first-layer convolution"));
   g.CB = g.C / blk;
   g.MB = g.M / blk;
-  if (p.winograd) {
-    if (g.kind != conv_kind::dense || wt.sizes()[2] != 4 || wt.sizes()[3] != 4)
-      return op_error(op, cat("winograd: X ", dims_string(x.sizes()), " and W ", dims_string(wt.sizes()),
-                              " must be blocked with W [M, C, 4, 4] (16 transformed 1x1 filter sets)"));
+  if (p.winograd != 0) {
+    const std::int64_t L = p.winograd + 2;
+    if (g.kind != conv_kind::dense || wt.sizes()[2] != L || wt.sizes()[3] != L)
+      return op_error(op, cat("winograd ", std::to_string(p.winograd), ": X ", dims_string(x.sizes()), " and W ",
+                              dims_string(wt.sizes()), " must be blocked with W [M, C, ", std::to_string(L), ", ",
+                              std::to_string(L), "] (", std::to_string(L * L), " transformed 1x1 filter sets)"));
     if (p.attrs.kernel.size() != 2 || p.attrs.kernel[0] != 3 || p.attrs.kernel[1] != 3 ||
         std::any_of(p.attrs.strides.begin(), p.attrs.strides.end(), [](std::int64_t v) { return v != 1; }) ||
         std::any_of(p.attrs.dilations.begin(), p.attrs.dilations.end(), [](std::int64_t v) { return v != 1; }))
@@ -711,7 +756,7 @@ Status nchwc_conv_compute(const nchwc_conv_plan& p, compute_context& ctx) {
   } else if (!p.attrs.kernel.empty() && (p.attrs.kernel[0] != wt.sizes()[2] || p.attrs.kernel[1] != wt.sizes()[3])) {
     return op_error(op, "kernel_shape does not match W");
   }
-  const std::int64_t KH = p.winograd ? 3 : wt.sizes()[2], KW = p.winograd ? 3 : wt.sizes()[3];
+  const std::int64_t KH = p.winograd != 0 ? 3 : wt.sizes()[2], KW = p.winograd != 0 ? 3 : wt.sizes()[3];
   EPSTACK_ASSIGN_OR_RETURN(g.h, make_window(p.attrs, 0, x.sizes()[2], KH, op));
   EPSTACK_ASSIGN_OR_RETURN(g.w, make_window(p.attrs, 1, x.sizes()[3], KW, op));
   conv_epilogue ep;
@@ -734,7 +779,8 @@ Status nchwc_conv_compute(const nchwc_conv_plan& p, compute_context& ctx) {
   const float* px = x.typed<float>();
   float* py = y.typed<float>();
   const std::int64_t in_image = g.C * g.h.in * g.w.in, out_image = g.M * g.h.out * g.w.out;
-  if (p.winograd) return wino_conv_compute(g, px, wt.typed<float>(), ep, py, ctx);
+  if (p.winograd == 2) return wino_conv_compute<2>(g, px, wt.typed<float>(), ep, py, ctx);
+  if (p.winograd == 4) return wino_conv_compute<4>(g, px, wt.typed<float>(), ep, py, ctx);
 
   if (g.kind == conv_kind::depthwise) {
     const auto rows = static_cast<std::size_t>(g.N * g.CB * g.h.out);
@@ -1059,7 +1105,11 @@ Result<compute_function> nchwc_conv::compile(const graph& g, node_id n) {
   EPSTACK_RETURN_IF_ERROR(check_window_attrs(p.attrs, "Conv (NCHWc)"));
   p.group = attr_i(nd, "group", 1);
   p.fused = true;
-  p.winograd = attr_i(nd, "winograd", 0) != 0;
+  const std::int64_t wino = attr_i(nd, "winograd", 0);
+  if (wino != 0 && wino != 2 && wino != 4)
+    return Status(errc::invalid_argument, cat("node ", g.describe(n), ": Conv (NCHWc) attribute winograd is ", std::to_string(wino),
+                                              "; it takes 2 or 4 (the output tile of F(2x2, 3x3) or F(4x4, 3x3)) or 0"));
+  p.winograd = static_cast<int>(wino);
   EPSTACK_ASSIGN_OR_RETURN(p.act, parse_activation(nd));
   return make_fn("Conv (NCHWc)", [p](compute_context& ctx) { return nchwc_conv_compute(p, ctx); });
 }
