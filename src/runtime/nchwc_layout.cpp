@@ -81,6 +81,7 @@ struct layout_pass {
   std::unordered_map<std::string, std::string> filters;   // original W (+ kind) -> laid-out W
   std::vector<enode> out;
   std::size_t converted = 0;
+  bool winograd = true;  // 3x3 unit-stride convolutions as Winograd
 
   const type_info* type4(const std::string& v) const {
     const type_info* t = e.type_of(v);
@@ -163,15 +164,16 @@ struct layout_pass {
     else if (group == 1 && I == *C && *C < blk) kind = first_layer;
     else return false;
 
-    // A 3x3 convolution with unit strides over enough 2x2 tiles runs as Winograd F(2x2, 3x3) on the blocked layout
-    // (2.25x fewer multiplications than any direct kernel; the blocked direct kernels already run near the FMA peak):
-    // its filters are transformed here, once, and the node carries `winograd` = 1.
+    // A 3x3 convolution with unit strides runs as Winograd on the blocked layout, F(4x4, 3x3) or F(2x2, 3x3) by its
+    // output's tiles (above): its filters are transformed here, once, and the node carries `winograd` = the output
+    // tile. Only with the activations the kernel applies in registers.
     int wino = 0;  // the output tile: F(wino x wino, 3x3), or 0
-    if (kind == dense && KH == 3 && KW == 3 && all_ones(attr_ints(en.n, "strides")) && all_ones(attr_ints(en.n, "dilations"))) {
+    if (winograd && kind == dense && KH == 3 && KW == 3 && all_ones(attr_ints(en.n, "strides")) &&
+        all_ones(attr_ints(en.n, "dilations"))) {
       const auto act = attr_s(en.n, "activation");
       const auto& od = *yt->dims;
       const auto tiles = [&](std::int64_t tm) { return ((od[2].value + tm - 1) / tm) * ((od[3].value + tm - 1) / tm); };
-      if ((act.empty() || act == "Relu" || act == "Clip") && od[2].is_known() && od[3].is_known()) {
+      if ((act.empty() || act == "Relu" || act == "Clip" || act == "LeakyRelu") && od[2].is_known() && od[3].is_known()) {
         if (tiles(4) >= winograd4_min_tiles) wino = 4;
         else if (tiles(2) >= winograd_min_tiles) wino = 2;
       }
@@ -349,9 +351,9 @@ struct layout_pass {
 
 }  // namespace
 
-Result<std::size_t> nchwc_layout(model& m, const std::vector<bool>& eligible, optimization_report& rep) {
+Result<std::size_t> nchwc_layout(model& m, const std::vector<bool>& eligible, optimization_report& rep, bool winograd) {
   EPSTACK_ASSIGN_OR_RETURN(egraph e, to_egraph(m.graph));
-  layout_pass pass{e, {}, {}, {}, 0};
+  layout_pass pass{e, {}, {}, {}, 0, winograd};
   pass.run(eligible);
   if (pass.converted == 0) return std::size_t{0};
   e.index();

@@ -330,10 +330,16 @@ Status prepare_onnx_model(session_core::stage& d, const session_options& options
       return Status(errc::invalid_argument, cat("session option ", config_keys::cpu_layout, " is '", *v, "'; it takes nchwc or nchw"));
     blocked_layout = blocked_layout && *v == "nchwc";
   }
+  bool winograd = true;
+  if (auto v = options.config(config_keys::cpu_winograd)) {
+    if (*v != "0" && *v != "1")
+      return Status(errc::invalid_argument, cat("session option ", config_keys::cpu_winograd, " is '", *v, "'; it takes 0 or 1"));
+    winograd = *v == "1";
+  }
   if (blocked_layout) {
     std::vector<bool> on_cpu(d.m.graph.node_count());
     for (node_id n = 0; n < on_cpu.size(); ++n) on_cpu[n] = d.plan.main.nodes[n].provider == d.plan.cpu_provider;
-    EPSTACK_ASSIGN_OR_RETURN(const auto converted, nchwc_layout(d.m, on_cpu, d.report));
+    EPSTACK_ASSIGN_OR_RETURN(const auto converted, nchwc_layout(d.m, on_cpu, d.report, winograd));
     if (converted > 0) {
       EPSTACK_ASSIGN_OR_RETURN(d.plan, partition_graph(d.m.graph, providers, po));
     }

@@ -298,34 +298,42 @@ TEST_CASE("NCHWc: depthwise 3-wide rows of every width and remainder, strides 1 
 }
 
 // Winograd on the blocked layout, F(4x4, 3x3) from 49 tiles of 4x4 and F(2x2, 3x3) from 16 tiles of 2x2: images of
-// odd and even sizes (tiles cut at the right and bottom edges), symmetric, asymmetric and no padding, channel counts
-// that are not multiples of 16 (24 in, 40 out: three output blocks), five output blocks (sets of 3 and 2), runs of
-// tiles across several work items (64 channels on 40x40), 256 input channels (the large-filter path: the set's tiles
-// in few runs), a residual input with ReLU and Clip, two images, at 1, 2 and 3 threads; against NCHW (the three-pass
-// NCHW Winograd and the im2col kernel). A 7x7 image (16 tiles of 2x2) is F(2x2), a 6x6 one (9 tiles) the direct kernel.
+// odd and even sizes (tiles cut at the right and bottom edges, for both tiles), symmetric, asymmetric, wider than the
+// kernel (an output larger than the input), SAME_UPPER and no padding, channel counts that are not multiples of 16
+// (24 in, 40 out: three output blocks), one output block, five (sets of 3 and 2), runs of tiles across several work
+// items (64 channels on 40x40), 256 input channels (large filters: few runs), ReLU and LeakyRelu fused (Sigmoid is
+// not: the direct kernel), a residual input with Clip, two images, at 1, 2 and 3 threads; against NCHW (the three-pass
+// NCHW Winograd and the im2col kernel). A 7x7 image (16 tiles of 2x2) is F(2x2), a 6x6 one (9 tiles) direct.
 TEST_CASE("NCHWc: Winograd 3x3 convolutions on the blocked layout compute what NCHW computes") {
   struct shape_case {
     std::int64_t c, m, h, w;
-    std::vector<std::int64_t> pads;
-    std::int64_t winograd;  // the first convolution's output tile (0: direct)
+    std::vector<std::int64_t> pads;  // empty: auto_pad SAME_UPPER
+    std::string act;
+    std::int64_t winograd;  // the convolutions' output tile (0: direct)
   };
   const shape_case cases[] = {
-      {24, 40, 9, 11, {1, 1, 1, 1}, 2},    {64, 80, 13, 12, {1, 0, 1, 2}, 2}, {64, 64, 40, 40, {1, 1, 1, 1}, 4},
-      {256, 64, 14, 14, {1, 1, 1, 1}, 2},  {32, 32, 9, 9, {0, 0, 0, 0}, 2},   {48, 32, 7, 7, {1, 1, 1, 1}, 2},
-      {48, 32, 6, 6, {1, 1, 1, 1}, 0},     {40, 48, 30, 29, {1, 0, 2, 1}, 4}, {256, 32, 28, 28, {1, 1, 1, 1}, 4},
+      {24, 40, 9, 11, {1, 1, 1, 1}, "Relu", 2},        {64, 80, 13, 12, {1, 0, 1, 2}, "Relu", 2},
+      {64, 64, 40, 40, {1, 1, 1, 1}, "Relu", 4},       {256, 64, 14, 14, {1, 1, 1, 1}, "Relu", 2},
+      {32, 32, 9, 9, {0, 0, 0, 0}, "Relu", 2},         {48, 32, 7, 7, {1, 1, 1, 1}, "Relu", 2},
+      {48, 32, 6, 6, {1, 1, 1, 1}, "Relu", 0},         {40, 48, 30, 29, {1, 0, 2, 1}, "Relu", 4},
+      {256, 32, 28, 28, {1, 1, 1, 1}, "LeakyRelu", 4}, {32, 16, 31, 31, {0, 0, 0, 0}, "Relu", 4},
+      {32, 32, 20, 20, {2, 2, 2, 2}, "LeakyRelu", 2},  {16, 32, 30, 30, {}, "Relu", 4},
+      {32, 32, 30, 30, {1, 1, 1, 1}, "Sigmoid", 0},
   };
   for (const auto& sc : cases) {
     CAPTURE(sc.c);
     CAPTURE(sc.m);
     CAPTURE(sc.h);
     CAPTURE(sc.w);
+    CAPTURE(sc.act);
     graph g("wino");
     g.add_input("x", type_info::tensor_of(element_type::float32, shape::of(std::vector<std::int64_t>{2, sc.c, sc.h, sc.w})));
     conv_builder b{g, static_cast<std::uint64_t>(900 + sc.c + sc.h), 0.1f};
     const auto w = [&](std::string name, std::initializer_list<std::int64_t> d) { return b.weight(std::move(name), d); };
-    // a = relu(conv(x) + bias); c = clip(conv(a) + a), the second convolution keeping the channels (its residual).
-    b.conv("w1", {"x", w("k1", {sc.m, sc.c, 3, 3}), w("b1", {sc.m})}, "a0", attrs({ints("pads", sc.pads)}));
-    g.add_node(test::op("relu", "Relu"), {"a0"}, {"a"});
+    // a = act(conv(x) + bias); c = clip(conv(a) + a), the second convolution keeping the channels (its residual).
+    b.conv("w1", {"x", w("k1", {sc.m, sc.c, 3, 3}), w("b1", {sc.m})}, "a0",
+           sc.pads.empty() ? attrs({text("auto_pad", "SAME_UPPER")}) : attrs({ints("pads", sc.pads)}));
+    g.add_node(test::op("act", sc.act), {"a0"}, {"a"});
     b.conv("w2", {"a", w("k2", {sc.m, sc.m, 3, 3})}, "c0", attrs({ints("pads", {1, 1, 1, 1})}));
     g.add_node(test::op("res", "Add"), {"c0", "a"}, {"c1"});
     g.add_initializer("lo", tensor::scalar(-0.25f));
@@ -342,8 +350,47 @@ TEST_CASE("NCHWc: Winograd 3x3 convolutions on the blocked layout compute what N
       if (nd.op_type == "Conv") algorithm[nd.name] = attr_i(nd, "winograd", 0);
     }
     CHECK(algorithm.at("w1") == sc.winograd);
-    CHECK(algorithm.at("w2") == sc.winograd);
+    CHECK(algorithm.at("w2") == (sc.act == "Sigmoid" ? 4 : sc.winograd));  // Sigmoid was fused into w1 only
   }
+}
+
+// One W behind a Winograd convolution (stride 1) and a direct one (stride 2): each gets its own laid-out filters; and
+// session option epstack.cpu_winograd = 0 keeps every convolution direct (a value other than 0 or 1 is refused).
+TEST_CASE("NCHWc: a filter shared by a Winograd and a direct convolution, and the option that turns Winograd off") {
+  graph g("shared_w");
+  g.add_input("x", type_info::tensor_of(element_type::float32, shape::of(std::vector<std::int64_t>{1, 32, 30, 30})));
+  conv_builder b{g, 77, 0.1f};
+  const std::string k = b.weight("k", {32, 32, 3, 3});
+  b.conv("s1", {"x", k}, "a", attrs({ints("pads", {1, 1, 1, 1})}));
+  b.conv("s2", {"x", k}, "c", attrs({ints("pads", {1, 1, 1, 1}), ints("strides", {2, 2})}));
+  const model m = model_of(std::move(g), {"a", "c"});
+  const std::vector<named_tensor> in{{"x", zoo::random_tensor({1, 32, 30, 30}, 78, 1.0f)}};
+  for (int threads : {1, 2}) check_blocked_matches_plain(m, in, threads, 2);
+  const auto algorithms = [](const cpu_session& s) {
+    std::map<std::string, std::int64_t> r;
+    for (node_id n = 0; n < s.get_model().graph.node_count(); ++n)
+      if (s.get_model().graph.node(n).op_type == "Conv") r[s.get_model().graph.node(n).name] = attr_i(s.get_model().graph.node(n), "winograd", 0);
+    return r;
+  };
+  auto on = make(m, "nchwc");
+  CHECK(algorithms(on) == std::map<std::string, std::int64_t>{{"s1", 4}, {"s2", 0}});
+
+  session_options so;
+  so.set_config(config_keys::cpu_winograd, "0");
+  auto off = cpu_session::create(m, so);
+  REQUIRE_MESSAGE(off.has_value(), off.status().to_string());
+  CHECK(algorithms(*off) == std::map<std::string, std::int64_t>{{"s1", 0}, {"s2", 0}});
+  auto a = on.run(in);
+  auto c = off->run(in);
+  REQUIRE_MESSAGE(a.has_value(), a.status().to_string());
+  REQUIRE_MESSAGE(c.has_value(), c.status().to_string());
+  check_close(*a, *c);
+
+  so.set_config(config_keys::cpu_winograd, "yes");
+  auto bad = cpu_session::create(m, so);
+  REQUIRE_FALSE(bad.has_value());
+  CHECK(bad.code() == errc::invalid_argument);
+  CHECK(bad.status().message().find("epstack.cpu_winograd") != std::string::npos);
 }
 
 TEST_CASE("NCHWc: a residual network converts whole and matches NCHW at 1 and 3 threads") {
@@ -445,6 +492,26 @@ TEST_CASE("NCHWc: the option's values, and the blocked kernels' refusals name wh
     REQUIRE_FALSE(wout.has_value());
     CHECK(wout.code() == errc::invalid_argument);
     CHECK(wout.status().message().find(strided ? "unit strides" : "W [M, C, 4, 4]") != std::string::npos);
+  }
+  // A Winograd node with an activation the kernel cannot apply in registers: refused when it runs.
+  {
+    graph sg("winograd_sigmoid");
+    sg.add_input("x", type_info::tensor_of(element_type::float32, shape{1, 16, 8, 8}));
+    sg.add_initializer("w", zoo::random_tensor({16, 16, 4, 4}, 8, 1.0f));
+    node sc = test::op("wino_sigmoid", "Conv",
+                       attrs({one("winograd", 2), ints("kernel_shape", {3, 3}), ints("pads", {1, 1, 1, 1}), text("activation", "Sigmoid")}));
+    sc.domain = "com.epstack.nchwc16";
+    sg.add_node(sc, {"x", "w"}, {"y"});
+    sg.add_output("y", type_info::tensor_of(element_type::float32));
+    model sm;
+    sm.opsets = {{"", 13}, {"com.epstack.nchwc16", 1}};
+    sm.graph = std::move(sg);
+    auto ss = cpu_session::create(sm);
+    REQUIRE_MESSAGE(ss.has_value(), ss.status().to_string());
+    auto sout = ss->run({{"x", zoo::random_tensor({1, 16, 8, 8}, 9, 1.0f)}});
+    REQUIRE_FALSE(sout.has_value());
+    CHECK(sout.code() == errc::invalid_argument);
+    CHECK(sout.status().message().find("none, Relu, Clip or LeakyRelu") != std::string::npos);
   }
   // An output tile the kernel does not have: the session is not created, and the message names the node.
   graph tg("winograd_tile");

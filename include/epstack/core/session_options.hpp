@@ -71,6 +71,10 @@ inline constexpr std::string_view intra_op_runtime = "epstack.intra_op_runtime";
 /// epstack's own: the layout of the convolution chains the CPU provider runs. "nchwc" (the default, at optimisation level
 /// all): blocked channels, 16 per block (ONNX Runtime's NCHWc at that level); "nchw": the plain layout.
 inline constexpr std::string_view cpu_layout = "epstack.cpu_layout";
+/// epstack's own: "1" (the default) lets the blocked layout run 3x3 unit-stride convolutions as Winograd F(4x4, 3x3)
+/// or F(2x2, 3x3) (fewer multiplications; rounding differs from a direct convolution, and a NaN or infinity in the
+/// input spreads to its whole output tile); "0": the direct kernels.
+inline constexpr std::string_view cpu_winograd = "epstack.cpu_winograd";
 /// epstack's own: a second folder in which the files an EP context generation would write (the model, its binaries)
 /// must not exist yet, checked before anything is compiled, as in the model's own folder (`compile_model` sets it to
 /// its final output's folder while the session writes into a working folder).

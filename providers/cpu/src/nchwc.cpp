@@ -11,6 +11,7 @@
 //   dense        [Op/16][Ip/16][KH][KW][16 in][16 out]   (X blocked)
 //   first layer  [Op/16][C][KH][KW][16 out]               (X plain NCHW with C < 16 channels: no reorder of X)
 //   depthwise    [Cp/16][KH][KW][16]                       (group = Cp)
+//   Winograd     [(T+2)^2][Op/16][Ip/16][16 in][16 out]   (3x3, unit strides; T = attribute winograd, 2 or 4)
 // Bias, the residual `Sum` (input 3, blocked like Y), and the activation are applied while the accumulators are in
 // registers. A 1x1 convolution with unit strides and no padding treats the image as one long row.
 #include "conv_activation.hpp"
@@ -484,7 +485,7 @@ void depthwise_row(const conv_view& v, const conv_epilogue& ep, std::int64_t cb,
 // channels at once; (2) per work item (a set of output blocks and a run of tiles), P products V[xi] x U[xi], each a 1x1
 // convolution over the run's tiles with the dense kernels' register blocking (NB output blocks x NO tiles in 24
 // accumulators); (3) the item's own products, still in cache, become TM x TM output pixels per tile, Y = A^T M A,
-// with bias, the residual and the activation. Matrices (Lavin and Gray, 2016):
+// with bias, the residual and the activation (one of those applied in registers). One image at a time. Matrices (Lavin and Gray, 2016):
 //   F(2x2): B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]      A^T = [1 1 1 0; 0 1 -1 -1]
 //   F(4x4): B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0; 0 -2 -1 2 1 0; 0 2 -1 -2 1 0; 0 4 0 -5 0 1]
 //           A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0; 0 1 -1 8 -8 1]
@@ -647,19 +648,7 @@ Status wino_conv_compute(const conv_geom& cg, const float* px, const float* u, c
   g.TW = (g.OW + TM - 1) / TM;
   const std::int64_t T = g.tiles();
   const std::int64_t in_image = g.CB * g.IH * g.IW * blk, out_image = g.MB * g.OH * g.OW * blk;
-  // (1) V[n][xi][cb][t][16], tile rows of channel blocks across the threads.
   const std::int64_t v_plane = g.CB * T * blk, v_image = P * v_plane;
-  tensor vbuf = ctx.scratch(element_type::float32, static_cast<std::size_t>(cg.N * v_image));
-  float* pv = vbuf.typed<float>();
-  parallel_items(ctx, static_cast<std::size_t>(cg.N * g.CB * g.TH), static_cast<std::size_t>(g.TW * P * blk * 2),
-                 [&](std::size_t r0, std::size_t r1) {
-                   for (std::size_t r = r0; r < r1; ++r) {
-                     const auto ri = static_cast<std::int64_t>(r);
-                     const std::int64_t n = ri / (g.CB * g.TH), cb = ri / g.TH % g.CB, ty = ri % g.TH;
-                     wino_input_row<TM>(g, px + n * in_image + cb * g.IH * g.IW * blk, ty, pv + n * v_image + cb * T * blk,
-                                        v_plane);
-                   }
-                 });
   // (2, 3) Items: sets of up to 4 output blocks (as even as they can be) x runs of tiles. A run's P products stay
   // within about 256 KiB; more runs only while each set's filters (P x CB x 1 KiB a block) are small enough to be
   // read again per run from L2, and while there are fewer than 4 items per thread.
@@ -669,48 +658,54 @@ Status wino_conv_compute(const conv_geom& cg, const float* px, const float* u, c
   const std::int64_t u_group_bytes = P * g.CB * nb_max * blk * blk * 4;
   std::int64_t run = std::min<std::int64_t>(T, std::max<std::int64_t>(12, (256 * 1024) / (P * nb_max * blk * 4)));
   if (u_group_bytes > 512 * 1024) run = T;  // large filters: read once per set, the set's tiles all at once
-  while (cg.N * groups * ((T + run - 1) / run) < 4 * threads && run > 24) run = (run + 1) / 2;
+  while (groups * ((T + run - 1) / run) < 4 * threads && run > 24) run = (run + 1) / 2;
   const std::int64_t runs = (T + run - 1) / run;
-  const std::int64_t items = cg.N * groups * runs;
+  const std::int64_t items = groups * runs;
   const std::int64_t p_item = P * nb_max * run * blk;
+  // One image at a time: the scratch (V, and each item's products) is one image's, whatever the batch.
+  tensor vbuf = ctx.scratch(element_type::float32, static_cast<std::size_t>(v_image));
   tensor pbuf = ctx.scratch(element_type::float32, static_cast<std::size_t>(items * p_item));
+  float* pv = vbuf.typed<float>();
   float* pp = pbuf.typed<float>();
   const std::int64_t u_xi = g.MB * g.CB * blk * blk, u_ob = g.CB * blk * blk;
-  parallel_items(ctx, static_cast<std::size_t>(items), static_cast<std::size_t>(run * g.CB * nb_max * P * blk * blk),
-                 [&](std::size_t i0, std::size_t i1) {
-    for (std::size_t i = i0; i < i1; ++i) {
-      const auto ii = static_cast<std::int64_t>(i);
-      const std::int64_t rn = ii % runs, grp = ii / runs % groups, n = ii / (runs * groups);
-      const std::int64_t ob0 = grp * per_group + std::min(grp, wider);
-      const int nb = static_cast<int>(per_group + (grp < wider ? 1 : 0));
-      const std::int64_t t0 = rn * run, len = std::min(T, t0 + run) - t0;
-      float* p = pp + ii * p_item;
-      const std::int64_t ps = nb * len * blk;  // floats between the P products in p
-      for (std::int64_t xi = 0; xi < P; ++xi) {
-        const float* v = pv + n * v_image + xi * v_plane + t0 * blk;
-        const float* uu = u + xi * u_xi + ob0 * u_ob;
-        float* q = p + xi * ps;
-        switch (nb) {
-          case 4: wino_product_run<4>(v, T * blk, uu, u_ob, g.CB, q, len * blk, len); break;
-          case 3: wino_product_run<3>(v, T * blk, uu, u_ob, g.CB, q, len * blk, len); break;
-          case 2: wino_product_run<2>(v, T * blk, uu, u_ob, g.CB, q, len * blk, len); break;
-          default: wino_product_run<1>(v, T * blk, uu, u_ob, g.CB, q, len * blk, len); break;
-        }
-      }
-      for (int b = 0; b < nb; ++b) {
-        wino_output_run<TM>(g, p + b * len * blk, ps, ob0 + b, t0, len, ep, ep.sum ? ep.sum + n * out_image : nullptr,
-                            py + n * out_image);
-        if (!in_register(ep.act))
-          for (std::int64_t t = t0; t < t0 + len; ++t) {
-            const std::int64_t ty = t / g.TW, tx = t % g.TW;
-            for (std::int64_t oh = TM * ty; oh < std::min<std::int64_t>(g.OH, TM * ty + TM); ++oh) {
-              const std::int64_t w = std::min<std::int64_t>(TM, g.OW - TM * tx);
-              ep.act.apply(py + n * out_image + (((ob0 + b) * g.OH + oh) * g.OW + TM * tx) * blk, static_cast<std::size_t>(w * blk));
-            }
-          }
-      }
-    }
-  });
+  for (std::int64_t n = 0; n < cg.N; ++n) {
+    const float* x = px + n * in_image;
+    float* y = py + n * out_image;
+    const float* sum = ep.sum != nullptr ? ep.sum + n * out_image : nullptr;
+    // (1) V[xi][cb][t][16], tile rows of channel blocks across the threads.
+    parallel_items(ctx, static_cast<std::size_t>(g.CB * g.TH), static_cast<std::size_t>(g.TW * P * blk * 2),
+                   [&](std::size_t r0, std::size_t r1) {
+                     for (std::size_t r = r0; r < r1; ++r) {
+                       const std::int64_t cb = static_cast<std::int64_t>(r) / g.TH, ty = static_cast<std::int64_t>(r) % g.TH;
+                       wino_input_row<TM>(g, x + cb * g.IH * g.IW * blk, ty, pv + cb * T * blk, v_plane);
+                     }
+                   });
+    // (2, 3) Each item's products, then their output transform.
+    parallel_items(ctx, static_cast<std::size_t>(items), static_cast<std::size_t>(run * g.CB * nb_max * P * blk * blk),
+                   [&](std::size_t i0, std::size_t i1) {
+                     for (std::size_t i = i0; i < i1; ++i) {
+                       const auto ii = static_cast<std::int64_t>(i);
+                       const std::int64_t rn = ii % runs, grp = ii / runs;
+                       const std::int64_t ob0 = grp * per_group + std::min(grp, wider);
+                       const int nb = static_cast<int>(per_group + (grp < wider ? 1 : 0));
+                       const std::int64_t t0 = rn * run, len = std::min(T, t0 + run) - t0;
+                       float* p = pp + ii * p_item;
+                       const std::int64_t ps = nb * len * blk;  // floats between the P products in p
+                       for (std::int64_t xi = 0; xi < P; ++xi) {
+                         const float* v = pv + xi * v_plane + t0 * blk;
+                         const float* uu = u + xi * u_xi + ob0 * u_ob;
+                         float* q = p + xi * ps;
+                         switch (nb) {
+                           case 4: wino_product_run<4>(v, T * blk, uu, u_ob, g.CB, q, len * blk, len); break;
+                           case 3: wino_product_run<3>(v, T * blk, uu, u_ob, g.CB, q, len * blk, len); break;
+                           case 2: wino_product_run<2>(v, T * blk, uu, u_ob, g.CB, q, len * blk, len); break;
+                           default: wino_product_run<1>(v, T * blk, uu, u_ob, g.CB, q, len * blk, len); break;
+                         }
+                       }
+                       for (int b = 0; b < nb; ++b) wino_output_run<TM>(g, p + b * len * blk, ps, ob0 + b, t0, len, ep, sum, y);
+                     }
+                   });
+  }
   return {};
 }
 
@@ -753,6 +748,7 @@ Status nchwc_conv_compute(const nchwc_conv_plan& p, compute_context& ctx) {
         std::any_of(p.attrs.strides.begin(), p.attrs.strides.end(), [](std::int64_t v) { return v != 1; }) ||
         std::any_of(p.attrs.dilations.begin(), p.attrs.dilations.end(), [](std::int64_t v) { return v != 1; }))
       return op_error(op, "winograd: kernel_shape must be [3, 3] with unit strides and dilations");
+    if (!in_register(p.act)) return op_error(op, "winograd: the activation must be none, Relu, Clip or LeakyRelu");
   } else if (!p.attrs.kernel.empty() && (p.attrs.kernel[0] != wt.sizes()[2] || p.attrs.kernel[1] != wt.sizes()[3])) {
     return op_error(op, "kernel_shape does not match W");
   }
