@@ -374,6 +374,14 @@ TEST_CASE("NCHWc: a filter shared by a Winograd and a direct convolution, and th
   };
   auto on = make(m, "nchwc");
   CHECK(algorithms(on) == std::map<std::string, std::int64_t>{{"s1", 4}, {"s2", 0}});
+  // Each runs on its own kernel: the Winograd one takes only nodes with the attribute, the direct one only those without.
+  const auto& og = on.get_model().graph;
+  for (node_id n = 0; n < og.node_count(); ++n) {
+    if (og.node(n).op_type != "Conv") continue;
+    const bool wino = attr_i(og.node(n), "winograd", 0) != 0;
+    CHECK(ops::nchwc_winograd_conv::supports(og, n) == wino);
+    CHECK(ops::nchwc_conv::supports(og, n) == !wino);
+  }
 
   session_options so;
   so.set_config(config_keys::cpu_winograd, "0");

@@ -562,6 +562,8 @@ TEST_CASE("epstack compile --format deploy, ops, inspect and run: the deployable
   CHECK(h.find("using cpu_provider = epstack::cpu_provider_for<kernels>;") != std::string::npos);
   CHECK(h.find("epstack::ops::nchwc_conv") != std::string::npos);
   CHECK(h.find("epstack::ops::nchwc_global_average_pool") != std::string::npos);
+  // No unit-stride dense 3x3 convolution: the Winograd kernel is not linked.
+  CHECK(h.find("epstack::ops::nchwc_winograd_conv") == std::string::npos);
   // Its classifier is a Linear layer (transB = 1): the dot-product Gemm, not the one of every transpose.
   CHECK(h.find("epstack::ops::gemm_mv_bt_of<float>") != std::string::npos);
   CHECK(h.find("epstack::ops::gemm_mv_of<float>") == std::string::npos);

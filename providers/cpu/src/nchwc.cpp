@@ -719,13 +719,24 @@ struct nchwc_conv_plan {
   activation act;
 };
 
-Status nchwc_conv_compute(const nchwc_conv_plan& p, compute_context& ctx) {
+// One call's operands, checked: geometry, epilogue and data pointers (`empty`: Y has no elements, nothing to do).
+struct conv_call {
+  conv_geom g;
+  conv_epilogue ep;
+  const float* x = nullptr;
+  const float* w = nullptr;
+  float* y = nullptr;
+  bool empty = false;
+};
+
+Result<conv_call> nchwc_conv_setup(const nchwc_conv_plan& p, compute_context& ctx) {
   constexpr std::string_view op = "Conv (NCHWc)";
   const tensor& x = ctx.input(0);
   const tensor& wt = ctx.input(1);
   if (x.type() != element_type::float32 || wt.type() != element_type::float32) return op_error(op, "X and W must be float");
   if (x.rank() != 4 || wt.rank() != 4) return op_error(op, cat("X ", dims_string(x.sizes()), " and W ", dims_string(wt.sizes()), " must be 4-D"));
-  conv_geom g;
+  conv_call c;
+  conv_geom& g = c.g;
   g.N = x.sizes()[0];
   g.C = x.sizes()[1];
   g.M = wt.sizes()[0];
@@ -755,7 +766,7 @@ Status nchwc_conv_compute(const nchwc_conv_plan& p, compute_context& ctx) {
   const std::int64_t KH = p.winograd != 0 ? 3 : wt.sizes()[2], KW = p.winograd != 0 ? 3 : wt.sizes()[3];
   EPSTACK_ASSIGN_OR_RETURN(g.h, make_window(p.attrs, 0, x.sizes()[2], KH, op));
   EPSTACK_ASSIGN_OR_RETURN(g.w, make_window(p.attrs, 1, x.sizes()[3], KW, op));
-  conv_epilogue ep;
+  conv_epilogue& ep = c.ep;
   ep.act = p.act;
   if (ctx.has_input(2)) {
     const tensor& b = ctx.input(2);
@@ -771,12 +782,29 @@ Status nchwc_conv_compute(const nchwc_conv_plan& p, compute_context& ctx) {
     ep.sum = s.typed<float>();
   }
   tensor& y = ctx.allocate_output(0, element_type::float32, out_sizes);
-  if (y.element_count() == 0) return {};
-  const float* px = x.typed<float>();
-  float* py = y.typed<float>();
+  c.empty = y.element_count() == 0;
+  c.x = x.typed<float>();
+  c.w = wt.typed<float>();
+  c.y = y.typed<float>();
+  return c;
+}
+
+// A Winograd convolution (attribute winograd = 2 or 4): a kernel of its own, so that a deployable whose convolutions are
+// all direct links none of it.
+Status nchwc_winograd_compute(const nchwc_conv_plan& p, compute_context& ctx) {
+  EPSTACK_ASSIGN_OR_RETURN(const conv_call c, nchwc_conv_setup(p, ctx));
+  if (c.empty) return {};
+  return p.winograd == 4 ? wino_conv_compute<4>(c.g, c.x, c.w, c.ep, c.y, ctx) : wino_conv_compute<2>(c.g, c.x, c.w, c.ep, c.y, ctx);
+}
+
+Status nchwc_conv_compute(const nchwc_conv_plan& p, compute_context& ctx) {
+  EPSTACK_ASSIGN_OR_RETURN(conv_call c, nchwc_conv_setup(p, ctx));
+  if (c.empty) return {};
+  conv_geom& g = c.g;
+  const conv_epilogue& ep = c.ep;
+  const float* px = c.x;
+  float* py = c.y;
   const std::int64_t in_image = g.C * g.h.in * g.w.in, out_image = g.M * g.h.out * g.w.out;
-  if (p.winograd == 2) return wino_conv_compute<2>(g, px, wt.typed<float>(), ep, py, ctx);
-  if (p.winograd == 4) return wino_conv_compute<4>(g, px, wt.typed<float>(), ep, py, ctx);
 
   if (g.kind == conv_kind::depthwise) {
     const auto rows = static_cast<std::size_t>(g.N * g.CB * g.h.out);
@@ -784,7 +812,7 @@ Status nchwc_conv_compute(const nchwc_conv_plan& p, compute_context& ctx) {
       for (std::size_t r = r0; r < r1; ++r) {
         const auto ri = static_cast<std::int64_t>(r);
         const std::int64_t n = ri / (g.CB * g.h.out), cb = ri / g.h.out % g.CB, oh = ri % g.h.out;
-        const conv_view v{&g, px + n * in_image, wt.typed<float>(), py + n * out_image, ep.sum ? ep.sum + n * out_image : nullptr};
+        const conv_view v{&g, px + n * in_image, c.w, py + n * out_image, ep.sum ? ep.sum + n * out_image : nullptr};
         depthwise_row(v, ep, cb, oh);
         if (!in_register(ep.act)) ep.act.apply(py + n * out_image + (cb * g.h.out + oh) * g.w.out * blk, static_cast<std::size_t>(g.w.out * blk));
       }
@@ -864,7 +892,7 @@ Status nchwc_conv_compute(const nchwc_conv_plan& p, compute_context& ctx) {
       const int nb = static_cast<int>(per_group + (grp < wider ? 1 : 0));
       const std::int64_t s0 = s * seg_len, s1 = std::min(OW, s0 + seg_len);
       if (s0 >= s1) continue;
-      const conv_view v{&flat, px + n * x_image, wt.typed<float>(), py + n * out_image, ep.sum ? ep.sum + n * out_image : nullptr};
+      const conv_view v{&flat, px + n * x_image, c.w, py + n * out_image, ep.sum ? ep.sum + n * out_image : nullptr};
       for (std::int64_t c0 = 0; c0 < channels; c0 += chunk) {
         const std::int64_t c1 = std::min(channels, c0 + chunk);
         for (std::int64_t oh = oh0; oh < oh1; ++oh) {
@@ -1089,12 +1117,13 @@ Result<compute_function> nchwc_reorder_output::compile(const graph& g, node_id n
   return make_fn("ReorderOutput", [channels](compute_context& ctx) { return reorder_output_compute(ctx, channels); });
 }
 
-bool nchwc_conv::supports(const graph& g, node_id n) {
+namespace {
+bool conv_ok(const graph& g, node_id n) {
   const auto& nd = g.node(n);
   return float_input(g, n) && in_type(g, n, 1) == element_type::float32 && parse_activation(nd).has_value() &&
          check_window_attrs(read_window_attrs(nd, false), "Conv").is_ok();
 }
-Result<compute_function> nchwc_conv::compile(const graph& g, node_id n) {
+Result<nchwc_conv_plan> conv_plan(const graph& g, node_id n) {
   const auto& nd = g.node(n);
   nchwc_conv_plan p;
   p.attrs = read_window_attrs(nd, false);
@@ -1107,6 +1136,21 @@ Result<compute_function> nchwc_conv::compile(const graph& g, node_id n) {
                                               "; it takes 2 or 4 (the output tile of F(2x2, 3x3) or F(4x4, 3x3)) or 0"));
   p.winograd = static_cast<int>(wino);
   EPSTACK_ASSIGN_OR_RETURN(p.act, parse_activation(nd));
+  return p;
+}
+}  // namespace
+
+bool nchwc_winograd_conv::supports(const graph& g, node_id n) { return attr_i(g.node(n), "winograd", 0) != 0 && conv_ok(g, n); }
+Result<compute_function> nchwc_winograd_conv::compile(const graph& g, node_id n) {
+  EPSTACK_ASSIGN_OR_RETURN(const nchwc_conv_plan p, conv_plan(g, n));
+  if (p.winograd == 0) return Status(errc::invalid_argument, cat("node ", g.describe(n), ": not a Winograd convolution"));
+  return make_fn("Conv (NCHWc, Winograd)", [p](compute_context& ctx) { return nchwc_winograd_compute(p, ctx); });
+}
+
+bool nchwc_conv::supports(const graph& g, node_id n) { return attr_i(g.node(n), "winograd", 0) == 0 && conv_ok(g, n); }
+Result<compute_function> nchwc_conv::compile(const graph& g, node_id n) {
+  EPSTACK_ASSIGN_OR_RETURN(const nchwc_conv_plan p, conv_plan(g, n));
+  if (p.winograd != 0) return Status(errc::invalid_argument, cat("node ", g.describe(n), ": a Winograd convolution (nchwc_winograd_conv)"));
   return make_fn("Conv (NCHWc)", [p](compute_context& ctx) { return nchwc_conv_compute(p, ctx); });
 }
 
