@@ -176,7 +176,7 @@ int run(const std::vector<std::string>& argv) {
 }
 
 int partition(const std::vector<std::string>& argv) {
-  auto a = args::parse(argv, {"--providers", "--dot", "--opt", "--config", "--threads"});
+  auto a = args::parse(argv, {"--providers", "--dot", "--opt", "--config", "--threads", "--free-dims"});
   if (!a) return usage_error(a.status().message());
   if (a->positional.size() != 1) return usage_error("usage: epstack partition MODEL [options]");
   int rc = 0;

@@ -4,6 +4,7 @@
 #include <epstack/detail/cat.hpp>
 #include <epstack/ir/graph_algorithms.hpp>
 #include <epstack/ir/graph_view.hpp>
+#include <epstack/provider/cost_model.hpp>
 
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/topological_sort.hpp>
@@ -11,6 +12,7 @@
 #include <algorithm>
 #include <iterator>
 #include <memory>
+#include <numeric>
 #include <optional>
 #include <string>
 #include <utility>
@@ -192,7 +194,18 @@ bool left_for_cheaper(graph_plan& gp, std::size_t p, const capability& cap, cons
   graph_plan::placement_choice choice;
   choice.group = cap.meta ? cap.meta->name : g.describe(cap.nodes.front());
   choice.nodes = cap.nodes;
-  const double mine = cost_of(gp, p, {cap}, st, choice.basis);
+  double mine = cost_of(gp, p, {cap}, st, choice.basis);
+  // Estimates price symbolic dimensions at 1 (estimate_microseconds): they stand where products with symbolic rows
+  // are at most a tenth of the graph's work (their speed depends on the rows), and the plan says so.
+  bool at_one = false;
+  if (mine >= 0 && choice.basis == "estimate" &&
+      std::any_of(cap.nodes.begin(), cap.nodes.end(), [&](node_id n) { return !work_of(g, n).known; })) {
+    std::vector<node_id> all(g.node_count());
+    std::iota(all.begin(), all.end(), node_id{0});
+    const double share = symbolic_products_share(g, all);
+    at_one = share >= 0 && share <= 0.1;
+    if (!at_one) mine = -1;  // the stack's order, below
+  }
   choice.costs.emplace_back(p, mine);
   std::vector<bool> mask(g.node_count());
   for (node_id n : cap.nodes) mask[n] = true;
@@ -227,6 +240,7 @@ bool left_for_cheaper(graph_plan& gp, std::size_t p, const capability& cap, cons
     gp.choices.push_back(std::move(choice));
     return false;
   }
+  if (at_one) choice.basis = "estimate, symbolic dims at 1";
   choice.chosen = best_p;
   gp.choices.push_back(std::move(choice));
   return best_p != p;

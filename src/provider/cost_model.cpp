@@ -14,11 +14,22 @@
 namespace epstack {
 namespace {
 
-std::optional<std::vector<std::int64_t>> static_sizes(const graph& g, value_id v) {
+// The sizes of value v, symbolic dimensions priced at `symbolic_as` (unknown when 0; `assumed` set when priced).
+std::optional<std::vector<std::int64_t>> static_sizes(const graph& g, value_id v, std::int64_t symbolic_as,
+                                                      bool& assumed) {
   if (v == no_id) return std::nullopt;
   const auto& t = g.value(v).type;
   if (!t.is_tensor() || !t.dims) return std::nullopt;
-  return t.dims->sizes();
+  std::vector<std::int64_t> sizes;
+  sizes.reserve(t.dims->rank());
+  for (const auto& d : t.dims->dims()) {
+    if (d.is_known()) sizes.push_back(d.value);
+    else if (d.is_symbolic() && symbolic_as > 0) {
+      sizes.push_back(symbolic_as);
+      assumed = true;
+    } else return std::nullopt;
+  }
+  return sizes;
 }
 
 double count_of(const std::vector<std::int64_t>& sizes) {
@@ -27,13 +38,13 @@ double count_of(const std::vector<std::int64_t>& sizes) {
   return c;
 }
 
-double bytes_of(const graph& g, value_id v, bool& known) {
+double bytes_of(const graph& g, value_id v, std::int64_t symbolic_as, node_work& w) {
   if (v == no_id) return 0;
   const auto& t = g.value(v).type;
   if (!t.is_tensor()) return 0;  // sequences and maps: not estimated (they are small or rare on hot paths)
-  const auto s = static_sizes(g, v);
+  const auto s = static_sizes(g, v, symbolic_as, w.assumed);
   if (!s) {
-    known = false;
+    w.known = false;
     return 0;
   }
   const double bits = static_cast<double>(element_bits(t.elem));
@@ -54,18 +65,21 @@ bool is_convolution(std::string_view op) { return op == "Conv" || op == "FusedCo
 
 }  // namespace
 
-node_work work_of(const graph& g, node_id n) {
+node_work work_of(const graph& g, node_id n, std::int64_t symbolic_as) {
   const auto& nd = g.node(n);
   node_work w;
   w.known = true;
-  for (value_id v : nd.inputs) w.bytes += bytes_of(g, v, w.known);
-  for (value_id v : nd.outputs) w.bytes += bytes_of(g, v, w.known);
+  for (value_id v : nd.inputs) w.bytes += bytes_of(g, v, symbolic_as, w);
+  for (value_id v : nd.outputs) w.bytes += bytes_of(g, v, symbolic_as, w);
   if (!w.known) return w;
   const std::string_view op = nd.op_type;
-  const bool standard = nd.domain.empty() || nd.domain == "ai.onnx" || nd.domain == "com.microsoft";
+  // com.epstack.nchwc16: the CPU provider's blocked layout (its Conv declares the filter's sizes; a Winograd one its
+  // transformed tile's, which overstates its arithmetic).
+  const bool standard =
+      nd.domain.empty() || nd.domain == "ai.onnx" || nd.domain == "com.microsoft" || nd.domain == "com.epstack.nchwc16";
   if (standard && is_product(op) && nd.inputs.size() >= 2 && !nd.outputs.empty()) {
-    const auto a = static_sizes(g, nd.inputs[0]);
-    const auto y = static_sizes(g, nd.outputs[0]);
+    const auto a = static_sizes(g, nd.inputs[0], symbolic_as, w.assumed);
+    const auto y = static_sizes(g, nd.outputs[0], symbolic_as, w.assumed);
     if (!a || !y || a->empty() || y->empty()) return w;
     const bool trans_a = op == "Gemm" || op == "FusedGemm" ? int_attr(nd, "transA", 0) != 0 : false;
     const double k = static_cast<double>(trans_a ? a->front() : a->back());
@@ -76,17 +90,25 @@ node_work work_of(const graph& g, node_id n) {
     return w;
   }
   if (standard && is_convolution(op) && nd.inputs.size() >= 2 && !nd.outputs.empty()) {
-    const auto x = static_sizes(g, nd.inputs[0]);
-    const auto k = static_sizes(g, nd.inputs[1]);
-    const auto y = static_sizes(g, nd.outputs[0]);
+    const auto x = static_sizes(g, nd.inputs[0], symbolic_as, w.assumed);
+    const auto k = static_sizes(g, nd.inputs[1], symbolic_as, w.assumed);
+    const auto y = static_sizes(g, nd.outputs[0], symbolic_as, w.assumed);
     if (!x || !k || !y || k->size() < 3 || x->size() < 3) return w;
     const std::int64_t group = int_attr(nd, "group", 1);
     double kernel = 1;
     for (std::size_t i = 2; i < k->size(); ++i) kernel *= static_cast<double>((*k)[i]);
     const double per_output = static_cast<double>((*k)[1]) * kernel;  // input channels per group x kernel
     w.flops = 2.0 * count_of(*y) * per_output;
+    const auto ones = [&](std::string_view name) {
+      const auto* a = nd.attributes.find(name);
+      if (!a) return true;
+      const auto* v = std::get_if<std::vector<std::int64_t>>(&a->value);
+      return v && std::all_of(v->begin(), v->end(), [](std::int64_t e) { return e == 1; });
+    };
     if ((*k)[1] == 1 && group > 1) w.kind = work_kind::depthwise_conv;
     else if (kernel == 1) w.kind = work_kind::pointwise_conv;
+    else if (k->size() == 4 && (*k)[2] == 3 && (*k)[3] == 3 && group == 1 && ones("strides") && ones("dilations"))
+      w.kind = work_kind::conv3x3;
     else w.kind = work_kind::conv;
     return w;
   }
@@ -118,7 +140,12 @@ double last_level_cache_bytes() noexcept {
   return bytes;
 }
 
-double estimate_microseconds(const cost_profile& profile, const graph& g, std::span<const node_id> nodes) {
+namespace {
+
+// The estimate with symbolic dimensions priced at `symbolic_as` (unknown when 0): microseconds, negative when a shape
+// is unknown.
+double estimate_at(const cost_profile& profile, const graph& g, std::span<const node_id> nodes,
+                   std::int64_t symbolic_as) {
   static constexpr double rows_at[] = {1, 4, 16, 64, 256};
   const auto matmul_rate = [&](std::int64_t rows) {
     const double r = std::clamp(static_cast<double>(std::max<std::int64_t>(rows, 1)), 1.0, 256.0);
@@ -142,12 +169,13 @@ double estimate_microseconds(const cost_profile& profile, const graph& g, std::s
   };
   double us = nodes.empty() ? 0 : profile.partition_us;
   for (node_id n : nodes) {
-    const auto w = work_of(g, n);
+    const auto w = work_of(g, n, symbolic_as);
     if (!w.known) return -1;
     double gflops = 0;
     switch (w.kind) {
       case work_kind::matmul: gflops = matmul_rate(w.rows); break;
       case work_kind::conv: gflops = profile.conv_gflops; break;
+      case work_kind::conv3x3: gflops = profile.conv3x3_gflops > 0 ? profile.conv3x3_gflops : profile.conv_gflops; break;
       case work_kind::pointwise_conv: gflops = profile.pointwise_gflops; break;
       case work_kind::depthwise_conv: gflops = profile.depthwise_gflops; break;
       case work_kind::streaming: break;
@@ -166,6 +194,24 @@ double estimate_microseconds(const cost_profile& profile, const graph& g, std::s
     us += profile.node_us + (w.kind == work_kind::streaming ? 0.0 : profile.kernel_us) + std::max(compute_us, memory_us);
   }
   return us;
+}
+
+}  // namespace
+
+double estimate_microseconds(const cost_profile& profile, const graph& g, std::span<const node_id> nodes) {
+  if (const double us = estimate_at(profile, g, nodes, 0); us >= 0) return us;
+  return estimate_at(profile, g, nodes, 1);
+}
+
+double symbolic_products_share(const graph& g, std::span<const node_id> nodes) {
+  double all = 0, assumed = 0;
+  for (node_id n : nodes) {
+    const auto w = work_of(g, n, 1);
+    if (!w.known) return -1;
+    all += w.flops;
+    if (w.kind == work_kind::matmul && w.assumed) assumed += w.flops;
+  }
+  return all > 0 ? assumed / all : 0;
 }
 
 }  // namespace epstack

@@ -341,7 +341,12 @@ Status prepare_onnx_model(session_core::stage& d, const session_options& options
     for (node_id n = 0; n < on_cpu.size(); ++n) on_cpu[n] = d.plan.main.nodes[n].provider == d.plan.cpu_provider;
     EPSTACK_ASSIGN_OR_RETURN(const auto converted, nchwc_layout(d.m, on_cpu, d.report, winograd));
     if (converted > 0) {
+      // The choices that gave the CPU provider what the layout rewrote are kept for the plan's reader.
+      std::vector<graph_plan::placement_choice> before;
+      for (auto& c : d.plan.main.choices)
+        if (c.chosen == d.plan.cpu_provider) before.push_back(std::move(c));
       EPSTACK_ASSIGN_OR_RETURN(d.plan, partition_graph(d.m.graph, providers, po));
+      d.plan.main.choices_before_layout = std::move(before);
     }
   }
   const auto is_restored = [&](const partition& part) {

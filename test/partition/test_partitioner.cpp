@@ -1,5 +1,6 @@
 #include <epstack/ir/graph_algorithms.hpp>
 #include <epstack/partition/partitioner.hpp>
+#include <epstack/provider/cost_model.hpp>
 
 #include "../support/test_providers.hpp"
 
@@ -9,6 +10,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 using namespace epstack;
@@ -467,4 +469,144 @@ TEST_CASE("placement policies by name") {
   CHECK(placement_policy_from("measure") == placement_policy::measure);
   CHECK_FALSE(placement_policy_from("fastest").has_value());
   CHECK(to_string(placement_policy::measure) == "measure");
+}
+
+namespace {
+
+type_info f32(std::initializer_list<dimension> dims) { return type_info::tensor_of(element_type::float32, shape(dims)); }
+
+// x [N,16,8,8] -> Conv(W, 3x3, strides s) -> y; the output's type as inference would give it.
+graph one_conv(std::int64_t kernel, std::int64_t stride, std::int64_t group, dimension batch) {
+  graph g("conv");
+  g.add_input("x", f32({batch, 16, 8, 8}));
+  g.add_initializer("W", tensor(element_type::float32, {16, 16 / group, kernel, kernel}));
+  attribute_list a;
+  a.set("strides", std::vector<std::int64_t>{stride, stride});
+  a.set("pads", std::vector<std::int64_t>(4, kernel / 2));
+  a.set("group", group);
+  g.add_node(op("conv", "Conv", a), {"x", "W"}, {"y"});
+  const std::int64_t out = (8 + 2 * (kernel / 2) - kernel) / stride + 1;
+  g.value(g.find_value("y")).type = f32({batch, 16, out, out});
+  g.add_output("y");
+  return g;
+}
+
+// one_conv at a symbolic batch N, then Flatten -> MatMul [1024, k] -> z: the product's rows are the batch.
+graph conv_then_product(std::int64_t k) {
+  auto g = one_conv(3, 1, 1, dimension("N"));
+  g.add_node(op("flat", "Flatten"), {"y"}, {"f"});
+  g.value(g.find_value("f")).type = f32({dimension("N"), 1024});
+  g.add_initializer("M", tensor(element_type::float32, {1024, k}));
+  g.add_node(op("fc", "MatMul"), {"f", "M"}, {"z"});
+  g.value(g.find_value("z")).type = f32({dimension("N"), k});
+  g.add_output("z");
+  return g;
+}
+
+// Providers priced by a profile of one rate (GFLOP/s) for convolutions and products.
+cost_profile flat_profile(double gflops) {
+  cost_profile p;
+  p.conv_gflops = gflops;
+  p.matmul_gflops = {gflops, gflops, gflops, gflops, gflops};
+  return p;
+}
+struct slow_a : scripted_provider<"AExecutionProvider"> {
+  [[nodiscard]] double estimate_cost(const graph& g, std::span<const node_id> nodes) const {
+    return estimate_microseconds(flat_profile(100), g, nodes);
+  }
+};
+struct fast_cpu : test_cpu_provider {
+  [[nodiscard]] double estimate_cost(const graph& g, std::span<const node_id> nodes) const {
+    return estimate_microseconds(flat_profile(400), g, nodes);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("cost model: the work of a convolution by kind, and symbolic dimensions priced at 1 where asked") {
+  SUBCASE("kinds") {
+    CHECK(work_of(one_conv(3, 1, 1, 2), 0).kind == work_kind::conv3x3);
+    CHECK(work_of(one_conv(3, 2, 1, 2), 0).kind == work_kind::conv);
+    CHECK(work_of(one_conv(5, 1, 1, 2), 0).kind == work_kind::conv);
+    CHECK(work_of(one_conv(1, 1, 1, 2), 0).kind == work_kind::pointwise_conv);
+    CHECK(work_of(one_conv(3, 1, 16, 2), 0).kind == work_kind::depthwise_conv);
+    CHECK(work_of(one_conv(3, 1, 2, 2), 0).kind == work_kind::conv);  // grouped, not depthwise: not Winograd's
+  }
+  SUBCASE("arithmetic and bytes") {
+    const auto w = work_of(one_conv(3, 1, 1, 2), 0);
+    CHECK(w.known);
+    CHECK_FALSE(w.assumed);
+    CHECK(w.flops == doctest::Approx(2.0 * (2 * 16 * 8 * 8) * (16 * 9)));
+    CHECK(w.bytes == doctest::Approx(4.0 * (2 * 16 * 64 + 16 * 16 * 9 + 2 * 16 * 64)));
+  }
+  SUBCASE("a symbolic batch: unknown, or priced at 1 and said so") {
+    const auto g = one_conv(3, 1, 1, dimension("N"));
+    CHECK_FALSE(work_of(g, 0).known);
+    const auto w = work_of(g, 0, 1);
+    CHECK(w.known);
+    CHECK(w.assumed);
+    CHECK(w.flops == doctest::Approx(work_of(one_conv(3, 1, 1, 1), 0).flops));
+    // A dimension with neither value nor name stays unknown.
+    CHECK_FALSE(work_of(one_conv(3, 1, 1, dimension()), 0, 1).known);
+  }
+  SUBCASE("estimates: the 3x3 rate where the profile has one, else the dense rate; symbolic dims at 1") {
+    cost_profile p;
+    p.conv_gflops = 100;
+    p.conv3x3_gflops = 400;
+    const node_id nodes[] = {0};
+    const double flops = work_of(one_conv(3, 1, 1, 1), 0).flops;
+    CHECK(estimate_microseconds(p, one_conv(3, 1, 1, 1), nodes) == doctest::Approx(flops / 400 * 1e-3));
+    CHECK(estimate_microseconds(p, one_conv(3, 1, 1, dimension("N")), nodes) ==
+          doctest::Approx(flops / 400 * 1e-3));
+    CHECK(estimate_microseconds(p, one_conv(3, 1, 1, dimension()), nodes) < 0);
+    p.conv3x3_gflops = 0;
+    CHECK(estimate_microseconds(p, one_conv(3, 1, 1, 1), nodes) == doctest::Approx(flops / 100 * 1e-3));
+  }
+}
+
+TEST_CASE("cost model: the share of products with symbolic rows") {
+  const node_id all[] = {0, 1, 2};
+  // Conv: 2 x 1024 x 144 = 294,912 flops at batch 1; MatMul: 2 x 1024 x k.
+  CHECK(symbolic_products_share(conv_then_product(10), all) == doctest::Approx(20480.0 / (294912 + 20480)));
+  CHECK(symbolic_products_share(conv_then_product(1000), all) == doctest::Approx(2048000.0 / (294912 + 2048000)));
+  auto unknown = conv_then_product(10);
+  unknown.value(unknown.find_value("f")).type = f32({dimension(), 1024});
+  CHECK(symbolic_products_share(unknown, all) < 0);
+  const node_id conv_only[] = {0};
+  CHECK(symbolic_products_share(conv_then_product(10), conv_only) == 0);
+}
+
+TEST_CASE("placement by estimate: symbolic dims priced at 1 stand unless products with symbolic rows dominate") {
+  // A claims the whole network; the CPU fallback is priced at 4x A's rates. The plan points into the graph: each
+  // subcase keeps its own.
+  const auto run = [](const graph& g) {
+    slow_a a;
+    a.script = [](const graph_view<graph>& v) {
+      std::vector<capability> r;
+      if (v.contains(0) && v.contains(2)) r.push_back(capability::group({0, 1, 2}, meta("net")));
+      return r;
+    };
+    fast_cpu cpu;
+    cpu.ops = {"Conv", "Flatten", "MatMul"};
+    auto plan = partition_with(g, std::tuple{a, cpu});
+    REQUIRE_MESSAGE(plan.has_value(), plan.status().to_string());
+    return std::move(*plan);
+  };
+  SUBCASE("a small product: priced at batch 1, the CPU provider is 4x cheaper and takes it") {
+    const auto g = conv_then_product(10);
+    const auto plan = run(g);
+    REQUIRE(plan.main.choices.size() == 1);
+    CHECK(plan.main.choices[0].basis == "estimate, symbolic dims at 1");
+    CHECK(plan.main.choices[0].chosen == 1);
+    CHECK(plan.main.nodes[0].provider == 1);
+    CHECK(plan.to_table().find("(3 nodes, by estimate, symbolic dims at 1): AExecutionProvider ") != std::string::npos);
+  }
+  SUBCASE("products with symbolic rows over a tenth of the work: unknown, the stack's order") {
+    const auto g = conv_then_product(1000);
+    const auto plan = run(g);
+    REQUIRE(plan.main.choices.size() == 1);
+    CHECK(plan.main.choices[0].basis == "estimate, unknown shapes: the stack's order");
+    CHECK(plan.main.choices[0].chosen == 0);
+    CHECK(plan.main.nodes[0].provider == 0);
+  }
 }

@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <sstream>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,9 @@ struct graph_plan {
   std::vector<std::size_t> execution_order;     ///< partitions in an order where producers run first
   std::vector<refused_group> refused;
   std::vector<placement_choice> choices;  ///< placement by cost, in the order decided
+  /// Choices made before the CPU provider's blocked layout rewrote the nodes they gave it (the graph was partitioned
+  /// again after it); their node ids are those of the graph before the rewrite, so they are shown, not used.
+  std::vector<placement_choice> choices_before_layout;
   std::vector<subgraph_ref> subgraphs;
 };
 
@@ -179,15 +183,18 @@ struct partition_plan {
       if (r.pieces) os << "; taken as " << r.pieces << " acyclic pieces";
       os << "\n";
     }
-    for (const auto& c : gp.choices) {
-      os << indent << "  placement of '" << c.group << "' (" << c.nodes.size() << " nodes, by " << c.basis << "):";
+    const auto write_choice = [&](const graph_plan::placement_choice& c, std::string_view when) {
+      os << indent << "  placement of '" << c.group << "' (" << c.nodes.size() << " nodes" << when << ", by " << c.basis
+         << "):";
       for (const auto& [p, us] : c.costs) {
         os << " " << providers[p] << " ";
         if (us < 0) os << "?";
         else os << std::fixed << std::setprecision(1) << us << std::defaultfloat << " us";
       }
       os << " -> " << (c.chosen == no_index ? std::string("(none)") : providers[c.chosen]) << "\n";
-    }
+    };
+    for (const auto& c : gp.choices_before_layout) write_choice(c, " before the blocked layout");
+    for (const auto& c : gp.choices) write_choice(c, "");
     for (const auto& s : gp.subgraphs) {
       os << indent << "  subgraph of " << g.describe(s.node) << " attribute '" << s.attribute << "'"
          << (s.index ? "[" + std::to_string(s.index) + "]" : std::string()) << ":\n";

@@ -16,7 +16,8 @@ namespace epstack {
 /// The kinds of work that providers run at different speeds.
 enum class work_kind : std::uint8_t {
   matmul,          ///< MatMul, Gemm, FusedMatMul...: a product of M rows
-  conv,            ///< a dense convolution with a kernel larger than 1x1
+  conv,            ///< a dense convolution with a kernel larger than 1x1, other than conv3x3
+  conv3x3,         ///< a dense 2-D 3x3 convolution at unit strides and dilations (Winograd's domain)
   pointwise_conv,  ///< a 1x1 convolution (a product over channels)
   depthwise_conv,  ///< a grouped convolution with one input channel per group
   streaming,       ///< everything else: bound by the bytes it reads and writes
@@ -29,17 +30,22 @@ struct node_work {
   double bytes = 0;
   std::int64_t rows = 0;  ///< matmul: the product's rows (M, batch included)
   bool known = false;     ///< false when a shape the estimate needs is not static
+  bool assumed = false;   ///< a symbolic dimension was priced at `symbolic_as` (see work_of)
 };
 
-/// The work of node `n` of `g`, from the inferred types of its inputs and outputs.
-[[nodiscard]] node_work work_of(const graph& g, node_id n);
+/// The work of node `n` of `g`, from the inferred types of its inputs and outputs. A symbolic dimension (a
+/// `dim_param`, such as a batch) is unknown when `symbolic_as` is 0, else priced at `symbolic_as` (and the work says
+/// `assumed`); a dimension with neither value nor name is always unknown.
+[[nodiscard]] node_work work_of(const graph& g, node_id n, std::int64_t symbolic_as = 0);
 
 /// A provider's speed on this kind of machine, per kind of work (two threads; measured, see the README's placement
 /// section): matrix products in GFLOP/s at 1, 4, 16, 64 and 256 rows (interpolated between, in log rows),
-/// convolutions in GFLOP/s, streaming in GB/s, and fixed costs in microseconds.
+/// convolutions in GFLOP/s (a dense convolution's multiply-adds, however the provider computes it: Winograd's
+/// fewer multiplications show as a higher rate), streaming in GB/s, and fixed costs in microseconds.
 struct cost_profile {
   std::array<double, 5> matmul_gflops{};
   double conv_gflops = 0;
+  double conv3x3_gflops = 0;  ///< 0: as conv_gflops
   double pointwise_gflops = 0;
   double depthwise_gflops = 0;
   double stream_gbps = 0;
@@ -54,6 +60,16 @@ struct cost_profile {
 [[nodiscard]] double last_level_cache_bytes() noexcept;
 
 /// Microseconds for running `nodes` of `g` as one partition under `profile`; negative when a shape is unknown.
+/// Symbolic dimensions (a model exported with a dynamic batch, no free dimension override) are priced at 1, the batch
+/// that inference serves most and that benchmarks use; the partitioner decides whether such an estimate can stand
+/// (`symbolic_products_share`).
 [[nodiscard]] double estimate_microseconds(const cost_profile& profile, const graph& g, std::span<const node_id> nodes);
+
+/// The share of `nodes`' arithmetic (symbolic dimensions priced at 1) that is in products whose rows are symbolic;
+/// negative when a shape is unknown even so. Convolutions, pools and element-wise nodes scale alike with the batch on
+/// every provider, so an estimate at batch 1 compares providers at any batch; products do not (a provider's speed
+/// depends on the rows, `cost_profile::matmul_gflops`), so the partitioner trusts an estimate at 1 only where such
+/// products are a small part of the work.
+[[nodiscard]] double symbolic_products_share(const graph& g, std::span<const node_id> nodes);
 
 }  // namespace epstack

@@ -403,22 +403,31 @@ TEST_CASE("a stack with oneDNN runs the CPU provider's loops on oneDNN's OpenMP 
   CHECK(bad.status().message().find("epstack.intra_op_runtime is 'openmp'; it takes provider or own") != std::string::npos);
 }
 
-TEST_CASE("placement by cost: batch-1 products over weights beyond the last-level cache go to the CPU provider") {
+TEST_CASE("placement by cost: batch-1 products over weights beyond the last-level cache are priced at memory speed") {
   // 3 x 2048 x 2048 floats: 48 MiB of weights, more than this machine's last-level cache.
   const auto m = zoo::make_mlp({2048, 2048, 2048, 2048}, dimension(1));
-  REQUIRE(3 * 2048.0 * 2048.0 * 4 > last_level_cache_bytes());
+  const double weights = 3 * 2048.0 * 2048.0 * 4;
+  REQUIRE(weights > last_level_cache_bytes());
   const auto input = zoo::random_tensor({1, 2048}, 7, 1.0f);
   session_options so;
   so.set_intra_op_threads(2);
   auto by_cost = dnnl_session::create(m, so);  // estimate is the default
   REQUIRE_MESSAGE(by_cost.has_value(), by_cost.status().to_string());
-  CHECK(dnnl_partitions(*by_cost).empty());
   const auto& choices = by_cost->plan().main.choices;
   REQUIRE(choices.size() == 1);
   CHECK(choices[0].basis == "estimate");
-  CHECK(by_cost->plan().providers[choices[0].chosen] == cpu_provider::type_key);
   REQUIRE(choices[0].costs.size() == 2);
-  CHECK(choices[0].costs[1].second < choices[0].costs[0].second);
+  // Each provider's estimate is its weights read at its memory rate (the products at 1 row are faster than that),
+  // plus its fixed costs per node and partition: a few microseconds.
+  const double dnnl_us = weights / dnnl_ep::default_cost_profile.dram_gbps * 1e-3;
+  const double cpu_us = weights / cpu::default_cost_profile.dram_gbps * 1e-3;
+  CHECK(choices[0].costs[0].second == doctest::Approx(dnnl_us).epsilon(0.05));
+  CHECK(choices[0].costs[1].second == doctest::Approx(cpu_us).epsilon(0.05));
+  // The choice follows the estimates: the cheaper by more than the margin, else the stack's order.
+  const bool cpu_clearly = choices[0].costs[1].second < 0.9 * choices[0].costs[0].second;
+  CHECK(by_cost->plan().providers[choices[0].chosen] ==
+        (cpu_clearly ? cpu_provider::type_key : dnnl_provider::type_key));
+  CHECK(dnnl_partitions(*by_cost).size() == (cpu_clearly ? 0u : 1u));
   CHECK(by_cost->plan().to_table().find("placement of") != std::string::npos);
 
   so.set_config(config_keys::placement, "priority");
@@ -452,7 +461,8 @@ TEST_CASE("placement by cost: batch-1 products over weights beyond the last-leve
 TEST_CASE("placement by cost: small static graphs and symbolic shapes") {
   session_options so;
   so.set_intra_op_threads(2);
-  // Symbolic batch: nothing to estimate, the stack's order stands and the plan says so.
+  // Symbolic batch over products (all of the work): their speed depends on the rows, so nothing to estimate; the
+  // stack's order stands and the plan says so.
   auto symbolic = dnnl_session::create(zoo::make_mlp({64, 128, 10}), so);
   REQUIRE(symbolic.has_value());
   CHECK(dnnl_partitions(*symbolic).size() == 1);
@@ -479,29 +489,77 @@ TEST_CASE("placement by cost: small static graphs and symbolic shapes") {
   CHECK(bad_budget.status().message().find("epstack.placement_budget_ms is 'soon'") != std::string::npos);
 }
 
+TEST_CASE("placement by cost: 3x3 convolutions with a symbolic batch, priced at batch 1, go to the CPU provider") {
+  // The CPU provider runs 3x3 unit-stride convolutions as Winograd on its blocked layout; products (the classifier)
+  // are a sliver of the work, so an estimate at batch 1 stands for any batch.
+  const auto m = zoo::make_convnet({64, 128}, 56);
+  session_options so;
+  so.set_intra_op_threads(2);
+  auto by_cost = dnnl_session::create(m, so);
+  REQUIRE_MESSAGE(by_cost.has_value(), by_cost.status().to_string());
+  const auto& plan = by_cost->plan();
+  // The choice gave the CPU provider the network, whose convolutions its blocked layout then rewrote (the graph was
+  // partitioned again: the classifier is priced there on its own).
+  REQUIRE(plan.main.choices_before_layout.size() == 1);
+  const auto& c = plan.main.choices_before_layout.front();
+  CHECK(c.basis == "estimate, symbolic dims at 1");
+  CHECK(plan.providers[c.chosen] == cpu_provider::type_key);
+  REQUIRE(c.costs.size() == 2);
+  CHECK(c.costs[1].second > 0);
+  CHECK(c.costs[1].second < 0.9 * c.costs[0].second);
+  CHECK(plan.to_table().find("nodes before the blocked layout, by estimate, symbolic dims at 1): DnnlExecutionProvider ") !=
+        std::string::npos);
+  // Every convolution is the CPU provider's, in its blocked layout.
+  std::size_t convs = 0;
+  for (node_id n = 0; n < plan.main.g->node_count(); ++n)
+    if (plan.main.g->node(n).op_type == "Conv") {
+      ++convs;
+      CHECK(plan.main.g->node(n).domain == "com.epstack.nchwc16");
+      CHECK(plan.providers[plan.main.nodes[n].provider] == cpu_provider::type_key);
+    }
+  CHECK(convs == 6);
+  // The same numbers as the stack's order (all on oneDNN), at batches 1 and 3.
+  so.set_config(config_keys::placement, "priority");
+  auto by_order = dnnl_session::create(m, so);
+  REQUIRE(by_order.has_value());
+  CHECK(dnnl_partitions(*by_order).size() == 1);
+  for (std::int64_t n : {1, 3}) {
+    const auto image = zoo::random_tensor({n, 3, 56, 56}, 11, 1.0f);
+    auto a = by_cost->run({{"image", image}});
+    auto b = by_order->run({{"image", image}});
+    REQUIRE((a && b));
+    EPSTACK_CHECK_CLOSE((*a)[0], (*b)[0], 1e-3, 1e-3);
+  }
+}
+
 TEST_CASE("placement by cost is recorded in an EP context model and replayed when it loads") {
-  // Two independent chains: batch-1 products over 48 MiB of weights (the CPU provider is cheaper: moved there) and
-  // 64-row products over small ones (oneDNN, first in the stack, keeps them: compiled into the context).
+  // Two independent chains: 3x3 convolutions (the CPU provider's Winograd is clearly cheaper: moved there) and
+  // 64-row products over small weights (oneDNN, first in the stack, keeps them: compiled into the context).
   model m;
   m.opsets = {{"", 13}};
   auto& g = m.graph;
   g.set_name("two_chains");
-  g.add_input("x", f32(shape{1, 2048}));
+  g.add_input("x", f32(shape{1, 64, 28, 28}));
   g.add_input("z", f32(shape{64, 256}));
-  for (int i = 0; i < 3; ++i) g.add_initializer("W" + std::to_string(i), zoo::random_tensor({2048, 2048}, 10 + i, 0.02f));
+  for (int i = 0; i < 3; ++i) g.add_initializer("W" + std::to_string(i), zoo::random_tensor({64, 64, 3, 3}, 10 + i, 0.05f));
   g.add_initializer("V", zoo::random_tensor({256, 256}, 20, 0.05f));
-  g.add_node(op("big0", "MatMul"), {"x", "W0"}, {"b0"});
-  g.add_node(op("big1", "MatMul"), {"b0", "W1"}, {"b1"});
-  g.add_node(op("big2", "MatMul"), {"b1", "W2"}, {"y"});
+  attribute_list same;
+  same.set("pads", std::vector<std::int64_t>{1, 1, 1, 1});
+  g.add_node(op("big0", "Conv", same), {"x", "W0"}, {"b0"});
+  g.add_node(op("big1", "Conv", same), {"b0", "W1"}, {"b1"});
+  g.add_node(op("big2", "Conv", same), {"b1", "W2"}, {"y"});
   g.add_node(op("small", "MatMul"), {"z", "V"}, {"s"});
   g.add_node(op("small_relu", "Relu"), {"s"}, {"w"});
-  g.add_output("y", f32(shape{1, 2048}));
+  g.add_output("y", f32(shape{1, 64, 28, 28}));
   g.add_output("w", f32(shape{64, 256}));
   test::temp_dir dir;
   REQUIRE(save_model(m, dir.path() / "two.onnx").is_ok());
   session_options gen;
   gen.set_intra_op_threads(2);
   gen.set_config(config_keys::ep_context_enable, "1");
+  // The CPU provider's plain layout, so that the nodes it gets stay as they are and their placement is recorded (in
+  // the blocked layout they become its own operators, which no other provider claims).
+  gen.set_config(config_keys::cpu_layout, "nchw");
   auto s = dnnl_session::create(dir.path() / "two.onnx", gen);
   REQUIRE_MESSAGE(s.has_value(), s.status().to_string());
   CHECK(provider_of(*s, "big1") == "CPUExecutionProvider");
@@ -529,7 +587,7 @@ TEST_CASE("placement by cost is recorded in an EP context model and replayed whe
   auto direct = dnnl_session::create(dir.path() / "two.onnx", load);
   REQUIRE(direct.has_value());
   CHECK(provider_of(*direct, "big1") == "DnnlExecutionProvider");
-  const std::vector<named_tensor> feeds{{"x", zoo::random_tensor({1, 2048}, 9, 1.0f)}, {"z", zoo::random_tensor({64, 256}, 8, 1.0f)}};
+  const std::vector<named_tensor> feeds{{"x", zoo::random_tensor({1, 64, 28, 28}, 9, 1.0f)}, {"z", zoo::random_tensor({64, 256}, 8, 1.0f)}};
   auto a = back->run(feeds);
   auto b = direct->run(feeds);
   REQUIRE((a && b));

@@ -27,18 +27,18 @@ namespace epstack {
 namespace ops = cpu::ops;
 
 namespace cpu {
-/// The CPU provider's speed for placement by cost, measured with `epstack perf` on single-operator models (2 threads,
-/// AVX-512; scripts/calibrate_placement.sh re-measures it): products at 1/4/16/64/256 rows, 1x1 and depthwise
-/// convolutions, streaming, and products streaming their weights from memory (mlp_b1's 96 MiB). Dense convolutions
-/// are priced from whole networks (a zoo convnet, 1.7x slower than oneDNN; ResNet-50 1.05x; MobileNetV2 1.26x), where
-/// the single 3x3 convolution that runs at 290 GFLOP/s alone (Winograd, in cache) is not representative.
+/// The CPU provider's speed for placement by cost, measured with `epstack perf` on small models (2 threads, AVX-512;
+/// scripts/calibrate_placement.sh re-measures it): products at 1/4/16/64/256 rows, chains of convolutions by kind (so
+/// that the blocked layout's reorders at a chain's ends are priced as in a network: 3x3 unit-stride ones run as
+/// Winograd), streaming, and products streaming their weights from memory (mlp_b1's 96 MiB).
 inline constexpr cost_profile default_cost_profile{
-    .matmul_gflops = {35, 120, 198, 204, 197},
-    .conv_gflops = 170,
-    .pointwise_gflops = 108,
-    .depthwise_gflops = 13,
-    .stream_gbps = 40,
-    .dram_gbps = 43,
+    .matmul_gflops = {69, 223, 380, 384, 450},
+    .conv_gflops = 441,
+    .conv3x3_gflops = 805,
+    .pointwise_gflops = 417,
+    .depthwise_gflops = 111,
+    .stream_gbps = 197,
+    .dram_gbps = 54,
     .node_us = 0.5,
     .kernel_us = 8,
     .partition_us = 0,

@@ -42,12 +42,13 @@ namespace dnnl_ep {
 /// AVX-512; scripts/calibrate_placement.sh re-measures it), as the CPU provider's `cpu::default_cost_profile`;
 /// products streaming from memory: mlp_b1's 96 MiB of weights.
 inline constexpr cost_profile default_cost_profile{
-    .matmul_gflops = {64, 177, 102, 209, 206},
-    .conv_gflops = 220,
-    .pointwise_gflops = 154,
-    .depthwise_gflops = 45,
-    .stream_gbps = 50,
-    .dram_gbps = 32,
+    .matmul_gflops = {85, 254, 411, 472, 474},
+    .conv_gflops = 494,
+    .conv3x3_gflops = 483,
+    .pointwise_gflops = 376,
+    .depthwise_gflops = 101,
+    .stream_gbps = 200,
+    .dram_gbps = 52,
     .node_us = 0.5,
     .kernel_us = 2,
     .partition_us = 5,
