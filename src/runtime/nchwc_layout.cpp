@@ -13,7 +13,12 @@
 #include <epstack/detail/winograd_f23.hpp>
 #include <epstack/ir/node_facts.hpp>
 
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
 #include <cstring>
+#include <thread>
+#include <vector>
 
 namespace epstack {
 
@@ -36,6 +41,9 @@ constexpr std::int64_t winograd4_min_tiles = 49;
 // P = (TM + 2)^2 transformed positions xi, a 1x1 convolution's filters [Op/16][Ip/16][16 in][16 out], i.e.
 // [xi][ob][ib][bi][bo]: every one of `dst`'s P * Op * Ip values, zeros where o >= O or i >= I.
 void winograd_filters(int TM, const float* src, std::int64_t O, std::int64_t I, std::int64_t Op, std::int64_t Ip, float* dst) {
+  // 16 filters (one per output channel of a block) at once, a lane each: the transforms divide, and a vector divides
+  // as fast as a scalar.
+  typedef float lanes __attribute__((vector_size(blk * sizeof(float))));
   const std::int64_t per_xi = Op * Ip;
   const int P = (TM + 2) * (TM + 2);
   // One 16x16 block of filters at a time, into a local buffer, then 1 KiB to each plane: writing each filter's P values
@@ -44,13 +52,14 @@ void winograd_filters(int TM, const float* src, std::int64_t O, std::int64_t I, 
   for (std::int64_t ob = 0; ob < Op / blk; ++ob)
     for (std::int64_t ib = 0; ib < Ip / blk; ++ib) {
       std::fill(local.begin(), local.end(), 0.0f);
-      for (std::int64_t bi = 0, i = ib * blk; bi < blk && i < I; ++bi, ++i)
-        for (std::int64_t bo = 0, o = ob * blk; bo < blk && o < O; ++bo, ++o) {
-          float u[36];
-          if (TM == 2) detail::winograd_f23_filter(src + (o * I + i) * 9, u);
-          else detail::winograd_f43_filter(src + (o * I + i) * 9, u);
-          for (int xi = 0; xi < P; ++xi) local[static_cast<std::size_t>((xi * blk + bi) * blk + bo)] = u[xi];
-        }
+      for (std::int64_t bi = 0, i = ib * blk; bi < blk && i < I; ++bi, ++i) {
+        lanes g[9] = {}, u[36];
+        for (std::int64_t bo = 0, o = ob * blk; bo < blk && o < O; ++bo, ++o)
+          for (int k = 0; k < 9; ++k) g[k][bo] = src[(o * I + i) * 9 + k];
+        if (TM == 2) detail::winograd_f23_filter(g, u);
+        else detail::winograd_f43_filter(g, u);
+        for (int xi = 0; xi < P; ++xi) std::memcpy(&local[static_cast<std::size_t>((xi * blk + bi) * blk)], &u[xi], sizeof(lanes));
+      }
       const std::int64_t at = (ob * (Ip / blk) + ib) * blk * blk;
       for (int xi = 0; xi < P; ++xi)
         std::memcpy(dst + xi * per_xi + at, local.data() + xi * blk * blk, blk * blk * sizeof(float));
@@ -80,6 +89,68 @@ struct blocked_value {
   bool from_reorder;       // made by ReorderInput: the original stays, no ReorderOutput needed
 };
 
+// The filter layouts: OIHWBiBo (dense), OIHWBo (a first layer of fewer than 16 channels; depthwise).
+enum class conv_kind { dense, first_layer, depthwise };
+
+// Laying out one W for the blocked kernels: read from `source`, written to `dst` (allocated, not yet written).
+struct filter_job {
+  tensor source;
+  std::int64_t wino;  // 0: direct
+  conv_kind kind;
+  std::int64_t O, I, Op, KH, KW;
+  tensor dst;
+
+  void run() const {
+    // W may sit unaligned in a mapped file: then it is read from an aligned copy.
+    std::vector<float> staged;
+    const float* src = reinterpret_cast<const float*>(source.data());
+    if (reinterpret_cast<std::uintptr_t>(source.data()) % alignof(float) != 0) {
+      staged.resize(source.element_count());
+      std::memcpy(staged.data(), source.data(), source.byte_size());
+      src = staged.data();
+    }
+    float* d = const_cast<float*>(reinterpret_cast<const float*>(dst.data()));
+    const std::int64_t Ip = dst.sizes()[1], KK = KH * KW;
+    if (wino != 0) {
+      winograd_filters(static_cast<int>(wino), src, O, I, Op, Ip, d);  // every value written (zeros included)
+      return;
+    }
+    // The padding of channels that do not fill whole blocks stays zero.
+    if (O != Op || I != Ip) std::memset(d, 0, dst.byte_size());
+    if (kind == conv_kind::dense) {
+      // Written in order: [ob][ib][k][bi][bo].
+      for (std::int64_t ob = 0; ob < Op / blk; ++ob)
+        for (std::int64_t ib = 0; ib < Ip / blk; ++ib)
+          for (std::int64_t k = 0; k < KK; ++k)
+            for (std::int64_t bi = 0, i = ib * blk; bi < blk; ++bi, ++i, d += blk)
+              for (std::int64_t bo = 0, o = ob * blk; bo < blk && i < I; ++bo, ++o)
+                if (o < O) d[bo] = src[(o * I + i) * KK + k];
+    } else {
+      // [ob][i][k][bo].
+      for (std::int64_t ob = 0; ob < Op / blk; ++ob)
+        for (std::int64_t i = 0; i < I; ++i)
+          for (std::int64_t k = 0; k < KK; ++k, d += blk)
+            for (std::int64_t bo = 0, o = ob * blk; bo < blk && o < O; ++bo, ++o) d[bo] = src[(o * I + i) * KK + k];
+    }
+  }
+};
+
+// Runs the jobs on all the machine's cores, largest first (the filters of ResNet-50 take most of its start-up).
+void lay_out_filters(std::vector<filter_job>& jobs) {
+  std::sort(jobs.begin(), jobs.end(),
+            [](const filter_job& a, const filter_job& b) { return a.dst.byte_size() > b.dst.byte_size(); });
+  std::atomic<std::size_t> next{0};
+  const auto work = [&] {
+    for (std::size_t k; (k = next.fetch_add(1, std::memory_order_relaxed)) < jobs.size();) jobs[k].run();
+  };
+  const std::size_t threads =
+      std::min<std::size_t>(std::max(1u, std::thread::hardware_concurrency()), jobs.size());
+  std::vector<std::thread> helpers;
+  for (std::size_t t = 1; t < threads; ++t) helpers.emplace_back(work);
+  work();
+  for (auto& h : helpers) h.join();
+}
+
 struct layout_pass {
   egraph& e;
   std::unordered_map<std::string, blocked_value> blocked;  // original value -> its blocked form
@@ -87,6 +158,7 @@ struct layout_pass {
   std::vector<enode> out;
   std::size_t converted = 0;
   bool winograd = true;  // 3x3 unit-stride convolutions as Winograd
+  std::vector<filter_job> jobs;  // the laid-out filters to write
 
   const type_info* type4(const std::string& v) const {
     const type_info* t = e.type_of(v);
@@ -163,7 +235,8 @@ struct layout_pass {
       if (zt == nullptr || !(zt->dims == yt->dims)) return false;
     }
 
-    enum { dense, first_layer, depthwise } kind;
+    using enum conv_kind;
+    conv_kind kind;
     if (group == O && O == *C && I == 1 && group > 1) kind = depthwise;
     else if (group == 1 && I == *C && (in_blocked != blocked.end() || *C >= blk)) kind = dense;
     else if (group == 1 && I == *C && *C < blk) kind = first_layer;
@@ -190,36 +263,13 @@ struct layout_pass {
     if (auto it = filters.find(key); it != filters.end()) {
       wname = it->second;
     } else {
-      std::vector<float> staged(w->element_count());
-      std::memcpy(staged.data(), w->data(), w->byte_size());  // W may sit unaligned in a mapped file
-      const float* src = staged.data();
-      const std::int64_t KK = KH * KW;
-      tensor nw;
-      if (wino != 0) {
-        const std::int64_t sizes[] = {Op, Ip, wino + 2, wino + 2};
-        nw = tensor::uninitialized(element_type::float32, sizes);  // every value written (zeros included)
-        winograd_filters(wino, src, O, I, Op, Ip, nw.typed<float>());
-      } else if (kind == dense) {
-        const std::int64_t sizes[] = {Op, Ip, KH, KW};
-        nw = zeros(sizes);
-        float* d = nw.typed<float>();
-        // Written in order: [ob][ib][k][bi][bo].
-        for (std::int64_t ob = 0; ob < Op / blk; ++ob)
-          for (std::int64_t ib = 0; ib < Ip / blk; ++ib)
-            for (std::int64_t k = 0; k < KK; ++k)
-              for (std::int64_t bi = 0, i = ib * blk; bi < blk; ++bi, ++i, d += blk)
-                for (std::int64_t bo = 0, o = ob * blk; bo < blk && i < I; ++bo, ++o)
-                  if (o < O) d[bo] = src[(o * I + i) * KK + k];
-      } else {
-        const std::int64_t sizes[] = {Op, I, KH, KW};
-        nw = zeros(sizes);
-        float* d = nw.typed<float>();
-        // [ob][i][k][bo].
-        for (std::int64_t ob = 0; ob < Op / blk; ++ob)
-          for (std::int64_t i = 0; i < I; ++i)
-            for (std::int64_t k = 0; k < KK; ++k, d += blk)
-              for (std::int64_t bo = 0, o = ob * blk; bo < blk && o < O; ++bo, ++o) d[bo] = src[(o * I + i) * KK + k];
-      }
+      // Allocated here, written by lay_out_filters once the pass is done (on all the machine's cores).
+      filter_job job{*w, wino, kind, O, I, Op, KH, KW, {}};
+      const std::int64_t sizes[] = {Op, wino != 0 || kind == dense ? Ip : I, wino != 0 ? wino + 2 : KH,
+                                    wino != 0 ? wino + 2 : KW};
+      tensor nw = tensor::uninitialized(element_type::float32, sizes);
+      job.dst = nw;  // shares the storage
+      jobs.push_back(std::move(job));
       wname = add_tensor(en.inputs[1] + "_nchwc", std::move(nw));
       filters[key] = wname;
     }
@@ -358,9 +408,10 @@ struct layout_pass {
 
 Result<std::size_t> nchwc_layout(model& m, const std::vector<bool>& eligible, optimization_report& rep, bool winograd) {
   EPSTACK_ASSIGN_OR_RETURN(egraph e, to_egraph(m.graph));
-  layout_pass pass{e, {}, {}, {}, 0, winograd};
+  layout_pass pass{e, {}, {}, {}, 0, winograd, {}};
   pass.run(eligible);
   if (pass.converted == 0) return std::size_t{0};
+  lay_out_filters(pass.jobs);
   e.index();
   dead_node_elimination(e, rep);  // the original filters and biases, now unread
   m.graph = from_egraph(e);

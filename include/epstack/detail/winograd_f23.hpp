@@ -7,9 +7,11 @@
 namespace epstack::detail {
 
 /// U = G g G^T of one 3x3 filter `g` (row-major), with G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1]: the 16 values
-/// of the 4x4 transformed filter, row-major (position xi = 4 * row + column).
-inline void winograd_f23_filter(const float* g, float u[16]) noexcept {
-  float gg[4][3];  // G g
+/// of the 4x4 transformed filter, row-major (position xi = 4 * row + column). T is float, or a vector of floats (GCC's
+/// vector extension) that transforms one filter per lane with the same arithmetic, value for value.
+template <class T>
+inline void winograd_f23_filter(const T* g, T* u) noexcept {
+  T gg[4][3];  // G g
   for (int j = 0; j < 3; ++j) {
     gg[0][j] = g[j];
     gg[1][j] = 0.5f * (g[j] + g[3 + j] + g[6 + j]);
@@ -17,7 +19,7 @@ inline void winograd_f23_filter(const float* g, float u[16]) noexcept {
     gg[3][j] = g[6 + j];
   }
   for (int i = 0; i < 4; ++i) {
-    const float a = gg[i][0], b = gg[i][1], c = gg[i][2];
+    const T a = gg[i][0], b = gg[i][1], c = gg[i][2];
     u[i * 4 + 0] = a;
     u[i * 4 + 1] = 0.5f * (a + b + c);
     u[i * 4 + 2] = 0.5f * (a - b + c);
@@ -27,19 +29,20 @@ inline void winograd_f23_filter(const float* g, float u[16]) noexcept {
 
 /// U = G g G^T of one 3x3 filter `g` (row-major) for F(4x4, 3x3), with
 /// G = [1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6 -1/6; 1/24 1/12 1/6; 1/24 -1/12 1/6; 0 0 1]: the 36 values of the 6x6
-/// transformed filter, row-major (position xi = 6 * row + column).
-inline void winograd_f43_filter(const float* g, float u[36]) noexcept {
-  const auto column = [](float a, float b, float c, float* o) {  // G (a b c)^T
-    o[0] = a / 4;
-    o[1] = -(a + b + c) / 6;
-    o[2] = -(a - b + c) / 6;
-    o[3] = a / 24 + b / 12 + c / 6;
-    o[4] = a / 24 - b / 12 + c / 6;
+/// transformed filter, row-major (position xi = 6 * row + column). T as for winograd_f23_filter.
+template <class T>
+inline void winograd_f43_filter(const T* g, T* u) noexcept {
+  const auto column = [](T a, T b, T c, T* o) {  // G (a b c)^T
+    o[0] = a / 4.0f;
+    o[1] = -(a + b + c) / 6.0f;
+    o[2] = -(a - b + c) / 6.0f;
+    o[3] = a / 24.0f + b / 12.0f + c / 6.0f;
+    o[4] = a / 24.0f - b / 12.0f + c / 6.0f;
     o[5] = c;
   };
-  float gg[6][3];  // G g
+  T gg[6][3];  // G g
   for (int j = 0; j < 3; ++j) {
-    float o[6];
+    T o[6];
     column(g[j], g[3 + j], g[6 + j], o);
     for (int i = 0; i < 6; ++i) gg[i][j] = o[i];
   }
