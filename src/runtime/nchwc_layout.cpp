@@ -17,6 +17,8 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <exception>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -100,7 +102,7 @@ struct filter_job {
   std::int64_t O, I, Op, KH, KW;
   tensor dst;
 
-  void run() const {
+  void run() {
     // W may sit unaligned in a mapped file: then it is read from an aligned copy.
     std::vector<float> staged;
     const float* src = reinterpret_cast<const float*>(source.data());
@@ -109,7 +111,7 @@ struct filter_job {
       std::memcpy(staged.data(), source.data(), source.byte_size());
       src = staged.data();
     }
-    float* d = const_cast<float*>(reinterpret_cast<const float*>(dst.data()));
+    float* d = reinterpret_cast<float*>(dst.mutable_data());
     const std::int64_t Ip = dst.sizes()[1], KK = KH * KW;
     if (wino != 0) {
       winograd_filters(static_cast<int>(wino), src, O, I, Op, Ip, d);  // every value written (zeros included)
@@ -140,8 +142,16 @@ void lay_out_filters(std::vector<filter_job>& jobs) {
   std::sort(jobs.begin(), jobs.end(),
             [](const filter_job& a, const filter_job& b) { return a.dst.byte_size() > b.dst.byte_size(); });
   std::atomic<std::size_t> next{0};
+  std::mutex failed_lock;
+  std::exception_ptr failed;  // the first job that threw (out of memory): rethrown here, never out of a thread
   const auto work = [&] {
-    for (std::size_t k; (k = next.fetch_add(1, std::memory_order_relaxed)) < jobs.size();) jobs[k].run();
+    try {
+      for (std::size_t k; (k = next.fetch_add(1, std::memory_order_relaxed)) < jobs.size();) jobs[k].run();
+    } catch (...) {
+      next = jobs.size();
+      const std::lock_guard lock(failed_lock);
+      if (!failed) failed = std::current_exception();
+    }
   };
   const std::size_t threads =
       std::min<std::size_t>(std::max(1u, std::thread::hardware_concurrency()), jobs.size());
@@ -149,6 +159,7 @@ void lay_out_filters(std::vector<filter_job>& jobs) {
   for (std::size_t t = 1; t < threads; ++t) helpers.emplace_back(work);
   work();
   for (auto& h : helpers) h.join();
+  if (failed) std::rethrow_exception(failed);
 }
 
 struct layout_pass {

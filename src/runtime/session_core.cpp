@@ -13,6 +13,7 @@
 #include <epstack/runtime/compile_cache.hpp>
 
 #include <algorithm>
+#include <set>
 #include <charconv>
 #include <chrono>
 #include <cstdlib>
@@ -339,14 +340,24 @@ Status prepare_onnx_model(session_core::stage& d, const session_options& options
   if (blocked_layout) {
     std::vector<bool> on_cpu(d.m.graph.node_count());
     for (node_id n = 0; n < on_cpu.size(); ++n) on_cpu[n] = d.plan.main.nodes[n].provider == d.plan.cpu_provider;
+    // The choices that gave the CPU provider nodes the layout rewrites are kept for the plan's reader (the others are
+    // made again on the new graph). The rewritten nodes keep their names, and the graph is replaced: by name.
+    std::vector<std::pair<graph_plan::placement_choice, std::vector<std::string>>> before;
+    for (const auto& c : d.plan.main.choices)
+      if (c.chosen == d.plan.cpu_provider) {
+        std::vector<std::string> names;
+        for (node_id n : c.nodes) names.push_back(d.m.graph.node(n).name);
+        before.emplace_back(c, std::move(names));
+      }
     EPSTACK_ASSIGN_OR_RETURN(const auto converted, nchwc_layout(d.m, on_cpu, d.report, winograd));
     if (converted > 0) {
-      // The choices that gave the CPU provider what the layout rewrote are kept for the plan's reader.
-      std::vector<graph_plan::placement_choice> before;
-      for (auto& c : d.plan.main.choices)
-        if (c.chosen == d.plan.cpu_provider) before.push_back(std::move(c));
       EPSTACK_ASSIGN_OR_RETURN(d.plan, partition_graph(d.m.graph, providers, po));
-      d.plan.main.choices_before_layout = std::move(before);
+      std::set<std::string_view> rewritten;
+      for (node_id n = 0; n < d.m.graph.node_count(); ++n)
+        if (d.m.graph.node(n).domain == nchwc_domain) rewritten.insert(d.m.graph.node(n).name);
+      const auto was_rewritten = [&](const std::string& x) { return !x.empty() && rewritten.count(x) > 0; };
+      for (auto& [c, names] : before)
+        if (std::any_of(names.begin(), names.end(), was_rewritten)) d.plan.main.choices_before_layout.push_back(std::move(c));
     }
   }
   const auto is_restored = [&](const partition& part) {

@@ -32,7 +32,7 @@ inline void winograd_f23_filter(const T* g, T* u) noexcept {
 /// transformed filter, row-major (position xi = 6 * row + column). T as for winograd_f23_filter.
 template <class T>
 inline void winograd_f43_filter(const T* g, T* u) noexcept {
-  const auto column = [](T a, T b, T c, T* o) {  // G (a b c)^T
+  const auto column = [](const T& a, const T& b, const T& c, T* o) {  // G (a b c)^T; by reference: a vector argument by value would change the ABI
     o[0] = a / 4.0f;
     o[1] = -(a + b + c) / 6.0f;
     o[2] = -(a - b + c) / 6.0f;
