@@ -10,6 +10,7 @@
 #include <epstack/detail/winograd_f23.hpp>
 
 #include <algorithm>
+#include <cstring>
 #include <new>
 
 #if defined(__AVX512F__)
@@ -33,8 +34,10 @@ winograd_weights winograd_pack(const float* w, std::int64_t M, std::int64_t C) {
   // intermediate copy, one pass over the weights. Rows past M in the last panel are zero, as pack_a leaves them.
   for (std::int64_t m = 0; m < M; ++m)
     for (std::int64_t c = 0; c < C; ++c) {
-      float u[16];
-      epstack::detail::winograd_f23_filter(w + (m * C + c) * 9, u);
+      // W may sit unaligned in a mapped model file: each filter is read bytewise.
+      float g[9], u[16];
+      std::memcpy(g, reinterpret_cast<const char*>(w) + (m * C + c) * 9 * static_cast<std::int64_t>(sizeof(float)), sizeof g);
+      epstack::detail::winograd_f23_filter(g, u);
       float* at = data + packed_a_offset(M, C, m, c);
       for (int xi = 0; xi < 16; ++xi) at[xi * static_cast<std::int64_t>(r.stride)] = u[xi];
     }

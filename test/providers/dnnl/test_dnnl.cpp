@@ -532,6 +532,43 @@ TEST_CASE("placement by cost: 3x3 convolutions with a symbolic batch, priced at 
   }
 }
 
+TEST_CASE("placement by cost: the plan shows the choices the blocked layout rewrote, and makes the others again") {
+  // Two independent parts: 3x3 convolutions (to the CPU provider by cost, then rewritten into its blocked layout) and
+  // a lone Softmax (to the CPU provider by cost too: a oneDNN partition's entry costs more than it; not rewritten).
+  model m;
+  m.opsets = {{"", 13}};
+  auto& g = m.graph;
+  g.set_name("two_parts");
+  g.add_input("x", f32(shape{1, 64, 28, 28}));
+  g.add_input("z", f32(shape{1, 16}));
+  g.add_initializer("W0", zoo::random_tensor({64, 64, 3, 3}, 31, 0.05f));
+  g.add_initializer("W1", zoo::random_tensor({64, 64, 3, 3}, 32, 0.05f));
+  attribute_list same;
+  same.set("pads", std::vector<std::int64_t>{1, 1, 1, 1});
+  g.add_node(op("conv0", "Conv", same), {"x", "W0"}, {"c0"});
+  g.add_node(op("conv1", "Conv", same), {"c0", "W1"}, {"y"});
+  g.add_node(op("soft", "Softmax"), {"z"}, {"s"});
+  g.add_output("y", f32(shape{1, 64, 28, 28}));
+  g.add_output("s", f32(shape{1, 16}));
+  session_options so;
+  so.set_intra_op_threads(2);
+  auto s = dnnl_session::create(m, so);
+  REQUIRE_MESSAGE(s.has_value(), s.status().to_string());
+  const auto& plan = s->plan();
+  CHECK(provider_of(*s, "conv0") == "CPUExecutionProvider");
+  CHECK(provider_of(*s, "soft") == "CPUExecutionProvider");
+  // The convolutions' choice is shown as made before the layout; the Softmax's is made again on the new graph.
+  REQUIRE(plan.main.choices_before_layout.size() == 1);
+  CHECK(plan.main.choices_before_layout[0].nodes.size() == 2);
+  REQUIRE(plan.main.choices.size() == 1);
+  CHECK(plan.main.choices[0].nodes.size() == 1);
+  CHECK(plan.main.g->node(plan.main.choices[0].nodes[0]).name == "soft");
+  CHECK(plan.providers[plan.main.choices[0].chosen] == cpu_provider::type_key);
+  const auto table = plan.to_table();
+  CHECK(table.find("(2 nodes before the blocked layout, by estimate)") != std::string::npos);
+  CHECK(table.find("(1 nodes, by estimate)") != std::string::npos);
+}
+
 TEST_CASE("placement by cost is recorded in an EP context model and replayed when it loads") {
   // Two independent chains: 3x3 convolutions (the CPU provider's Winograd is clearly cheaper: moved there) and
   // 64-row products over small weights (oneDNN, first in the stack, keeps them: compiled into the context).
