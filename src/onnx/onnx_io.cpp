@@ -23,6 +23,7 @@
 #include <cstring>
 #include <fstream>
 #include <unordered_map>
+#include <vector>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -145,6 +146,29 @@ Status skeleton_from_proto(const onnx::GraphProto& gp, graph& g) {
   return {};
 }
 
+// onnx 1.12's checker requires a shape on every declared tensor type (graph inputs, outputs and value_info, in
+// subgraphs too), while the IR makes it optional (unknown rank) and ONNX Runtime loads such models: onnx.helper's
+// make_tensor_value_info(name, type, None) writes them. The checker is shown an empty shape in their place, taken
+// away again after it ran (`undo`), so that the model itself keeps its unknown ranks.
+void lend_shapes(onnx::GraphProto& g, std::vector<onnx::TypeProto_Tensor*>& undo) {
+  const auto lend = [&](onnx::ValueInfoProto& vi) {
+    if (!vi.has_type()) return;
+    auto* t = vi.mutable_type();
+    if (t->has_tensor_type() && !t->tensor_type().has_shape()) {
+      t->mutable_tensor_type()->mutable_shape();
+      undo.push_back(t->mutable_tensor_type());
+    }
+  };
+  for (auto& vi : *g.mutable_input()) lend(vi);
+  for (auto& vi : *g.mutable_output()) lend(vi);
+  for (auto& vi : *g.mutable_value_info()) lend(vi);
+  for (auto& n : *g.mutable_node())
+    for (auto& a : *n.mutable_attribute()) {
+      if (a.has_g()) lend_shapes(*a.mutable_g(), undo);
+      for (auto& sub : *a.mutable_graphs()) lend_shapes(sub, undo);
+    }
+}
+
 Result<model> load_proto(std::span<const std::byte> bytes, const std::string& label, const fs::path& model_path,
                          const fs::path& folder, bool folder_given, const load_options& opt) {
   const auto fail = [&](errc c, const std::string& m) { return Status(c, label + ": " + m); };
@@ -180,6 +204,14 @@ Result<model> load_proto(std::span<const std::byte> bytes, const std::string& la
       std::string dir = folder.empty() ? std::string() : folder.string();
       if (!dir.empty() && dir.back() != '/') dir += '/';
       ctx.set_model_dir(dir);
+      std::vector<onnx::TypeProto_Tensor*> lent;
+      lend_shapes(*mp.mutable_graph(), lent);
+      struct give_back {
+        std::vector<onnx::TypeProto_Tensor*>& lent;
+        ~give_back() {
+          for (auto* t : lent) t->clear_shape();
+        }
+      } back{lent};
       onnx::checker::check_model(mp, ctx);
     } catch (const std::exception& e) {
       return fail(errc::invalid_graph, std::string("onnx checker: ") + e.what());

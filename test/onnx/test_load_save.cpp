@@ -193,6 +193,49 @@ TEST_CASE("load a model from a path and from a buffer") {
   }
 }
 
+TEST_CASE("tensor types declared without a shape load, as in ONNX Runtime, and keep their unknown rank") {
+  // onnx.helper.make_tensor_value_info(name, FLOAT, None) writes them; onnx 1.12's checker alone asks for a shape.
+  auto pm = test::relu_model();
+  auto* g = pm.mutable_graph();
+  g->mutable_input(0)->mutable_type()->mutable_tensor_type()->clear_shape();
+  g->mutable_output(0)->mutable_type()->mutable_tensor_type()->clear_shape();
+  test::add_node(g, "neg", "Neg", {"y"}, {"z"});
+  g->mutable_node(0)->set_output(0, "y");
+  auto* vi = g->add_value_info();
+  vi->set_name("y");
+  vi->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  auto* out = g->add_output();
+  out->set_name("z");
+  out->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  test::temp_dir dir;
+  const auto bytes = pm.SerializeAsString();
+  test::write_file(dir / "noshape.onnx", bytes);
+  for (int from_buffer = 0; from_buffer < 2; ++from_buffer) {
+    auto m = from_buffer ? load_model(as_bytes(bytes)) : load_model(dir / "noshape.onnx");
+    REQUIRE_MESSAGE(m.has_value(), m.status().to_string());
+    const auto& mg = m->graph;
+    REQUIRE(mg.inputs().size() == 1);
+    CHECK(mg.value(mg.inputs()[0]).type.is_tensor());
+    CHECK_FALSE(mg.value(mg.inputs()[0]).type.dims.has_value());
+    CHECK_FALSE(value_named(mg, "z").type.dims.has_value());
+    // Written back, the declarations still have no shape (the checker's stand-ins were taken away).
+    REQUIRE(save_model(*m, dir / "back.onnx").is_ok());
+    onnx::ModelProto back;
+    std::ifstream f(dir / "back.onnx", std::ios::binary);
+    REQUIRE(back.ParseFromIstream(&f));
+    CHECK_FALSE(back.graph().input(0).type().tensor_type().has_shape());
+    CHECK(back.graph().input(0).type().tensor_type().elem_type() == onnx::TensorProto::FLOAT);
+    auto again = load_model(dir / "back.onnx");
+    CHECK_MESSAGE(again.has_value(), again.status().to_string());
+  }
+  // A declaration without an element type is still refused, naming the value.
+  g->mutable_output(1)->mutable_type()->mutable_tensor_type()->clear_elem_type();
+  auto bad = load_model(as_bytes(pm.SerializeAsString()));
+  REQUIRE_FALSE(bad.has_value());
+  CHECK(bad.code() == errc::invalid_graph);
+  CHECK(bad.status().message().find("value 'z' has element type 0") != std::string::npos);
+}
+
 TEST_CASE("values round-trip through serialize_value and parse_value: tensors, sequences, optionals") {
   const auto f2 = type_info::tensor_of(element_type::float32, shape{2});
   const auto seq_t = type_info::sequence_of(f2);
