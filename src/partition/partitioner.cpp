@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <optional>
@@ -129,6 +130,18 @@ struct partition_state {
   std::span<const provider_binding> providers;
   std::size_t fused_counter = 0;
   const partition_options* options = nullptr;
+  /// Per graph, the share of its arithmetic in products with symbolic rows (symbolic_products_share), computed once.
+  std::map<const graph*, double> symbolic_share;
+
+  double symbolic_share_of(const graph& g) {
+    const auto [it, fresh] = symbolic_share.try_emplace(&g, 0.0);
+    if (fresh) {
+      std::vector<node_id> all(g.node_count());
+      std::iota(all.begin(), all.end(), node_id{0});
+      it->second = symbolic_products_share(g, all);
+    }
+    return it->second;
+  }
 };
 
 // A capability as a partition with its boundary resolved, for timing a candidate placement (not added to the plan).
@@ -183,7 +196,7 @@ double cost_of(const graph_plan& gp, std::size_t p, const std::vector<capability
 
 // Placement by cost: whether provider p, which claims `cap`, leaves it for a later provider of the stack that can run
 // every node of it (alone or in its own groups) for less. Records the choice in the plan either way.
-bool left_for_cheaper(graph_plan& gp, std::size_t p, const capability& cap, const partition_state& st) {
+bool left_for_cheaper(graph_plan& gp, std::size_t p, const capability& cap, partition_state& st) {
   const auto& g = *gp.g;
   const auto& opt = *st.options;
   if (opt.placement == placement_policy::priority || p + 1 >= st.providers.size()) return false;
@@ -200,9 +213,7 @@ bool left_for_cheaper(graph_plan& gp, std::size_t p, const capability& cap, cons
   bool at_one = false;
   if (mine >= 0 && choice.basis == "estimate" &&
       std::any_of(cap.nodes.begin(), cap.nodes.end(), [&](node_id n) { return !work_of(g, n).known; })) {
-    std::vector<node_id> all(g.node_count());
-    std::iota(all.begin(), all.end(), node_id{0});
-    const double share = symbolic_products_share(g, all);
+    const double share = st.symbolic_share_of(g);
     at_one = share >= 0 && share <= 0.1;
     if (!at_one) mine = -1;  // the stack's order, below
   }
@@ -433,7 +444,7 @@ Result<partition_plan> partition_graph(const graph& g, std::span<const provider_
   }
   EPSTACK_ASSIGN_OR_RETURN(auto main_plan, detail::make_graph_plan(g));
   plan.main = std::move(*main_plan);
-  detail::partition_state st{providers, 0, &options};
+  detail::partition_state st{providers, 0, &options, {}};
   for (std::size_t p = 0; p < providers.size(); ++p) EPSTACK_RETURN_IF_ERROR(detail::partition_graph_for(plan.main, p, st));
   EPSTACK_RETURN_IF_ERROR(detail::check_all_assigned(plan.main, providers));
   detail::note_fallbacks(plan.main, plan.cpu_provider, providers);

@@ -103,6 +103,22 @@ tensor ids_tensor(std::int64_t batch, std::int64_t seq) {
 
 type_info f32(shape s) { return type_info::tensor_of(element_type::float32, std::move(s)); }
 
+// Input x [1,64,28,28] -> `count` 3x3 convolutions of 64 channels, padded to keep the size (nodes prefix0, prefix1...,
+// weights W0, W1... from seeds seed, seed + 1...) -> output y: what the CPU provider's Winograd runs clearly cheaper.
+void add_conv3x3_chain(graph& g, const std::string& prefix, int count, std::uint64_t seed) {
+  g.add_input("x", f32(shape{1, 64, 28, 28}));
+  attribute_list same;
+  same.set("pads", std::vector<std::int64_t>{1, 1, 1, 1});
+  std::string prev = "x";
+  for (int i = 0; i < count; ++i) {
+    const std::string w = "W" + std::to_string(i), out = i + 1 == count ? "y" : prefix + "_out" + std::to_string(i);
+    g.add_initializer(w, zoo::random_tensor({64, 64, 3, 3}, seed + static_cast<std::uint64_t>(i), 0.05f));
+    g.add_node(op(prefix + std::to_string(i), "Conv", same), {prev, w}, {out});
+    prev = out;
+  }
+  g.add_output("y", f32(shape{1, 64, 28, 28}));
+}
+
 }  // namespace
 
 TEST_CASE("oneDNN reports its version and the ISA it dispatches to") {
@@ -539,16 +555,9 @@ TEST_CASE("placement by cost: the plan shows the choices the blocked layout rewr
   m.opsets = {{"", 13}};
   auto& g = m.graph;
   g.set_name("two_parts");
-  g.add_input("x", f32(shape{1, 64, 28, 28}));
+  add_conv3x3_chain(g, "conv", 2, 31);
   g.add_input("z", f32(shape{1, 16}));
-  g.add_initializer("W0", zoo::random_tensor({64, 64, 3, 3}, 31, 0.05f));
-  g.add_initializer("W1", zoo::random_tensor({64, 64, 3, 3}, 32, 0.05f));
-  attribute_list same;
-  same.set("pads", std::vector<std::int64_t>{1, 1, 1, 1});
-  g.add_node(op("conv0", "Conv", same), {"x", "W0"}, {"c0"});
-  g.add_node(op("conv1", "Conv", same), {"c0", "W1"}, {"y"});
   g.add_node(op("soft", "Softmax"), {"z"}, {"s"});
-  g.add_output("y", f32(shape{1, 64, 28, 28}));
   g.add_output("s", f32(shape{1, 16}));
   session_options so;
   so.set_intra_op_threads(2);
@@ -576,18 +585,11 @@ TEST_CASE("placement by cost is recorded in an EP context model and replayed whe
   m.opsets = {{"", 13}};
   auto& g = m.graph;
   g.set_name("two_chains");
-  g.add_input("x", f32(shape{1, 64, 28, 28}));
+  add_conv3x3_chain(g, "big", 3, 10);
   g.add_input("z", f32(shape{64, 256}));
-  for (int i = 0; i < 3; ++i) g.add_initializer("W" + std::to_string(i), zoo::random_tensor({64, 64, 3, 3}, 10 + i, 0.05f));
   g.add_initializer("V", zoo::random_tensor({256, 256}, 20, 0.05f));
-  attribute_list same;
-  same.set("pads", std::vector<std::int64_t>{1, 1, 1, 1});
-  g.add_node(op("big0", "Conv", same), {"x", "W0"}, {"b0"});
-  g.add_node(op("big1", "Conv", same), {"b0", "W1"}, {"b1"});
-  g.add_node(op("big2", "Conv", same), {"b1", "W2"}, {"y"});
   g.add_node(op("small", "MatMul"), {"z", "V"}, {"s"});
   g.add_node(op("small_relu", "Relu"), {"s"}, {"w"});
-  g.add_output("y", f32(shape{1, 64, 28, 28}));
   g.add_output("w", f32(shape{64, 256}));
   test::temp_dir dir;
   REQUIRE(save_model(m, dir.path() / "two.onnx").is_ok());
