@@ -425,6 +425,7 @@ std::string library_version() {
 }
 
 std::uint64_t weight_reorder_count() { return weight_reorders.load(std::memory_order_relaxed); }
+std::uint64_t activation_reorder_count() { return value_reorders.load(std::memory_order_relaxed); }
 void set_ignore_stored_layouts(bool ignore) { ignore_stored_layouts.store(ignore, std::memory_order_relaxed); }
 
 bool isa_supported(std::string_view recorded) {

@@ -56,6 +56,27 @@ Result<plan_builder::window> plan_builder::conv_window(const ir_op& op, const di
   return w;
 }
 
+const ir_op* plan_builder::sole_reader(int v) const {
+  if (!r_.values[static_cast<std::size_t>(v)].outputs.empty()) return nullptr;
+  const ir_op* found = nullptr;
+  for (const auto& o : r_.ops) {
+    int n = static_cast<int>(std::count(o.in.begin(), o.in.end(), v));
+    for (const auto& p : o.posts) n += p.binary && p.src1 == v ? 1 : 0;
+    if (n == 0) continue;
+    if (found != nullptr || n > 1) return nullptr;
+    found = &o;
+  }
+  return found;
+}
+
+bool plan_builder::channels_last_reader(int v) const {
+  const ir_op* r = sole_reader(v);
+  if (r == nullptr || r->kind != op_kind::reshape || r->in.empty() || r->in[0] != v) return false;
+  const ir_op* t = sole_reader(r->out);
+  if (t == nullptr || t->in.empty() || t->in[0] != r->out) return false;
+  return t->kind == op_kind::transpose || (t->kind == op_kind::matmul && t->trans_a);
+}
+
 Status plan_builder::conv(const ir_op& op) {
   const bool transposed = op.kind == op_kind::deconv;
   const dims in = dims_of(op.in[0]);
@@ -93,7 +114,10 @@ Status plan_builder::conv(const ir_op& op) {
   wdims.insert(wdims.end(), kernel.begin(), kernel.end());
   wstrides.insert(wstrides.end(), kstrides.begin(), kstrides.end());
   const md_t w_src(wdims, dt::f32, wstrides);
-  const md_t src_any(in, dt::f32, tag::any), w_any(wdims, dt::f32, tag::any), dst_any(out, dt::f32, tag::any);
+  const md_t src_any(in, dt::f32, tag::any), w_any(wdims, dt::f32, tag::any);
+  const tag last = out.size() == 3 ? tag::nwc : out.size() == 4 ? tag::nhwc : out.size() == 5 ? tag::ndhwc : tag::any;
+  const bool channels_last = !transposed && last != tag::any && channels_last_reader(op.out);
+  md_t dst_any(out, dt::f32, channels_last ? last : tag::any);
   const bool has_bias = !op.bias.empty();
   const md_t bias_md = has_bias ? md_t({oc}, dt::f32, tag::a) : md_t();
   bool fused = false;
@@ -117,17 +141,24 @@ Status plan_builder::conv(const ir_op& op) {
                       std::all_of(win->dil.begin(), win->dil.end(), [](std::int64_t x) { return x == 0; }) &&
                       win->out[0] * win->out[1] >= 14 * 14;
     const alg conv_alg = wino ? alg::convolution_winograd : alg::convolution_direct;
-    auto pd = with_posts<dn::convolution_forward::primitive_desc>(op.posts, out, [&](const dn::primitive_attr& a) {
-      try {
-        dn::convolution_forward::desc d(dn::prop_kind::forward_inference, conv_alg, src_any, w_any,
-                                        bias_md, dst_any, win->strides, win->dil, win->pad_l, win->pad_r);
-        return dn::convolution_forward::primitive_desc(d, a, cpu_engine());
-      } catch (const dn::error&) {
-        dn::convolution_forward::desc d(dn::prop_kind::forward_inference, alg::convolution_direct, src_any, w_any,
-                                        bias_md, dst_any, win->strides, win->dil, win->pad_l, win->pad_r);
-        return dn::convolution_forward::primitive_desc(d, a, cpu_engine());
-      }
-    }, fused, post_args);
+    const auto make = [&] {
+      return with_posts<dn::convolution_forward::primitive_desc>(op.posts, out, [&](const dn::primitive_attr& a) {
+        try {
+          dn::convolution_forward::desc d(dn::prop_kind::forward_inference, conv_alg, src_any, w_any,
+                                          bias_md, dst_any, win->strides, win->dil, win->pad_l, win->pad_r);
+          return dn::convolution_forward::primitive_desc(d, a, cpu_engine());
+        } catch (const dn::error&) {
+          dn::convolution_forward::desc d(dn::prop_kind::forward_inference, alg::convolution_direct, src_any, w_any,
+                                          bias_md, dst_any, win->strides, win->dil, win->pad_l, win->pad_r);
+          return dn::convolution_forward::primitive_desc(d, a, cpu_engine());
+        }
+      }, fused, post_args);
+    };
+    auto pd = make();
+    if (channels_last && std::string_view(pd.impl_info_str()).starts_with("ref")) {  // no fast kernel writes it
+      dst_any = md_t(out, dt::f32, tag::any);
+      pd = make();
+    }
     emit(pd, std::type_identity<dn::convolution_forward>{});
   } else {
     auto pd = with_posts<dn::deconvolution_forward::primitive_desc>(op.posts, out, [&](const dn::primitive_attr& a) {

@@ -132,7 +132,15 @@ Status plan_builder::reshape(const ir_op& op) {
   }
   if (volume(out) != count) return fail("cannot reshape " + str(in) + " to " + str(out));
   if (out.size() > 12) return fail("rank above 12");
-  define(op.out, alias(as_plain(slot_of(op.in[0]), in), plain(out)), out);
+  const int s = slot_of(op.in[0]);
+  // Strided memory (a transposition, a channels-last convolution's output) is reshaped in place when the dims it
+  // merges or splits are contiguous: a view, as a transposition is.
+  if (const auto st = strides_of(md_of(s)); st && st->size() == in.size() && md_of(s) != plain(in))
+    if (const auto ns = reshaped_strides(in, *st, out)) {
+      define(op.out, alias(s, strided(out, *ns)), out);
+      return {};
+    }
+  define(op.out, alias(as_plain(s, in), plain(out)), out);
   return {};
 }
 

@@ -103,6 +103,7 @@ class plan_builder {
     dn::primitive_attr a = base_attr();
     dn::reorder::primitive_desc pd(cpu_engine(), md_of(from), cpu_engine(), md_of(to), a);
     add_step(dn::reorder(pd), {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}}, pd);
+    value_reorders.fetch_add(1, std::memory_order_relaxed);
   }
   /// Slot `s` read through an md whose size-1 dims have row-major strides (see `strided`), when it is strided:
   /// oneDNN's own layouts give them others (a pooling's `acbd` output of [1,11,1,6] has stride 66 on the 1).
@@ -279,6 +280,12 @@ class plan_builder {
   Status lower(const ir_op& op);
 
   Status conv(const ir_op& op);
+  /// The only op reading value `v` (as an operand or a post-op's), or nullptr (none, several, or a partition output).
+  const ir_op* sole_reader(int v) const;
+  /// True when convolution output `v` is best written channels-last: its only reader reshapes it, and that result's
+  /// only reader transposes it or is a matrix product reading it transposed (a vision transformer's patch embedding,
+  /// Conv -> Flatten -> Transpose -> MatMul). Channels-last, the transposed rows are contiguous: nothing is reordered.
+  bool channels_last_reader(int v) const;
 
   /// A row-major md of logical dims `d` ([..., R, C]) over memory laid out as `d` with the last two swapped when
   /// `trans`.

@@ -78,6 +78,8 @@ inline constexpr cost_profile default_cost_profile{
 [[nodiscard]] bool isa_supported(std::string_view recorded);
 /// Constants (weights) reordered into a primitive's layout so far in this process (restored contexts reorder none).
 [[nodiscard]] std::uint64_t weight_reorder_count();
+/// Reorders of values (activations, between primitives or at the boundary) put into plans so far in this process.
+[[nodiscard]] std::uint64_t activation_reorder_count();
 /// For tests: plans of restored contexts made from now on act as if no stored weight layout fit (as on a machine whose
 /// oneDNN picks other layouts): weights kept only laid out are reordered back, then to the new layout.
 void set_ignore_stored_layouts(bool ignore);
