@@ -63,8 +63,14 @@ void table_gather(const compute_context& ctx, const T* src, std::span<const std:
   const dims_t istride = strides_of(in_dims);
   const std::int64_t L = out_dims[r - 1];
   const std::int64_t rows = count / L;
+  // The last axis as a whole number of copies of each input element (last[j] = j / k: nearest upsampling by k, k = 1
+  // a plain copy), or 0 when it is anything else.
+  const std::int64_t* last = tab[r - 1].data();
+  std::int64_t repeat = in_dims[r - 1] > 0 && L % in_dims[r - 1] == 0 ? L / in_dims[r - 1] : 0;
+  for (std::int64_t j = 0; j < L && repeat > 0; ++j)
+    if (last[j] != j / repeat) repeat = 0;
   auto body = [&](std::size_t r0, std::size_t r1) {
-    const std::int64_t* last = tab[r - 1].data();
+    std::int64_t prev_base = -1;
     for (std::size_t row = r0; row < r1; ++row) {
       std::int64_t rem = static_cast<std::int64_t>(row), base = 0;
       bool outside = false;
@@ -78,10 +84,24 @@ void table_gather(const compute_context& ctx, const T* src, std::span<const std:
       T* o = dst + static_cast<std::int64_t>(row) * L;
       if (outside) {
         std::fill_n(o, L, fill);
+        prev_base = -1;
         continue;
       }
+      if (base == prev_base) {  // the row above read the same input row (upsampling): copy it
+        std::copy_n(o - L, L, o);
+        continue;
+      }
+      prev_base = base;
       const T* s = src + base;
-      for (std::int64_t j = 0; j < L; ++j) o[j] = last[j] < 0 ? fill : s[last[j]];
+      if (repeat == 1) {
+        std::copy_n(s, L, o);
+      } else if (repeat == 2) {
+        for (std::int64_t j = 0; j < L / 2; ++j) o[2 * j] = o[2 * j + 1] = s[j];
+      } else if (repeat > 2) {
+        for (std::int64_t j = 0; j < L / repeat; ++j) std::fill_n(o + j * repeat, repeat, s[j]);
+      } else {
+        for (std::int64_t j = 0; j < L; ++j) o[j] = last[j] < 0 ? fill : s[last[j]];
+      }
     }
   };
   if constexpr (std::is_same_v<T, std::string>) body(0, static_cast<std::size_t>(rows));  // copies allocate: serial

@@ -390,6 +390,33 @@ TEST_CASE("Resize opset 13 nearest, asymmetric, floor, scales [1,1,2,2] on [1,16
   check_tensor<float>(y, {1, 16, 64, 64}, want);
 }
 
+// Whole-number upsampling copies each input element k times along the last axis and copies the row above where
+// it read the same input row; pieces of rows on two threads start anywhere in that pattern. A non-whole factor on
+// the last axis (7 -> 10) takes the general lookup with the same row copies.
+TEST_CASE("Resize nearest by whole factors (3 x 3, 2 x 1, 1 x 1) and by 10/7, on a pool of 2 threads") {
+  thread_pool pool(2);
+  std::vector<float> xs(2 * 3 * 25 * 7);
+  std::iota(xs.begin(), xs.end(), 0.0f);
+  const tensor x = make<float>({2, 3, 25, 7}, xs);
+  kernel_node kn = op("Resize", 13)
+                       .set("mode", std::string("nearest"))
+                       .set("coordinate_transformation_mode", std::string("asymmetric"))
+                       .set("nearest_mode", std::string("floor"));
+  for (const auto& [fh, fw] : std::vector<std::pair<float, float>>{{3, 3}, {2, 1}, {1, 1}, {2, 10.0f / 7}}) {
+    CAPTURE(fh);
+    CAPTURE(fw);
+    const tensor y = run1<ops::resize>(kn, {{x}, {}, {make<float>({4}, {1, 1, fh, fw})}}, &pool);
+    const auto H = static_cast<std::size_t>(25 * fh), W = static_cast<std::size_t>(std::floor(7 * fw));
+    std::vector<float> want(2 * 3 * H * W);
+    for (std::size_t c = 0; c < 6; ++c)
+      for (std::size_t i = 0; i < H; ++i)
+        for (std::size_t j = 0; j < W; ++j)
+          want[(c * H + i) * W + j] = xs[(c * 25 + static_cast<std::size_t>(static_cast<double>(i) / fh)) * 7 +
+                                         static_cast<std::size_t>(static_cast<double>(j) / static_cast<double>(fw))];
+    check_tensor<float>(y, {2, 3, static_cast<std::int64_t>(H), static_cast<std::int64_t>(W)}, want);
+  }
+}
+
 TEST_CASE("Resize opset 10: nearest takes the floor upsampling and the ceiling downsampling, linear is asymmetric") {
   const tensor x = make<float>({1, 1, 2, 2}, {1, 2, 3, 4});
   const tensor up = run1<ops::resize>(op("Resize", 10).set("mode", std::string("nearest")), {{x}, {make<float>({4}, {1, 1, 2, 3})}});
