@@ -342,7 +342,7 @@ Result<decoded_context> decode_context(const ep_context_restore& rr) {
   r.ops.resize(nops);
   for (auto& op : r.ops) {
     const auto kind = in.get<std::uint8_t>();
-    if (kind > static_cast<std::uint8_t>(op_kind::host)) return bad("unknown operation kind " + std::to_string(kind));
+    if (kind > static_cast<std::uint8_t>(op_kind::resample)) return bad("unknown operation kind " + std::to_string(kind));
     op.kind = static_cast<op_kind>(kind);
     const auto nn = in.get<std::uint32_t>();
     if (!in.ok() || nn > rr.graph->payload.size()) return bad("truncated operation");

@@ -305,6 +305,16 @@ struct builder {
       op.out = value(nd.outputs[0]);
       return {};
     }
+    if (t == "Resize" || t == "Upsample") {
+      auto f = nearest_factors(g, n);
+      if (!f.refusal.empty()) return Status(errc::not_implemented, f.refusal);
+      auto& op = emit(op_kind::resample, nd);
+      op.in = {in(0)};
+      op.strides = std::move(f.factors);
+      op.alg = alg::resampling_nearest;
+      op.out = value(nd.outputs[0]);
+      return {};
+    }
     if (t == "Concat") {
       auto& op = emit(op_kind::concat, nd);
       for (std::size_t i = 0; i < nd.inputs.size(); ++i) op.in.push_back(in(i));
@@ -461,6 +471,7 @@ std::string_view kind_name(op_kind k) {
     case op_kind::concat: return "concat";
     case op_kind::split: return "split";
     case op_kind::host: return "shape computation (when planning)";
+    case op_kind::resample: return "resampling";
   }
   return "?";
 }

@@ -24,7 +24,8 @@ namespace dn = ::dnnl;
 
 enum class op_kind : std::uint8_t {
   conv, deconv, matmul, pool, eltwise, binary, softmax, layernorm, batchnorm, transpose, reshape, concat, split,
-  host  ///< an int64 shape computation, evaluated when a plan is made (`host_op` names it)
+  host,     ///< an int64 shape computation, evaluated when a plan is made (`host_op` names it)
+  resample  ///< nearest upsampling by the whole factors in `strides`
 };
 enum class reshape_form : std::uint8_t { reshape, flatten, squeeze, unsqueeze };
 

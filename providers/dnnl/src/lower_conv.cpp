@@ -1,4 +1,4 @@
-// Lowering convolutions (and transposed ones) and pooling to oneDNN primitives (plan_builder.hpp).
+// Lowering convolutions (and transposed ones), pooling and resampling to oneDNN primitives (plan_builder.hpp).
 #include "plan_builder.hpp"
 
 namespace epstack::dnnl_ep {
@@ -188,6 +188,21 @@ Status plan_builder::pool(const ir_op& op) {
   dn::pooling_v2_forward::desc d(dn::prop_kind::forward_inference, op.alg, md_of(s), dst_any, win->strides, kernel,
                                  win->dil, win->pad_l, win->pad_r);
   define(op.out, unary_step<dn::pooling_v2_forward>({d, base_attr(), cpu_engine()}, s), out);
+  return {};
+}
+
+Status plan_builder::resample(const ir_op& op) {
+  const dims in = dims_of(op.in[0]);
+  if (in.size() < 3 || in.size() > 5 || op.strides.size() != in.size() - 2) return fail("resampling input " + str(in));
+  dims out = in;
+  for (std::size_t i = 0; i < op.strides.size(); ++i) {
+    if (op.strides[i] < 1 || op.strides[i] > 64) return fail("resampling factor " + std::to_string(op.strides[i]));
+    out[2 + i] = in[2 + i] * op.strides[i];
+  }
+  const int s = slot_of(op.in[0]);
+  const md_t dst_any(out, dt::f32, tag::any);
+  dn::resampling_forward::desc d(dn::prop_kind::forward_inference, alg::resampling_nearest, md_of(s), dst_any);
+  define(op.out, unary_step<dn::resampling_forward>({d, base_attr(), cpu_engine()}, s), out);
   return {};
 }
 }  // namespace epstack::dnnl_ep

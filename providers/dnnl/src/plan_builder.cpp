@@ -215,6 +215,7 @@ Status plan_builder::lower(const ir_op& op) {
     case op_kind::concat: return concat(op);
     case op_kind::split: return split(op);
     case op_kind::host: return host(op);
+    case op_kind::resample: return resample(op);
   }
   return fail("unknown operation");
 }

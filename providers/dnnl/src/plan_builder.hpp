@@ -295,6 +295,8 @@ class plan_builder {
 
   Status pool(const ir_op& op);
 
+  Status resample(const ir_op& op);
+
   Status softmax(const ir_op& op);
 
   Status layernorm(const ir_op& op);

@@ -121,6 +121,63 @@ std::optional<gelu_match> match_gelu(const graph& g, node_id erf) {
   return m;
 }
 
+resample_factors nearest_factors(const graph& g, node_id n) {
+  const auto& nd = g.node(n);
+  const auto no = [](std::string why) { return resample_factors{{}, std::move(why)}; };
+  const bool upsample = nd.op_type == "Upsample";
+  const int version = nd.since_version == 0 ? 1 << 20 : nd.since_version;
+  if (attr_s(nd, "mode", "nearest") != "nearest") return no(cat("mode '", attr_s(nd, "mode"), "'; oneDNN resamples nearest only here"));
+  const int rank = in_rank(g, n, 0);
+  if (rank < 3 || rank > 5) return no(rank < 0 ? "input rank unknown" : cat("input of rank ", std::to_string(rank)));
+  std::string coord = "asymmetric", round = "floor";
+  if (!upsample && version >= 11) {
+    coord = attr_s(nd, "coordinate_transformation_mode", "half_pixel");
+    round = attr_s(nd, "nearest_mode", "round_prefer_floor");
+    if (has_attr(nd, "axes")) return no("axes");
+  }
+  // The scales: Upsample-7's attribute, Upsample-9's and Resize-10's input 1, Resize-11's input 2 or its sizes.
+  std::vector<double> scales;
+  if (upsample && version < 9) {
+    for (float f : attr_floats(nd, "scales")) scales.push_back(f);
+  } else {
+    const std::size_t si = upsample || version < 11 ? 1 : 2;
+    const tensor* st = has_in(g, n, si) ? constant_input(g, n, si) : nullptr;
+    const tensor* sz = !upsample && version >= 11 && has_in(g, n, 3) ? constant_input(g, n, 3) : nullptr;
+    if (st != nullptr && st->element_count() > 0 && st->type() == element_type::float32) {
+      for (std::size_t i = 0; i < st->element_count(); ++i) scales.push_back(st->typed<float>()[i]);
+    } else if (sz != nullptr && sz->element_count() > 0 && sz->type() == element_type::int64) {
+      if (attr_s(nd, "keep_aspect_ratio_policy", "stretch") != "stretch") return no("keep_aspect_ratio_policy");
+      const auto& t = g.value(nd.inputs[0]).type;
+      if (!t.dims || !t.dims->is_static()) return no("sizes with input dims not known when partitioning");
+      const auto xs = *t.dims->sizes();
+      if (sz->element_count() != xs.size()) return no("sizes do not match the input rank");
+      for (std::size_t i = 0; i < xs.size(); ++i) {
+        const std::int64_t want = sz->typed<std::int64_t>()[i];
+        if (xs[i] <= 0 || want % xs[i] != 0) return no("sizes are not whole multiples of the input dims");
+        scales.push_back(static_cast<double>(want / xs[i]));
+      }
+    } else if (has_in(g, n, si) || (!upsample && version >= 11 && has_in(g, n, 3))) {
+      return no("scales or sizes are not a constant initializer");
+    }
+  }
+  if (scales.size() != static_cast<std::size_t>(rank)) return no("scales do not match the input rank");
+  if (scales[0] != 1.0 || scales[1] != 1.0) return no("batch or channels resized");
+  resample_factors r;
+  std::int64_t most = 1;
+  for (std::size_t i = 2; i < scales.size(); ++i) {
+    const double s = scales[i];
+    if (!(s >= 1.0 && s <= 64.0 && s == std::floor(s))) return no("a scale that is not a whole number from 1 to 64");
+    r.factors.push_back(static_cast<std::int64_t>(s));
+    most = std::max(most, r.factors.back());
+  }
+  const bool rounds = round == "round_prefer_floor" || round == "round_prefer_ceil";
+  const bool same = (coord == "asymmetric" && (round == "floor" || (round == "round_prefer_floor" && most <= 2))) ||
+                    ((coord == "half_pixel" || coord == "pytorch_half_pixel") && rounds) ||
+                    (coord == "tf_half_pixel_for_nn" && round == "floor");
+  if (!same) return no(cat("coordinate_transformation_mode '", coord, "' with nearest_mode '", round, "'"));
+  return r;
+}
+
 bool is_heavy(const node& nd) {
   static constexpr std::string_view onnx_heavy[] = {"Conv", "ConvTranspose", "Gemm", "MatMul", "MaxPool", "AveragePool",
                                                     "GlobalAveragePool", "GlobalMaxPool", "BatchNormalization",
@@ -315,6 +372,10 @@ std::string node_refusal(const graph& g, node_id n) {
     if (nd.inputs.size() > 1 && nd.inputs[1] != no_id && constant_input(g, n, 1) == nullptr)
       return "split sizes computed at run time";
     return {};
+  }
+  if (onnx && (op == "Resize" || op == "Upsample")) {
+    if (!(r = need_f32_inputs(g, n, {0})).empty()) return r;
+    return nearest_factors(g, n).refusal;
   }
   if (onnx && op == "Concat") {
     for (std::size_t i = 0; i < nd.inputs.size(); ++i)

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace epstack::dnnl_ep {
 
@@ -23,6 +24,18 @@ namespace epstack::dnnl_ep {
 [[nodiscard]] bool is_host_shape_op(const node& nd);
 /// True when int64 value `v` is a constant or computed from constants and Shape outputs by shape operators.
 [[nodiscard]] bool host_evaluable(const graph& g, value_id v, int depth = 0);
+
+/// A nearest-neighbour Resize (or Upsample) that oneDNN's resampling computes exactly: the whole-number factor of each
+/// spatial axis (batch and channels kept), or why not. With a whole factor F, output index o reads input o / F
+/// (rounded down) in oneDNN; ONNX agrees for coordinate modes asymmetric (nearest_mode floor; round_prefer_floor
+/// when F <= 2, where no fraction exceeds one half), half_pixel and pytorch_half_pixel (either round_prefer mode:
+/// the coordinate is within half an element of o / F, never at a tie), tf_half_pixel_for_nn (floor), and Upsample
+/// and Resize-10 (floor).
+struct resample_factors {
+  std::vector<std::int64_t> factors;
+  std::string refusal;
+};
+[[nodiscard]] resample_factors nearest_factors(const graph& g, node_id n);
 
 /// True for operators worth a oneDNN partition (convolutions, matrix products, pooling, normalisations, softmax):
 /// a group of only element-wise and layout operators stays on the CPU provider, where it costs no reorders.

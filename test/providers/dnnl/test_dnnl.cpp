@@ -220,6 +220,130 @@ TEST_CASE("a convolution read through a Reshape and a Transpose (a patch embeddi
   }
 }
 
+namespace {
+tensor random_of(const std::vector<std::int64_t>& sizes, std::uint64_t seed, float scale) {
+  tensor t(element_type::float32, sizes);
+  for (std::size_t i = 0; i < t.element_count(); ++i) t.typed<float>()[i] = scale * zoo::uniform_at(seed, i);
+  return t;
+}
+
+struct resize_form {
+  int opset = 13;
+  std::string op = "Resize";
+  std::string coord, round, mode;  // attributes set when not empty
+  std::vector<float> scales;       // Upsample-7: the attribute
+  std::vector<std::int64_t> sizes;  // instead of scales (Resize-11 and later)
+  std::string refusal;             // empty: oneDNN takes it; else a part of the reason it does not
+};
+
+// x [1,4,6,5...] (spatial rank `sp`) -> Conv 3 pad 1 (8 channels) -> Resize or Upsample -> Conv 1 (4 channels) -> y.
+model resize_model(const resize_form& f, std::size_t sp) {
+  model m;
+  m.opsets = {{"", f.opset}};
+  auto& g = m.graph;
+  g.set_name("conv_resize_conv");
+  std::vector<std::int64_t> xd{1, 4, 6, 5, 3};
+  xd.resize(2 + sp);
+  g.add_input("x", f32(shape(std::vector<dimension>(xd.begin(), xd.end()))));
+  std::vector<std::int64_t> w1{8, 4, 3, 3, 3}, w2{4, 8, 1, 1, 1};
+  w1.resize(2 + sp);
+  w2.resize(2 + sp);
+  g.add_initializer("W1", random_of(w1, 101, 0.3f));
+  g.add_initializer("W2", random_of(w2, 102, 0.3f));
+  attribute_list c;
+  c.set("pads", std::vector<std::int64_t>(2 * sp, 1));
+  g.add_node(op("conv1", "Conv", c), {"x", "W1"}, {"c"});
+  attribute_list a;
+  if (!f.coord.empty()) a.set("coordinate_transformation_mode", f.coord);
+  if (!f.round.empty()) a.set("nearest_mode", f.round);
+  if (!f.mode.empty()) a.set("mode", f.mode);
+  std::vector<std::string> ins{"c"};
+  const auto n = static_cast<std::int64_t>(f.scales.size());
+  if (f.op == "Upsample" && f.opset < 9) {
+    a.set("scales", f.scales);
+  } else if (f.op == "Upsample" || f.opset == 10) {
+    g.add_initializer("scales", tensor::from<float>(std::span<const std::int64_t>(&n, 1), std::span<const float>(f.scales)));
+    ins.push_back("scales");
+  } else {
+    g.add_initializer("roi", tensor::from<float>({0}, {}));
+    ins.push_back("roi");
+    if (f.sizes.empty()) {
+      g.add_initializer("scales", tensor::from<float>(std::span<const std::int64_t>(&n, 1), std::span<const float>(f.scales)));
+      ins.push_back("scales");
+    } else {
+      ins.push_back("");
+      const auto k = static_cast<std::int64_t>(f.sizes.size());
+      g.add_initializer("sizes", tensor::from<std::int64_t>(std::span<const std::int64_t>(&k, 1), std::span<const std::int64_t>(f.sizes)));
+      ins.push_back("sizes");
+    }
+  }
+  const std::vector<std::string> outs{"r"};
+  g.add_node(op("resize", f.op, a), ins, outs);
+  g.add_node(op("conv2", "Conv"), {"r", "W2"}, {"y"});
+  g.add_output("y", type_info::tensor_of(element_type::float32));  // shape inferred
+  return m;
+}
+}  // namespace
+
+// Nearest upsampling by whole factors runs on oneDNN's resampling between the convolutions (no reorders to and from
+// the CPU provider's NCHW), in every ONNX form whose coordinates agree with oneDNN's; the others fall back, saying why.
+TEST_CASE("Resize and Upsample (nearest, whole factors) run in the oneDNN partition, other forms fall back") {
+  const std::vector<resize_form> forms{
+      {13, "Resize", "asymmetric", "floor", "", {1, 1, 2, 2}, {}, ""},
+      {13, "Resize", "asymmetric", "round_prefer_floor", "", {1, 1, 2, 1}, {}, ""},
+      {13, "Resize", "", "", "", {1, 1, 3, 2}, {}, ""},  // half_pixel, round_prefer_floor
+      {13, "Resize", "pytorch_half_pixel", "round_prefer_ceil", "", {1, 1, 2, 3}, {}, ""},
+      {13, "Resize", "tf_half_pixel_for_nn", "floor", "", {1, 1, 3, 3}, {}, ""},
+      {13, "Resize", "half_pixel", "", "", {}, {1, 8, 12, 20}, ""},  // sizes: factors 2 and 4
+      {19, "Resize", "asymmetric", "floor", "", {1, 1, 2, 2}, {}, ""},
+      {10, "Resize", "", "", "nearest", {1, 1, 2, 3}, {}, ""},
+      {9, "Upsample", "", "", "", {1, 1, 2, 2}, {}, ""},
+      {7, "Upsample", "", "", "", {1, 1, 3, 2}, {}, ""},
+      {13, "Resize", "asymmetric", "round_prefer_floor", "", {1, 1, 3, 3}, {}, "nearest_mode 'round_prefer_floor'"},
+      {13, "Resize", "asymmetric", "round_prefer_ceil", "", {1, 1, 2, 2}, {}, "nearest_mode 'round_prefer_ceil'"},
+      {13, "Resize", "align_corners", "", "", {1, 1, 2, 2}, {}, "'align_corners'"},
+      {13, "Resize", "half_pixel", "floor", "", {1, 1, 2, 2}, {}, "nearest_mode 'floor'"},
+      {13, "Resize", "", "", "linear", {1, 1, 2, 2}, {}, "mode 'linear'"},
+      {13, "Resize", "asymmetric", "floor", "", {1, 1, 1.5f, 2}, {}, "not a whole number"},
+      {13, "Resize", "asymmetric", "floor", "", {2, 1, 2, 2}, {}, "batch or channels"},
+      {13, "Resize", "asymmetric", "floor", "", {}, {1, 8, 12, 9}, "whole multiples"},
+  };
+  for (const auto& f : forms) {
+    CAPTURE(f.opset);
+    CAPTURE(f.op);
+    CAPTURE(f.coord);
+    CAPTURE(f.round);
+    CAPTURE(f.mode);
+    CAPTURE(f.scales.size() > 2 ? f.scales[2] : 0.0f);
+    const model m = resize_model(f, 2);
+    const auto x = zoo::random_tensor({1, 4, 6, 5}, 103, 1.0f);
+    agree(m, {{"x", x}}, with_level(graph_optimization_level::all), 1e-5, 1e-5);
+    auto d = dnnl_session::create(m, with_level(graph_optimization_level::all));
+    REQUIRE_MESSAGE(d.has_value(), d.status().to_string());
+    if (f.refusal.empty()) {
+      CHECK(provider_of(*d, "resize") == dnnl_provider::type_key);
+      CHECK(dnnl_partitions(*d).size() == 1);
+    } else {
+      CHECK(provider_of(*d, "resize") == cpu_provider::type_key);
+      CHECK_MESSAGE(reason_of(*d, "resize").find(f.refusal) != std::string::npos, reason_of(*d, "resize"));
+    }
+  }
+  // One and three spatial axes.
+  for (const std::size_t sp : {1u, 3u}) {
+    CAPTURE(sp);
+    resize_form f{13, "Resize", "asymmetric", "floor", "", {1, 1, 2, 3, 1}, {}, ""};
+    f.scales.resize(2 + sp);
+    const model m = resize_model(f, sp);
+    std::vector<std::int64_t> xd{1, 4, 6, 5, 3};
+    xd.resize(2 + sp);
+    const auto x = random_of(xd, 104, 1.0f);
+    agree(m, {{"x", x}}, with_level(graph_optimization_level::all), 1e-5, 1e-5);
+    auto d = dnnl_session::create(m, with_level(graph_optimization_level::all));
+    REQUIRE(d.has_value());
+    CHECK(provider_of(*d, "resize") == dnnl_provider::type_key);
+  }
+}
+
 TEST_CASE("fusion: Conv + BatchNormalization + Add + Relu becomes one convolution with post-ops") {
   const auto m = zoo::make_convnet({8}, 16, 4);
   auto d = dnnl_session::create(m, with_level(graph_optimization_level::disable));

@@ -9,6 +9,7 @@
 #include <epstack/runtime/session.hpp>
 
 #include "../../support/compare.hpp"
+#include "../../support/graphs.hpp"
 #include "../../support/temp_dir.hpp"
 
 #include <doctest/doctest.h>
@@ -68,6 +69,31 @@ struct zoo_case {
   std::vector<named_tensor> feeds;
 };
 
+// x [2,3,16,16] -> Conv 3x3 (8 channels) -> Relu -> Resize (nearest, 2x) -> Conv 3x3 (4 channels) -> y: a
+// resampling step in the context record.
+model upsampling() {
+  model m;
+  m.opsets = {{"", 13}};
+  auto& g = m.graph;
+  g.set_name("upsampling");
+  g.add_input("x", type_info::tensor_of(element_type::float32, shape{2, 3, 16, 16}));
+  g.add_initializer("W1", zoo::random_tensor({8, 3, 3, 3}, 111, 0.3f));
+  g.add_initializer("W2", zoo::random_tensor({4, 8, 3, 3}, 112, 0.2f));
+  g.add_initializer("roi", tensor::from<float>({0}, {}));
+  g.add_initializer("scales", tensor::from<float>({4}, {1, 1, 2, 2}));
+  attribute_list c;
+  c.set("pads", std::vector<std::int64_t>{1, 1, 1, 1});
+  attribute_list r;
+  r.set("coordinate_transformation_mode", std::string("asymmetric"));
+  r.set("nearest_mode", std::string("floor"));
+  g.add_node(test::op("conv1", "Conv", c), {"x", "W1"}, {"c1"});
+  g.add_node(test::op("relu", "Relu"), {"c1"}, {"a"});
+  g.add_node(test::op("up", "Resize", r), {"a", "roi", "scales"}, {"u"});
+  g.add_node(test::op("conv2", "Conv", c), {"u", "W2"}, {"y"});
+  g.add_output("y", type_info::tensor_of(element_type::float32, shape{2, 4, 32, 32}));
+  return m;
+}
+
 std::vector<zoo_case> cases() {
   zoo::transformer_config cfg;
   cfg.layers = 2;
@@ -76,6 +102,7 @@ std::vector<zoo_case> cases() {
        {{"image", zoo::random_tensor({2, 3, 32, 32}, 5, 1.0f)}}},
       {"mlp", with_static_input(zoo::make_mlp({64, 128, 96, 10}), {4, 64}), {{"input", zoo::random_tensor({4, 64}, 3, 1.0f)}}},
       {"transformer", with_static_input(zoo::make_transformer(cfg), {2, 16}), {{"input_ids", ids_tensor(2, 16)}}},
+      {"upsampling", upsampling(), {{"x", zoo::random_tensor({2, 3, 16, 16}, 113, 1.0f)}}},
   };
 }
 
