@@ -499,5 +499,68 @@ void fuse_transpose_gemm(egraph& e, optimization_report& rep) {
   }
 }
 
+// Einsum over two operands that is one matrix product per batch ("nd,kd->nk", "bhid,bhjd->bhij", "bij,bjk->bki"...)
+//   ==>  com.microsoft FusedMatMul with transA/transB: both operands and the output have the same rank, the same batch
+// labels first in the same order, and of the last two labels each operand has one that the other shares (the sum)
+// and one of the output's. It then runs as a product on every provider (oneDNN takes it into its partitions); the
+// Einsum kernel does the same arithmetic, the sum over the shared label.
+void rewrite_einsum_matmul(egraph& e, optimization_report& rep) {
+  for (auto& en : e.nodes) {
+    if (!is_op(en, "Einsum") || en.inputs.size() != 2 || en.outputs.size() != 1) continue;
+    const type_info* ta = e.type_of(en.inputs[0]);
+    const type_info* tb = e.type_of(en.inputs[1]);
+    if (ta == nullptr || tb == nullptr || !ta->is_tensor() || !tb->is_tensor() || ta->elem != element_type::float32 ||
+        tb->elem != element_type::float32)
+      continue;
+    std::string eq;
+    for (const char c : attr_s(en.n, "equation")) if (c != ' ') eq += c;
+    const auto arrow = eq.find("->");
+    const auto comma = eq.find(',');
+    if (arrow == std::string::npos || comma == std::string::npos || comma > arrow) continue;
+    const std::string a = eq.substr(0, comma), b = eq.substr(comma + 1, arrow - comma - 1), o = eq.substr(arrow + 2);
+    const auto letters = [](const std::string& t) {
+      for (std::size_t i = 0; i < t.size(); ++i)
+        if (!std::isalpha(static_cast<unsigned char>(t[i])) || t.find(t[i], i + 1) != std::string::npos) return false;
+      return true;
+    };
+    const std::size_t r = a.size();
+    if (r < 2 || b.size() != r || o.size() != r || !letters(a) || !letters(b) || !letters(o)) continue;
+    if ((ta->dims && ta->dims->rank() != r) || (tb->dims && tb->dims->rank() != r)) continue;
+    const std::string batch = a.substr(0, r - 2);
+    if (b.substr(0, r - 2) != batch || o.substr(0, r - 2) != batch) continue;
+    const std::string a2 = a.substr(r - 2), b2 = b.substr(r - 2), o2 = o.substr(r - 2);
+    // j: the one label of a2 in b2; i, k: the others.
+    char j = 0;
+    for (const char c : a2)
+      if (b2.find(c) != std::string::npos) j = j == 0 ? c : '!';
+    if (j == 0 || j == '!' || o2.find(j) != std::string::npos || batch.find(j) != std::string::npos) continue;
+    const char i = a2[0] == j ? a2[1] : a2[0], k = b2[0] == j ? b2[1] : b2[0];
+    if (i == k || batch.find(i) != std::string::npos || batch.find(k) != std::string::npos) continue;
+    bool trans_a = a2[0] == j, trans_b = b2[1] == j;
+    std::vector<std::string> ins = en.inputs;
+    if (o2 == std::string{k, i}) {  // the product transposed: (A B)^T = B^T A^T
+      std::swap(ins[0], ins[1]);
+      std::swap(trans_a, trans_b);
+      trans_a = !trans_a;
+      trans_b = !trans_b;
+    } else if (o2 != std::string{i, k}) {
+      continue;
+    }
+    enode f;
+    f.n.name = en.n.name;
+    f.n.op_type = "FusedMatMul";
+    f.n.domain = std::string(contrib_domain);
+    f.n.since_version = 1;
+    f.n.attributes.set("transA", std::int64_t{trans_a ? 1 : 0});
+    f.n.attributes.set("transB", std::int64_t{trans_b ? 1 : 0});
+    f.n.attributes.set("alpha", 1.0f);
+    f.inputs = std::move(ins);
+    f.outputs = en.outputs;
+    f.origin = en.origin;
+    rep.fusions.push_back(cat("FusedMatMul: ", en.n.name, " (Einsum '", eq, "')"));
+    en = std::move(f);
+  }
+  e.index();
+}
 
 }  // namespace epstack::opt

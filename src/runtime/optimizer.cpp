@@ -41,6 +41,7 @@ Status optimize_graph(graph& g, const optimizer_options& opt, std::int64_t onnx_
     if (can(contrib_domain, "Gelu") && can(contrib_domain, "BiasGelu")) fuse_gelu(e, rep);
     if (can(onnx_opset >= 17 ? std::string_view() : contrib_domain, "LayerNormalization")) fuse_layer_norm(e, onnx_opset, rep);
     if (can(contrib_domain, "SkipLayerNormalization")) fuse_skip_layer_norm(e, rep);
+    if (can(contrib_domain, "FusedMatMul")) rewrite_einsum_matmul(e, rep);
     if (can("", "Gemm")) {
       fuse_matmul_add(e, rep);
       fuse_transpose_gemm(e, rep);

@@ -369,3 +369,65 @@ TEST_CASE("extended: a 2-D Transpose feeding only a Gemm becomes its transA (or 
   REQUIRE_MESSAGE(b.has_value(), b.status().to_string());
   check_same(*a, *b, 1e-5);
 }
+
+TEST_CASE("extended: an Einsum that is one matrix product per batch becomes FusedMatMul, with the same outputs") {
+  struct form {
+    const char* eq;
+    std::vector<std::int64_t> a, b;
+    bool rewritten;
+  };
+  const std::vector<form> forms{
+      {"nd,kd->nk", {5, 4}, {3, 4}, true},               // B read transposed
+      {"ij,jk->ik", {5, 4}, {4, 3}, true},
+      {"ji,jk->ik", {4, 5}, {4, 3}, true},               // A read transposed
+      {"bhid,bhjd->bhij", {2, 3, 5, 4}, {2, 3, 6, 4}, true},  // attention scores
+      {"bij,bjk->bki", {2, 5, 4}, {2, 4, 3}, true},      // the product transposed: B^T A^T
+      {"ibj,bjk->bik", {5, 2, 4}, {2, 4, 3}, false},     // batch labels not leading in A
+      {"ij,jk", {5, 4}, {4, 3}, false},                  // implicit output
+      {"ij,ij->ij", {5, 4}, {5, 4}, false},              // no sum: an element-wise product
+  };
+  graph g("einsums");
+  std::vector<named_tensor> feeds;
+  for (std::size_t f = 0; f < forms.size(); ++f) {
+    const auto& fm = forms[f];
+    const std::string a = "a" + std::to_string(f), b = "b" + std::to_string(f), y = "y" + std::to_string(f);
+    std::vector<dimension> ad(fm.a.begin(), fm.a.end());
+    g.add_input(a, type_info::tensor_of(element_type::float32, shape(ad)));
+    tensor bt(element_type::float32, fm.b);
+    for (std::size_t i = 0; i < bt.element_count(); ++i) bt.typed<float>()[i] = static_cast<float>((i * 7 + f) % 11) * 0.2f - 1.0f;
+    if (f % 2 == 0) {
+      g.add_initializer(b, std::move(bt));  // constant B (weights) for half of them
+    } else {
+      std::vector<dimension> bd(fm.b.begin(), fm.b.end());
+      g.add_input(b, type_info::tensor_of(element_type::float32, shape(bd)));
+      feeds.push_back({b, std::move(bt)});
+    }
+    attribute_list eq;
+    eq.set("equation", std::string(fm.eq));
+    g.add_node(test::op("einsum" + std::to_string(f), "Einsum", eq), {a, b}, {y});
+    g.add_output(y);
+    tensor at(element_type::float32, fm.a);
+    for (std::size_t i = 0; i < at.element_count(); ++i) at.typed<float>()[i] = static_cast<float>((i * 5 + f) % 13) * 0.15f - 0.9f;
+    feeds.push_back({a, std::move(at)});
+  }
+  model m = wrap(std::move(g));
+  m.opsets = {{"", 13}};
+  auto plain = make(m, graph_optimization_level::disable);
+  auto all = make(m, graph_optimization_level::all);
+  const auto& og = all.get_model().graph;
+  std::size_t expect = 0;
+  for (const auto& fm : forms) expect += fm.rewritten ? 1 : 0;
+  CHECK(static_cast<std::size_t>(op_counts(og)["com.microsoft.FusedMatMul"]) == expect);
+  CHECK(static_cast<std::size_t>(op_counts(og)["Einsum"]) == forms.size() - expect);
+  for (node_id n = 0; n < og.node_count(); ++n) {
+    const auto& nd = og.node(n);
+    const auto f = static_cast<std::size_t>(std::stoi(nd.name.substr(6)));
+    CAPTURE(forms[f].eq);
+    CHECK((nd.op_type == "FusedMatMul") == forms[f].rewritten);
+  }
+  auto a = plain.run(feeds);
+  auto b = all.run(feeds);
+  REQUIRE_MESSAGE(a.has_value(), a.status().to_string());
+  REQUIRE_MESSAGE(b.has_value(), b.status().to_string());
+  check_same(*a, *b, 1e-5);
+}

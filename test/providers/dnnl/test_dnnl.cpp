@@ -344,6 +344,42 @@ TEST_CASE("Resize and Upsample (nearest, whole factors) run in the oneDNN partit
   }
 }
 
+// The optimiser rewrites these Einsums as FusedMatMul with transA/transB (a constant B, runtime operands, a
+// transposed product): oneDNN takes them and computes what the CPU provider's Einsum computes.
+TEST_CASE("Einsums that are one product per batch run on oneDNN as FusedMatMul, with the CPU provider's answers") {
+  model m;
+  m.opsets = {{"", 13}};
+  auto& g = m.graph;
+  g.set_name("einsums");
+  g.add_input("q", f32(shape{2, 3, 5, 4}));
+  g.add_input("k", f32(shape{2, 3, 6, 4}));
+  g.add_input("x", f32(shape{7, 4}));
+  g.add_input("u", f32(shape{2, 5, 4}));
+  g.add_input("v", f32(shape{2, 4, 3}));
+  g.add_initializer("protos", zoo::random_tensor({9, 4}, 121, 0.5f));
+  const auto einsum = [&](const char* name, const char* eq, std::initializer_list<std::string> in, const char* out) {
+    attribute_list a;
+    a.set("equation", std::string(eq));
+    g.add_node(op(name, "Einsum", a), in, {out});
+    g.add_output(out, type_info::tensor_of(element_type::float32));
+  };
+  einsum("scores", "bhid,bhjd->bhij", {"q", "k"}, "s");
+  einsum("match", "nd,kd->nk", {"x", "protos"}, "p");
+  einsum("swap", "bij,bjk->bki", {"u", "v"}, "t");
+  const std::vector<named_tensor> feeds{{"q", zoo::random_tensor({2, 3, 5, 4}, 122, 1.0f)},
+                                        {"k", zoo::random_tensor({2, 3, 6, 4}, 123, 1.0f)},
+                                        {"x", zoo::random_tensor({7, 4}, 124, 1.0f)},
+                                        {"u", zoo::random_tensor({2, 5, 4}, 125, 1.0f)},
+                                        {"v", zoo::random_tensor({2, 4, 3}, 126, 1.0f)}};
+  agree(m, feeds, with_level(graph_optimization_level::all), 1e-5, 1e-5);
+  auto d = dnnl_session::create(m, with_level(graph_optimization_level::all));
+  REQUIRE(d.has_value());
+  for (const char* n : {"scores", "match", "swap"}) {
+    CAPTURE(n);
+    CHECK(provider_of(*d, n) == dnnl_provider::type_key);
+  }
+}
+
 TEST_CASE("fusion: Conv + BatchNormalization + Add + Relu becomes one convolution with post-ops") {
   const auto m = zoo::make_convnet({8}, 16, 4);
   auto d = dnnl_session::create(m, with_level(graph_optimization_level::disable));
