@@ -15,6 +15,10 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <limits>
+#include <tuple>
+
+#include <cmath>
 #include <map>
 
 using namespace epstack;
@@ -249,6 +253,67 @@ TEST_CASE("NCHWc: whole tiles inside wide rows, strides 1 and 2, first layer and
   const std::vector<named_tensor> in{{"img", zoo::random_tensor({1, 3, 130, 130}, 140, 1.0f)},
                                      {"x2", zoo::random_tensor({1, 20, 40, 40}, 141, 1.0f)}};
   for (int threads : {1, 2}) check_blocked_matches_plain(m, in, threads, 6);
+}
+
+// Pools on the blocked layout: windows inside the image take a path without bounds checks. A NaN input is skipped by
+// MaxPool and GlobalMaxPool, inside the image as at its borders, as the NCHW kernels and the ONNX reference's pool()
+// skip it (they once disagreed: the blocked kernels propagated it); AveragePool propagates it; -inf is an ordinary
+// value. Against NCHW, NaN for NaN.
+TEST_CASE("NCHWc: MaxPool and AveragePool inside and at the borders, NaN and -inf, the same as NCHW") {
+  graph g("pools");
+  g.add_input("x", type_info::tensor_of(element_type::float32, shape::of(std::vector<std::int64_t>{1, 16, 9, 23})));
+  conv_builder b{g, 16, 0.3f};
+  b.conv("pw", {"x", b.weight("w", {16, 16, 1, 1})}, "c", {});
+  g.add_node(test::op("mp_dil", "MaxPool", attrs({ints("kernel_shape", {3, 3}), ints("pads", {2, 2, 2, 2}), ints("dilations", {2, 2})})),
+             {"c"}, {"m1"});
+  g.add_node(test::op("mp_s2", "MaxPool", attrs({ints("kernel_shape", {2, 3}), ints("strides", {2, 2})})), {"c"}, {"m2"});
+  g.add_node(test::op("ap", "AveragePool", attrs({ints("kernel_shape", {3, 3}), ints("pads", {1, 1, 1, 1})})), {"c"}, {"a1"});
+  g.add_node(test::op("ap_pad", "AveragePool",
+                      attrs({ints("kernel_shape", {3, 3}), ints("strides", {2, 2}), ints("pads", {0, 1, 1, 0}), one("count_include_pad", 1)})),
+             {"c"}, {"a2"});
+  g.add_node(test::op("gmp", "GlobalMaxPool"), {"c"}, {"g"});
+  const model m = model_of(std::move(g), {"m1", "m2", "a1", "a2", "g"});
+  tensor x = zoo::random_tensor({1, 16, 9, 23}, 150, 1.0f);
+  float* px = x.typed<float>();
+  // A NaN at pixel (4, 11) and at the right edge (2, 22), -inf at (6, 3): the 1x1 convolution spreads each to every
+  // channel of its pixel.
+  for (const auto& [h, w, v] : std::vector<std::tuple<int, int, float>>{
+           {4, 11, std::numeric_limits<float>::quiet_NaN()}, {2, 22, std::numeric_limits<float>::quiet_NaN()},
+           {6, 3, -std::numeric_limits<float>::infinity()}})
+    px[(0 * 9 + h) * 23 + w] = v;  // channel 0
+  auto blocked = make(m, "nchwc");
+  auto plain = make(m, "nchw");
+  CHECK(op_counts(blocked.get_model().graph).at("com.epstack.nchwc16.MaxPool") == 2);
+  CHECK(op_counts(blocked.get_model().graph).at("com.epstack.nchwc16.AveragePool") == 2);
+  CHECK(op_counts(blocked.get_model().graph).at("com.epstack.nchwc16.GlobalMaxPool") == 1);
+  auto a = blocked.run({{"x", x}});
+  auto r = plain.run({{"x", x}});
+  REQUIRE_MESSAGE(a.has_value(), a.status().to_string());
+  REQUIRE(r.has_value());
+  for (std::size_t k = 0; k < a->size(); ++k) {
+    CAPTURE(k);
+    const tensor& got = (*a)[k];
+    const tensor& want = (*r)[k];
+    REQUIRE(got.element_count() == want.element_count());
+    std::size_t nans = 0, bad = 0;
+    for (std::size_t i = 0; i < got.element_count(); ++i) {
+      const float u = got.typed<float>()[i], v = want.typed<float>()[i];
+      if (std::isnan(v)) {
+        ++nans;
+        bad += std::isnan(u) ? 0 : 1;
+      } else {
+        bad += std::fabs(u - v) <= 1e-5f * (1.0f + std::fabs(v)) || u == v ? 0 : 1;
+      }
+    }
+    CHECK(bad == 0);
+    const bool averages = k == 2 || k == 3;
+    if (averages) {
+      CHECK(nans > 0);                         // the windows over the NaN pixels
+      CHECK(nans < got.element_count() / 2);  // and not the others
+    } else {
+      CHECK(nans == 0);  // maxima skip NaN
+    }
+  }
 }
 
 // Dense convolutions on narrow images: padded columns (read from a copy with the padding written out), rows of 7 and

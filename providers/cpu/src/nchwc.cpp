@@ -952,11 +952,49 @@ Status nchwc_pool_compute(const nchwc_pool_plan& p, compute_context& ctx) {
       const float* xp = px + plane * IH * IW * blk;
       float* yp = py + (plane * h.out + oh) * w.out * blk;
       const std::int64_t ih0 = oh * h.s - h.pb;
+      // Output columns whose windows lie inside the input's columns: no bounds checks on them.
+      std::int64_t in_lo = w.out, in_hi = w.out;
+      if (!global) {
+        in_lo = std::min<std::int64_t>(w.out, w.pb > 0 ? (w.pb + w.s - 1) / w.s : 0);
+        const std::int64_t reach = (w.k - 1) * w.d - w.pb;  // iw0 + reach < IW
+        in_hi = IW - 1 - reach < 0 ? 0 : std::min<std::int64_t>(w.out, (IW - 1 - reach) / w.s + 1);
+        if (in_hi < in_lo) in_hi = in_lo;
+      }
+#if defined(__AVX512F__)
+      if (in_hi > in_lo) {
+        std::int64_t kh0 = 0, kh1 = 0;  // the rows of the window inside the input
+        for (std::int64_t kh = 0; kh < h.k; ++kh) {
+          const std::int64_t ih = ih0 + kh * h.d;
+          if (ih < 0 || ih >= IH) continue;
+          if (kh1 == 0) kh0 = kh;
+          kh1 = kh + 1;
+        }
+        const __m512 qnan = _mm512_set1_ps(std::numeric_limits<float>::quiet_NaN());
+        const std::int64_t taps = (kh1 - kh0) * w.k;
+        const std::int64_t div = p.count_include_pad ? h.k * w.k : taps;
+        for (std::int64_t ow = in_lo; ow < in_hi; ++ow) {
+          const float* base = xp + (ih0 * IW + ow * w.s - w.pb) * blk;
+          __m512 acc = is_max ? _mm512_set1_ps(std::numeric_limits<float>::lowest()) : _mm512_setzero_ps();
+          for (std::int64_t kh = kh0; kh < kh1; ++kh) {
+            const float* row = base + kh * h.d * IW * blk;
+            for (std::int64_t kw = 0; kw < w.k; ++kw) {
+              const __m512 v = _mm512_loadu_ps(row + kw * w.d * blk);
+              acc = is_max ? _mm512_max_ps(v, acc) : _mm512_add_ps(acc, v);  // max: a NaN tap is skipped
+            }
+          }
+          if (!is_max) acc = div > 0 ? _mm512_div_ps(acc, _mm512_set1_ps(static_cast<float>(div))) : qnan;
+          _mm512_storeu_ps(yp + ow * blk, acc);
+        }
+      }
+#else
+      in_lo = in_hi = w.out;
+#endif
       for (std::int64_t ow = 0; ow < w.out; ++ow) {
+        if (ow == in_lo) ow = in_hi;
+        if (ow >= w.out) break;
         const std::int64_t iw0 = ow * w.s - w.pb;
         v16 acc = is_max ? splat(std::numeric_limits<float>::lowest()) : v16{};
         std::int64_t count = 0;
-        mask16 nan{};
         for (std::int64_t kh = 0; kh < h.k; ++kh) {
           const std::int64_t ih = ih0 + kh * h.d;
           if (ih < 0 || ih >= IH) continue;
@@ -964,19 +1002,12 @@ Status nchwc_pool_compute(const nchwc_pool_plan& p, compute_context& ctx) {
             const std::int64_t iw = iw0 + kw * w.d;
             if (iw < 0 || iw >= IW) continue;
             const v16 xv = load(xp + (ih * IW + iw) * blk);
-            if (is_max) {
-              acc = vmax(acc, xv);
-              nan |= xv != xv;
-            } else {
-              acc += xv;
-            }
+            if (is_max) acc = vmax(xv, acc);  // a NaN tap is skipped, as in the NCHW kernel
+            else acc += xv;
             ++count;
           }
         }
-        if (is_max) {
-          for (int l = 0; l < 16; ++l)
-            if (nan[l] != 0) acc[l] = std::numeric_limits<float>::quiet_NaN();  // NaN propagates (numpy's max, the ONNX reference)
-        } else {
+        if (!is_max) {
           const std::int64_t div = global ? IH * IW : p.count_include_pad ? h.k * w.k : count;
           acc = div > 0 ? acc / splat(static_cast<float>(div)) : splat(std::numeric_limits<float>::quiet_NaN());
         }
