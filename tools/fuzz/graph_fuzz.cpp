@@ -159,7 +159,7 @@ class gen {
     const val x = operand();
     const auto r = x.d.size();
     bool done = false;
-    switch (pick(17)) {
+    switch (pick(19)) {
       case 0: case 1: done = r >= 3 && r <= 4 && conv(x); break;
       case 2: done = r == 4 && conv_transpose(x); break;
       case 3: done = r >= 3 && r <= 4 && pool(x); break;
@@ -173,6 +173,8 @@ class gen {
       case 13: done = reshape_family(x); break;
       case 14: done = concat_or_split(x); break;
       case 15: done = shape_computation(x); break;
+      case 16: done = r >= 3 && r <= 5 && upsample(x); break;
+      case 17: done = einsum(x); break;
       default: done = transpose_or_slice(x); break;
     }
     if (done) ++ops_;
@@ -306,6 +308,60 @@ class gen {
     if (!max && chance(40)) a.set("count_include_pad", std::int64_t{1});
     out.insert(out.end(), w.out.begin(), w.out.end());
     add(node(max ? "MaxPool" : "AveragePool", {x.name}, a)[0], out);
+    return true;
+  }
+
+  /// Upsampling in the opset's form: Upsample (opset 9), Resize-10 with scales, Resize-11 and later with an empty roi
+  /// and scales; whole factors mostly (oneDNN takes those in its coordinate modes), and forms it does not take (a
+  /// factor of 1.5, linear, align_corners, asymmetric with round_prefer_ceil), which stay on the CPU provider.
+  bool upsample(const val& x) {
+    std::vector<float> scales{1, 1};
+    dims out{x.d[0], x.d[1]};
+    for (std::size_t i = 2; i < x.d.size(); ++i) {
+      const float f = chance(85) ? static_cast<float>(1 + pick(3)) : 1.5f;
+      scales.push_back(f);
+      out.push_back(static_cast<std::int64_t>(std::floor(static_cast<float>(x.d[i]) * f)));
+    }
+    if (volume(out) > max_volume) return false;
+    const auto n = static_cast<std::int64_t>(scales.size());
+    const std::string s = constant(tensor::from<float>(std::span<const std::int64_t>(&n, 1), std::span<const float>(scales)));
+    attribute_list a;
+    if (opset_ < 10) {
+      add(node("Upsample", {x.name, s})[0], out);
+      return true;
+    }
+    if (chance(15)) a.set("mode", std::string("linear"));
+    if (opset_ == 10) {
+      add(node("Resize", {x.name, s}, a)[0], out);
+      return true;
+    }
+    static constexpr std::array<std::array<const char*, 2>, 6> forms{{{"asymmetric", "floor"},
+                                                                      {"half_pixel", "round_prefer_floor"},
+                                                                      {"pytorch_half_pixel", "round_prefer_ceil"},
+                                                                      {"tf_half_pixel_for_nn", "floor"},
+                                                                      {"asymmetric", "round_prefer_ceil"},
+                                                                      {"align_corners", "round_prefer_floor"}}};
+    const auto& form = forms[static_cast<std::size_t>(pick(6))];
+    a.set("coordinate_transformation_mode", std::string(form[0]));
+    a.set("nearest_mode", std::string(form[1]));
+    add(node("Resize", {x.name, constant(tensor::from<float>({0}, {})), s}, a)[0], out);
+    return true;
+  }
+
+  /// Einsum (opset 12) in the forms the optimiser rewrites as FusedMatMul: a product with constant rows ("nd,kd->nk")
+  /// and x x^T per batch (attention's scores), plain or transposed.
+  bool einsum(const val& x) {
+    if (opset_ < 12 || x.d.size() < 2 || x.d.size() > 3) return false;
+    attribute_list a;
+    if (x.d.size() == 2) {
+      const std::int64_t k = 1 + pick(12);
+      a.set("equation", std::string("nd,kd->nk"));
+      const float scale = std::sqrt(3.0f / static_cast<float>(x.d[1]));
+      add(node("Einsum", {x.name, constant(random({k, x.d[1]}, scale))}, a)[0], {x.d[0], k});
+    } else {
+      a.set("equation", std::string(chance(50) ? "bij,bkj->bki" : "bij,bkj->bik"));
+      add(node("Einsum", {x.name, x.name}, a)[0], {x.d[0], x.d[1], x.d[1]});
+    }
     return true;
   }
 

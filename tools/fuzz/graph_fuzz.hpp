@@ -18,9 +18,9 @@ struct generated {
 };
 
 /// @brief The graph of `seed`: opset 9, 11, 13 or 17, static or symbolic input dimensions, batch 1 to 3, 2 to 14
-/// operations chosen among convolutions, transposed convolutions, products, pooling, normalisations, softmax,
-/// activations, scalar and tensor arithmetic chains, reshapes, transposes, concats, splits, slices and shape
-/// computations, in the forms the opset gives them.
+/// operations chosen among convolutions, transposed convolutions, products, pooling, upsampling, Einsum,
+/// normalisations, softmax, activations, scalar and tensor arithmetic chains, reshapes, transposes, concats, splits,
+/// slices and shape computations, in the forms the opset gives them.
 [[nodiscard]] generated generate_graph(std::uint64_t seed);
 
 /// @brief "" when `got` matches `want` within tolerances scaled to `want`'s values (|got - want| <= rtol * |want| +
