@@ -65,6 +65,16 @@ bool is_float_tensor(const egraph& e, const std::string& v) {
 
 }  // namespace
 
+// A new node `op` of ONNX Runtime's contrib domain (version 1) named `name`.
+enode contrib_node(const std::string& name, std::string_view op) {
+  enode n;
+  n.n.name = name;
+  n.n.op_type = std::string(op);
+  n.n.domain = std::string(contrib_domain);
+  n.n.since_version = 1;
+  return n;
+}
+
 // Conv(X, W[, B]) -> BatchNormalization  ==>  Conv(X, W', B').
 void fuse_conv_bn(egraph& e, optimization_report& rep) {
   for (std::size_t i = 0; i < e.nodes.size(); ++i) {
@@ -423,11 +433,7 @@ void fuse_skip_layer_norm(egraph& e, optimization_report& rep) {
         }
       }
     }
-    enode s;
-    s.n.name = ln.n.name;
-    s.n.op_type = "SkipLayerNormalization";
-    s.n.domain = std::string(contrib_domain);
-    s.n.since_version = 1;
+    enode s = contrib_node(ln.n.name, "SkipLayerNormalization");
     float eps = 1e-5f;
     if (const auto* ea = ln.n.attributes.find("epsilon"); ea && std::holds_alternative<float>(ea->value)) eps = std::get<float>(ea->value);
     s.n.attributes.set("epsilon", eps);
@@ -546,11 +552,7 @@ void rewrite_einsum_matmul(egraph& e, optimization_report& rep) {
     } else if (o2 != std::string{i, k}) {
       continue;
     }
-    enode f;
-    f.n.name = en.n.name;
-    f.n.op_type = "FusedMatMul";
-    f.n.domain = std::string(contrib_domain);
-    f.n.since_version = 1;
+    enode f = contrib_node(en.n.name, "FusedMatMul");
     f.n.attributes.set("transA", std::int64_t{trans_a ? 1 : 0});
     f.n.attributes.set("transB", std::int64_t{trans_b ? 1 : 0});
     f.n.attributes.set("alpha", 1.0f);

@@ -135,11 +135,17 @@ Status plan_builder::reshape(const ir_op& op) {
   const int s = slot_of(op.in[0]);
   // Strided memory (a transposition, a channels-last convolution's output) is reshaped in place when the dims it
   // merges or splits are contiguous: a view, as a transposition is.
-  if (const auto st = strides_of(md_of(s)); st && st->size() == in.size() && md_of(s) != plain(in))
-    if (const auto ns = reshaped_strides(in, *st, out)) {
+  if (const auto st = strides_of(md_of(s)); st && st->size() == in.size() && md_of(s) != plain(in) && !out.empty()) {
+    std::optional<dims> ns;
+    try {
+      ns = strides_of(md_of(s).reshape(out));  // oneDNN keeps the memory and finds the strides, or throws
+    } catch (const dn::error&) {
+    }
+    if (ns) {
       define(op.out, alias(s, strided(out, *ns)), out);
       return {};
     }
+  }
   define(op.out, alias(as_plain(s, in), plain(out)), out);
   return {};
 }

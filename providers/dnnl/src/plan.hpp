@@ -58,42 +58,6 @@ inline md_t plain(const dims& d0) {
   return md_t(d, dt::f32, strides);
 }
 
-/// Strides under which memory of dims `d` and strides `st` reads as dims `to` (the same volume) without a copy, or
-/// nullopt when there are none: every run of dims that `to` merges or splits must be contiguous in memory (as
-/// numpy's no-copy reshape). Dims of size 1 take no part; `strided` gives them their strides.
-inline std::optional<dims> reshaped_strides(const dims& d, const dims& st, const dims& to) {
-  if (to.empty() || volume(d) == 0 || volume(to) != volume(d)) return std::nullopt;
-  dims od, os;
-  for (std::size_t i = 0; i < d.size(); ++i)
-    if (d[i] != 1) od.push_back(d[i]), os.push_back(st[i]);
-  dims ns(to.size(), 1);
-  std::size_t oi = 0, ni = 0;
-  while (oi < od.size() && ni < to.size()) {
-    if (to[ni] == 1) {
-      ++ni;
-      continue;
-    }
-    std::size_t oj = oi + 1, nj = ni + 1;
-    std::int64_t np = to[ni], op = od[oi];
-    while (np != op) {
-      if (np < op) {
-        if (nj >= to.size()) return std::nullopt;
-        np *= to[nj++];
-      } else {
-        if (oj >= od.size()) return std::nullopt;
-        op *= od[oj++];
-      }
-    }
-    for (std::size_t k = oi; k + 1 < oj; ++k)
-      if (os[k] != od[k + 1] * os[k + 1]) return std::nullopt;
-    ns[nj - 1] = os[oj - 1];
-    for (std::size_t k = nj - 1; k > ni; --k) ns[k - 1] = ns[k] * to[k];
-    oi = oj;
-    ni = nj;
-  }
-  return ns;
-}
-
 inline dims pad_front(const dims& d, std::size_t rank) {
   dims r(rank - std::min(rank, d.size()), 1);
   r.insert(r.end(), d.begin(), d.end());
