@@ -296,11 +296,24 @@ int perf_with(const args& a, const perf_options& po) {
 
   std::vector<double> creates, reads;
   std::uint64_t read_bytes = 0;
-  for (int i = 0; i < po.creates; ++i) {
-    t0 = clock_type::now();
-    auto c = S::create(po.model, *so, providers_for<S>(*so));
-    if (!c) return fail(c.status());
-    creates.push_back(ms_since(t0));
+  // Where a create's time goes: the milliseconds from its start to the first call of each preparation stage (the
+  // progress callback), so each stage's share is the difference to the next one (the last one's to the end).
+  std::vector<std::pair<std::string, std::vector<double>>> stages;
+  {
+    auto timed = *so;
+    timed.set_progress_callback([&](const compile_progress& p) {
+      const double at = ms_since(t0);
+      auto it = std::find_if(stages.begin(), stages.end(), [&](const auto& s) { return s.first == p.stage; });
+      if (it == stages.end()) it = stages.insert(stages.end(), {std::string(p.stage), {}});
+      if (it->second.size() < creates.size() + 1) it->second.push_back(at);
+      return true;
+    });
+    for (int i = 0; i < po.creates; ++i) {
+      t0 = clock_type::now();
+      auto c = S::create(po.model, timed, providers_for<S>(timed));
+      if (!c) return fail(c.status());
+      creates.push_back(ms_since(t0));
+    }
   }
   for (int i = 0; i < po.creates; ++i) {  // after the creates: reading between them slows them down
     t0 = clock_type::now();
@@ -316,6 +329,11 @@ int perf_with(const args& a, const perf_options& po) {
   else
     j.key("median").value(median(creates)).key("min").value(*std::min_element(creates.begin(), creates.end()))
         .key("max").value(*std::max_element(creates.begin(), creates.end()));
+  j.end_object();
+  // Each stage's median milliseconds from the start of a create, in order ("load" reads and checks the model).
+  j.key("create_stages_ms").begin_object();
+  for (const auto& [name, at] : stages)
+    if (at.size() == creates.size()) j.key(name).value(median(at));
   j.end_object();
   // The floor a create from an EP context model is measured against (the same files' bytes, read in the same run).
   j.key("read_ms").begin_object();

@@ -13,6 +13,8 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -226,6 +228,19 @@ TEST_CASE("epstack perf prints one JSON line in the peer protocol and dumps inpu
   for (const char* key : {"\"engine\":\"epstack\"", "\"model\":\"mlp_small\"", "\"threads\":1", "\"create_ms\":{\"median\":",
                           "\"run_ms\":{\"median\":", "\"p90\":", "\"p99\":", "\"peak_rss_mb\":", "\"first_run_ms\":", "\"arena_mb\":", "\"iters\":5", "\"dims\":{\"batch\":3}"})
     CHECK_MESSAGE(line.find(key) != std::string::npos, key);
+  // Where a create's time goes: the stages in order, each reached later than the one before.
+  const auto stages_at = line.find("\"create_stages_ms\":{");
+  REQUIRE(stages_at != std::string::npos);
+  double before = 0;
+  for (const char* stage : {"\"optimize\":", "\"partition\":", "\"compile\":"}) {
+    const auto at = line.find(stage, stages_at);
+    REQUIRE_MESSAGE(at != std::string::npos, stage);
+    CHECK(at < line.find('}', stages_at));
+    const double ms = std::strtod(line.c_str() + at + std::strlen(stage), nullptr);
+    CHECK(ms > before);
+    before = ms;
+  }
+  CHECK(before < std::strtod(line.c_str() + line.find("\"create_ms\":{\"median\":") + 22, nullptr) + 1e-9);
   // The read floor: the model file's bytes, read in the same run.
   CHECK(line.find("\"read_ms\":{\"median\":") != std::string::npos);
   CHECK(line.find("\"bytes\":" + std::to_string(fs::file_size(model)) + ",\"files\":1}") != std::string::npos);
