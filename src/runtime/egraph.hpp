@@ -8,6 +8,7 @@
 #include <epstack/detail/cat.hpp>
 #include <epstack/ir/graph_algorithms.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -71,6 +72,21 @@ struct egraph {
       }
     }
   }
+  // Keeping the index without rebuilding it, around an edit of nodes without subgraphs: `unindex` node i before the
+  // edit (its outputs' producer and its uses gone), `reindex` it after.
+  void unindex(std::size_t i) {
+    for (const auto& o : nodes[i].outputs)
+      if (auto it = producer.find(o); it != producer.end() && it->second == i) producer.erase(it);
+    for (const auto& in : nodes[i].inputs)
+      if (auto it = consumers.find(in); it != consumers.end()) std::erase(it->second, i);
+  }
+  void reindex(std::size_t i) {
+    if (nodes[i].dead) return;
+    for (const auto& o : nodes[i].outputs)
+      if (!o.empty()) producer[o] = i;
+    for (const auto& in : nodes[i].inputs)
+      if (!in.empty()) consumers[in].push_back(i);
+  }
   [[nodiscard]] const tensor* constant(const std::string& v) const {
     if (v.empty() || graph_inputs.count(v)) return nullptr;
     auto it = inits.find(v);
@@ -129,7 +145,7 @@ void identity_elimination(egraph& e, optimization_report& rep);
 void dead_node_elimination(egraph& e, optimization_report& rep);
 
 // Fusions (fusions.cpp).
-void fuse_conv_bn(egraph& e, optimization_report& rep);
+void fuse_conv_bn(egraph& e, optimization_report& rep, thread_pool* pool);
 void fuse_conv_activation(egraph& e, optimization_report& rep);
 void fuse_gelu(egraph& e, optimization_report& rep);
 void fuse_layer_norm(egraph& e, std::int64_t onnx_opset, optimization_report& rep);

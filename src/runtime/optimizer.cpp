@@ -34,7 +34,7 @@ Status optimize_graph(graph& g, const optimizer_options& opt, std::int64_t onnx_
     g = from_egraph(e);
     return {};
   }
-  fuse_conv_bn(e, rep);
+  fuse_conv_bn(e, rep, pool);
   if (opt.level >= graph_optimization_level::extended) {
     const auto can = [&](std::string_view domain, std::string_view op) { return !opt.can_run || opt.can_run(domain, op); };
     if (can(contrib_domain, "FusedConv")) fuse_conv_activation(e, rep);
