@@ -287,6 +287,26 @@ TEST_CASE("MatMul at every panel edge of the packed SGEMM, B read in place and p
         }
 }
 
+// A B stored transposed ([N, K]) is packed 16 columns by 16 depths at a time through registers: every edge of those
+// blocks and of the 32-column panels and 256-deep K blocks, B constant (packed at create) and an activation (packed
+// per run), against the reference.
+TEST_CASE("Gemm with transB at every edge of the transposing pack (16x16 blocks, panels, K blocks)") {
+  for (const std::int64_t N : {1, 15, 16, 17, 31, 32, 33, 47, 64, 100})
+    for (const std::int64_t K : {1, 15, 16, 17, 255, 256, 257, 300})
+      for (const bool constant_b : {false, true}) {
+        CAPTURE(N);
+        CAPTURE(K);
+        CAPTURE(constant_b);
+        const std::int64_t M = 29;
+        const auto A = rnd({M, K}, 30), B = rnd({N, K}, 31);
+        kernel_node kn{"Gemm"};
+        kn.set("transB", std::int64_t{1});
+        const auto want = product(1, M, N, K, [&](auto, auto i, auto k) { return A.typed<float>()[i * K + k]; },
+                                  [&](auto, auto k, auto j) { return B.typed<float>()[j * K + k]; });
+        test::check_tensor<float>(run1<ops::gemm>(kn, {{A}, {B, constant_b}}), {M, N}, want, 1e-4, 1e-4);
+      }
+}
+
 // Products of matrix-vector shapes with no constant operand (at most 4 rows, or at most 2 columns: sgemv.cpp's
 // kernels): every transpose, alpha and beta, columns around the 16-wide vectors, the 64-column register blocks, the
 // 128-column switch to blocks summed in memory and its 512-column blocks; K around the 16-wide dot products and the
