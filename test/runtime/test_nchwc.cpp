@@ -337,6 +337,24 @@ TEST_CASE("NCHWc: dense convolutions on narrow images, padded columns and rows g
   }
 }
 
+// Input channels are accumulated in one pass while a set of output blocks' filters fits in about 1 MiB, else in equal
+// passes that store and reload the accumulators: 3x3 filters of 528 input channels (33 blocks, 1.2 MiB a set) take
+// three passes of 11 blocks; the bias, the residual and the activation are applied once, after the last.
+TEST_CASE("NCHWc: a dense convolution whose filters take several passes over the input channels") {
+  graph g("passes");
+  g.add_input("x", type_info::tensor_of(element_type::float32, shape::of(std::vector<std::int64_t>{1, 528, 6, 9})));
+  g.add_input("r", type_info::tensor_of(element_type::float32, shape::of(std::vector<std::int64_t>{1, 64, 6, 9})));
+  conv_builder b{g, 700, 0.05f};
+  const auto w = [&](std::string name, std::initializer_list<std::int64_t> d) { return b.weight(std::move(name), d); };
+  b.conv("big", {"x", w("w1", {64, 528, 3, 3}), w("b1", {64})}, "a0", attrs({ints("pads", {1, 1, 1, 1})}));
+  g.add_node(test::op("res", "Add"), {"a0", "r"}, {"a1"});
+  g.add_node(test::op("relu", "Relu"), {"a1"}, {"a"});
+  const model m = model_of(std::move(g), {"a"});
+  const std::vector<named_tensor> in{{"x", zoo::random_tensor({1, 528, 6, 9}, 701, 1.0f)},
+                                     {"r", zoo::random_tensor({1, 64, 6, 9}, 702, 1.0f)}};
+  for (int threads : {1, 2}) check_blocked_matches_plain(m, in, threads, 1);
+}
+
 // Depthwise convolutions three taps wide (stride 1 and 2, their own tiles over whole rows): every row width from 1 to
 // 17 pixels and 33, so that tiles of 8 pixels fall on both edges and inside and every remainder (1-7 pixels) occurs at
 // both strides; padding on one side only, five taps down, a residual input and Clip in registers; against NCHW.
