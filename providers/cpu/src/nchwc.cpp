@@ -14,7 +14,7 @@
 //   Winograd     [(T+2)^2][Op/16][Ip/16][16 in][16 out]   (3x3, unit strides; T = attribute winograd, 2 or 4)
 // Bias, the residual `Sum` (input 3, blocked like Y), and the activation are applied while the accumulators are in
 // registers. A 1x1 convolution with unit strides and no padding treats the image as one long row.
-#include "conv_activation.hpp"
+#include "nchwc_common.hpp"
 
 #include <array>
 #include <utility>
@@ -25,159 +25,72 @@
 
 namespace epstack::cpu {
 namespace impl {
+namespace nchwc {
+
+Result<conv_call> nchwc_conv_setup(const nchwc_conv_plan& p, compute_context& ctx) {
+  constexpr std::string_view op = "Conv (NCHWc)";
+  const tensor& x = ctx.input(0);
+  const tensor& wt = ctx.input(1);
+  if (x.type() != element_type::float32 || wt.type() != element_type::float32) return op_error(op, "X and W must be float");
+  if (x.rank() != 4 || wt.rank() != 4) return op_error(op, cat("X ", dims_string(x.sizes()), " and W ", dims_string(wt.sizes()), " must be 4-D"));
+  conv_call c;
+  conv_geom& g = c.g;
+  g.N = x.sizes()[0];
+  g.C = x.sizes()[1];
+  g.M = wt.sizes()[0];
+  if (g.M % blk != 0) return op_error(op, cat("W has ", std::to_string(g.M), " filters, not a multiple of 16"));
+  if (p.group == g.C && g.C == g.M && wt.sizes()[1] == 1 && g.C % blk == 0) g.kind = conv_kind::depthwise;
+  else if (p.group == 1 && wt.sizes()[1] == g.C && g.C < blk) g.kind = conv_kind::first_layer;
+  else if (p.group == 1 && wt.sizes()[1] == g.C && g.C % blk == 0) g.kind = conv_kind::dense;
+  else
+    return op_error(op, cat("X ", dims_string(x.sizes()), ", W ", dims_string(wt.sizes()), " and group ", std::to_string(p.group),
+                            " are neither a depthwise, a blocked nor a first-layer convolution"));
+  g.CB = g.C / blk;
+  g.MB = g.M / blk;
+  if (p.winograd != 0) {
+    const std::int64_t L = p.winograd + 2;
+    if (g.kind != conv_kind::dense || wt.sizes()[2] != L || wt.sizes()[3] != L)
+      return op_error(op, cat("winograd ", std::to_string(p.winograd), ": X ", dims_string(x.sizes()), " and W ",
+                              dims_string(wt.sizes()), " must be blocked with W [M, C, ", std::to_string(L), ", ",
+                              std::to_string(L), "] (", std::to_string(L * L), " transformed 1x1 filter sets)"));
+    if (p.attrs.kernel.size() != 2 || p.attrs.kernel[0] != 3 || p.attrs.kernel[1] != 3 ||
+        std::any_of(p.attrs.strides.begin(), p.attrs.strides.end(), [](std::int64_t v) { return v != 1; }) ||
+        std::any_of(p.attrs.dilations.begin(), p.attrs.dilations.end(), [](std::int64_t v) { return v != 1; }))
+      return op_error(op, "winograd: kernel_shape must be [3, 3] with unit strides and dilations");
+    if (!in_register(p.act)) return op_error(op, "winograd: the activation must be none, Relu, Clip or LeakyRelu");
+  } else if (!p.attrs.kernel.empty() && (p.attrs.kernel[0] != wt.sizes()[2] || p.attrs.kernel[1] != wt.sizes()[3])) {
+    return op_error(op, "kernel_shape does not match W");
+  }
+  const std::int64_t KH = p.winograd != 0 ? 3 : wt.sizes()[2], KW = p.winograd != 0 ? 3 : wt.sizes()[3];
+  EPSTACK_ASSIGN_OR_RETURN(g.h, make_window(p.attrs, 0, x.sizes()[2], KH, op));
+  EPSTACK_ASSIGN_OR_RETURN(g.w, make_window(p.attrs, 1, x.sizes()[3], KW, op));
+  conv_epilogue& ep = c.ep;
+  ep.act = p.act;
+  if (ctx.has_input(2)) {
+    const tensor& b = ctx.input(2);
+    if (b.type() != element_type::float32 || b.element_count() != static_cast<std::size_t>(g.M))
+      return op_error(op, cat("B must hold ", std::to_string(g.M), " floats"));
+    ep.bias = b.typed<float>();
+  }
+  const std::array<std::int64_t, 4> out_sizes{g.N, g.M, g.h.out, g.w.out};
+  if (p.fused && ctx.has_input(3)) {
+    const tensor& s = ctx.input(3);
+    if (s.type() != element_type::float32 || !std::equal(s.sizes().begin(), s.sizes().end(), out_sizes.begin(), out_sizes.end()))
+      return op_error(op, cat("Sum ", dims_string(s.sizes()), " must have the output's shape ", dims_string(out_sizes)));
+    ep.sum = s.typed<float>();
+  }
+  tensor& y = ctx.allocate_output(0, element_type::float32, out_sizes);
+  c.empty = y.element_count() == 0;
+  c.x = x.typed<float>();
+  c.w = wt.typed<float>();
+  c.y = y.typed<float>();
+  return c;
+}
+
+}  // namespace nchwc
 namespace {
+using namespace nchwc;
 
-constexpr std::int64_t blk = 16;
-typedef float v16 __attribute__((vector_size(64)));
-typedef std::int32_t mask16 __attribute__((vector_size(64)));
-
-inline v16 load(const float* p) {
-  v16 v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-inline void store(float* p, v16 v) { std::memcpy(p, &v, sizeof v); }
-inline v16 splat(float x) { return v16{x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x}; }
-// max(0, v) and min(hi, v) keeping NaN (the operand order of the AVX-512 instructions matters).
-inline v16 vmax(v16 lo, v16 v) {
-#if defined(__AVX512F__)
-  return reinterpret_cast<v16>(_mm512_max_ps(reinterpret_cast<__m512>(lo), reinterpret_cast<__m512>(v)));
-#else
-  for (int i = 0; i < 16; ++i) v[i] = v[i] < lo[i] ? lo[i] : v[i];
-  return v;
-#endif
-}
-inline v16 vmin(v16 hi, v16 v) {
-#if defined(__AVX512F__)
-  return reinterpret_cast<v16>(_mm512_min_ps(reinterpret_cast<__m512>(hi), reinterpret_cast<__m512>(v)));
-#else
-  for (int i = 0; i < 16; ++i) v[i] = v[i] > hi[i] ? hi[i] : v[i];
-  return v;
-#endif
-}
-
-// The activations applied in registers; the others run over the stored row (activation::apply).
-inline bool in_register(const activation& a) {
-  return a.kind == act_kind::none || a.kind == act_kind::relu || a.kind == act_kind::clip || a.kind == act_kind::leaky_relu;
-}
-inline v16 activate(const activation& a, v16 v) {
-  switch (a.kind) {
-    case act_kind::relu: return vmax(v16{}, v);
-    case act_kind::clip: return vmin(splat(a.b), vmax(splat(a.a), v));
-    case act_kind::leaky_relu:
-      for (int i = 0; i < 16; ++i) v[i] = v[i] >= 0 ? v[i] : a.a * v[i];
-      return v;
-    default: return v;
-  }
-}
-
-// ---- geometry (2-D; pads resolved from auto_pad) ----
-struct window_attrs {
-  std::string auto_pad = "NOTSET";
-  std::vector<std::int64_t> kernel, strides, dilations, pads;
-  bool ceil_mode = false;
-};
-struct window {
-  std::int64_t in = 0, k = 1, s = 1, d = 1, pb = 0, out = 0;
-};
-Result<window> make_window(const window_attrs& a, std::size_t i, std::int64_t in, std::int64_t k, std::string_view what) {
-  window w;
-  w.in = in;
-  w.k = k;
-  w.s = a.strides.empty() ? 1 : a.strides[i];
-  w.d = a.dilations.empty() ? 1 : a.dilations[i];
-  if (w.s <= 0 || w.d <= 0 || k <= 0) return invalid(cat(what, ": strides, dilations and the kernel must be positive"));
-  const std::int64_t ek = (k - 1) * w.d + 1;
-  if (a.auto_pad == "SAME_UPPER" || a.auto_pad == "SAME_LOWER") {
-    w.out = (in + w.s - 1) / w.s;
-    const std::int64_t total = std::max<std::int64_t>(0, (w.out - 1) * w.s + ek - in);
-    w.pb = a.auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
-    return w;
-  }
-  std::int64_t pe = 0;
-  if (a.auto_pad != "VALID" && !a.pads.empty()) {
-    w.pb = a.pads[i];
-    pe = a.pads[i + 2];
-  }
-  if (w.pb < 0 || pe < 0) return invalid(cat(what, ": pads must not be negative"));
-  const std::int64_t span = in + w.pb + pe - ek;
-  if (span < 0) return w;
-  w.out = (a.ceil_mode ? (span + w.s - 1) / w.s : span / w.s) + 1;
-  if (a.ceil_mode && (w.out - 1) * w.s >= in + w.pb) --w.out;  // the last window must start inside the input or left pad
-  return w;
-}
-// The input rows that output row `oh + 2` reads and row `oh + 1` does not (undilated windows; empty otherwise or near
-// the last row): what to prefetch while row `oh` is computed, two rows ahead (one row's time is too short a lead for
-// a depthwise layer). Reading rows of a large activation from L3 one miss at a time, the kernels waited on memory:
-// MobileNetV2's stride-2 depthwise layer at 112x112 took 154 us, 77 us with these prefetches, its first layer 222 us,
-// 133 us (whole model 2.44 -> 2.35 ms, 2 threads, `epstack perf`; ResNet-50 and mixed_ops unchanged).
-inline std::pair<std::int64_t, std::int64_t> next_rows(const window& h, std::int64_t oh) {
-  ++oh;
-  if (h.d != 1 || oh + 1 >= h.out) return {1, 0};
-  const std::int64_t lo = std::max({(oh + 1) * h.s - h.pb, oh * h.s - h.pb + h.k, std::int64_t{0}});
-  const std::int64_t hi = std::min((oh + 1) * h.s - h.pb + h.k - 1, h.in - 1);
-  return {lo, hi};
-}
-// Prefetches pixels [iw0, iw1) (clipped to the row) of rows [r0, r1] of a plane: `px` floats a pixel, a cache line
-// per 64 bytes.
-inline void prefetch_rows(const float* plane, std::int64_t IW, std::int64_t px, std::int64_t r0, std::int64_t r1,
-                          std::int64_t iw0, std::int64_t iw1) {
-  iw0 = std::max<std::int64_t>(iw0, 0);
-  iw1 = std::min(iw1, IW);
-  for (std::int64_t r = r0; r <= r1; ++r)
-    for (std::int64_t f = iw0 * px; f < iw1 * px; f += 16) __builtin_prefetch(plane + (r * IW) * px + f);
-}
-
-// Output positions [lo, hi) whose taps all fall inside the input.
-inline std::pair<std::int64_t, std::int64_t> interior(const window& w) {
-  const std::int64_t lo = std::min(w.out, (w.pb + w.s - 1) / w.s);
-  const std::int64_t last = w.in - 1 + w.pb - (w.k - 1) * w.d;  // ow * s <= last
-  const std::int64_t hi = last < 0 ? 0 : std::min(w.out, last / w.s + 1);
-  return {lo, std::max(lo, hi)};
-}
-window_attrs read_window_attrs(const node& nd, bool pool) {
-  window_attrs a;
-  a.auto_pad = attr_s(nd, "auto_pad", "NOTSET");
-  a.kernel = attr_ints(nd, "kernel_shape");
-  a.strides = attr_ints(nd, "strides");
-  a.dilations = attr_ints(nd, "dilations");
-  a.pads = attr_ints(nd, "pads");
-  a.ceil_mode = pool && attr_i(nd, "ceil_mode", 0) != 0;
-  return a;
-}
-Status check_window_attrs(const window_attrs& a, std::string_view what) {
-  if ((!a.kernel.empty() && a.kernel.size() != 2) || (!a.strides.empty() && a.strides.size() != 2) ||
-      (!a.dilations.empty() && a.dilations.size() != 2) || (!a.pads.empty() && a.pads.size() != 4))
-    return invalid(cat(what, ": kernel_shape, strides, dilations or pads are not 2-D"));
-  if (a.auto_pad != "NOTSET" && a.auto_pad != "VALID" && a.auto_pad != "SAME_UPPER" && a.auto_pad != "SAME_LOWER")
-    return invalid(cat(what, ": auto_pad '", a.auto_pad, "' is not supported"));
-  return {};
-}
-
-// ---- convolution ----
-enum class conv_kind : std::uint8_t { dense, first_layer, depthwise };
-
-struct conv_geom {
-  conv_kind kind = conv_kind::dense;
-  std::int64_t N = 0, C = 0, M = 0;  // input channels (blocked: padded; first layer: plain) and padded output channels
-  window h, w;
-  std::int64_t CB = 0, MB = 0;  // blocks of C (dense, depthwise) and of M
-};
-
-struct conv_epilogue {
-  const float* bias = nullptr;  // M values
-  const float* sum = nullptr;   // blocked like Y
-  activation act;
-};
-
-// Offsets of one convolution's operands for the tile kernels.
-struct conv_view {
-  const conv_geom* g;
-  const float* x;  // image n
-  const float* wt;  // filters
-  float* y;        // image n
-  const float* sum;  // image n, or null
-};
 
 // Up to NB output blocks x NO output pixels of row `oh` from column ow0, input channels [c0, c1) (blocks for dense,
 // channels for first_layer). Taps that fall outside the input read a block of zeros. `first`: the accumulators start
@@ -508,325 +421,6 @@ void depthwise_row(const conv_view& v, const conv_epilogue& ep, std::int64_t cb,
   }
   for (; ow < hi; ++ow) depthwise_tile<1, false>(v, ep, cb, oh, ow);
   for (; ow < OW; ++ow) depthwise_tile<1, true>(v, ep, cb, oh, ow);
-}
-
-// ---- Winograd F(2x2, 3x3) and F(4x4, 3x3) on the blocked layout ----
-// The layout pass transforms the filters (U = G g G^T, src/runtime/nchwc_layout.cpp) into P = (TM + 2)^2 blocked 1x1
-// filter sets [P][Op/16][Cp/16][16 in][16 out] (TM: the output tile, 2 or 4). Per call: (1) every (TM + 2)^2 input
-// patch at stride TM (a tile) of every channel block becomes P vectors V[xi][cb][tile] = B^T d B, computed on 16
-// channels at once; (2) per work item (a set of output blocks and a run of tiles), P products V[xi] x U[xi], each a 1x1
-// convolution over the run's tiles with the dense kernels' register blocking (NB output blocks x NO tiles in 24
-// accumulators); (3) the item's own products, still in cache, become TM x TM output pixels per tile, Y = A^T M A,
-// with bias, the residual and the activation (one of those applied in registers). One image at a time. Matrices (Lavin and Gray, 2016):
-//   F(2x2): B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]      A^T = [1 1 1 0; 0 1 -1 -1]
-//   F(4x4): B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0; 0 -2 -1 2 1 0; 0 2 -1 -2 1 0; 0 4 0 -5 0 1]
-//           A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0; 0 1 -1 8 -8 1]
-struct wino_geom {
-  std::int64_t CB = 0, MB = 0, IH = 0, IW = 0, OH = 0, OW = 0, pt = 0, pl = 0, TH = 0, TW = 0;
-  [[nodiscard]] std::int64_t tiles() const { return TH * TW; }
-};
-
-// B^T d for one column (or row) of an input tile.
-template <int TM>
-inline void wino_in_1d(const v16* d, v16* t) {
-  if constexpr (TM == 2) {
-    t[0] = d[0] - d[2];
-    t[1] = d[1] + d[2];
-    t[2] = d[2] - d[1];
-    t[3] = d[1] - d[3];
-  } else {
-    const v16 four = splat(4.0f), five = splat(5.0f), two = splat(2.0f);
-    t[0] = four * d[0] - five * d[2] + d[4];
-    t[1] = d[3] + d[4] - four * (d[1] + d[2]);
-    t[2] = four * (d[1] - d[2]) + d[4] - d[3];
-    t[3] = two * (d[3] - d[1]) + d[4] - d[2];
-    t[4] = two * (d[1] - d[3]) + d[4] - d[2];
-    t[5] = four * d[1] - five * d[3] + d[5];
-  }
-}
-
-// A^T m for one column (or row) of a tile's products.
-template <int TM>
-inline void wino_out_1d(const v16* m, v16* o) {
-  if constexpr (TM == 2) {
-    o[0] = m[0] + m[1] + m[2];
-    o[1] = m[1] - m[2] - m[3];
-  } else {
-    const v16 a = m[1] + m[2], b = m[1] - m[2], c = m[3] + m[4], d = m[3] - m[4];
-    o[0] = m[0] + a + c;
-    o[1] = b + splat(2.0f) * d;
-    o[2] = a + splat(4.0f) * c;
-    o[3] = b + splat(8.0f) * d + m[5];
-  }
-}
-
-// The tiles of tile row `ty` of one channel block (plane `x`, IH x IW blocked pixels) to V (P planes `xs` floats
-// apart; tile t of this block at v + t * blk).
-template <int TM>
-void wino_input_row(const wino_geom& g, const float* x, std::int64_t ty, float* v, std::int64_t xs) {
-  constexpr int L = TM + 2;
-  for (std::int64_t tx = 0; tx < g.TW; ++tx) {
-    v16 t[L][L];  // t[row][column] after the transform along each row
-    const std::int64_t c0 = TM * tx - g.pl;
-    for (int k = 0; k < L; ++k) {
-      const std::int64_t r = TM * ty - g.pt + k;
-      v16 d[L];
-      for (int j = 0; j < L; ++j) {
-        const std::int64_t c = c0 + j;
-        d[j] = r >= 0 && r < g.IH && c >= 0 && c < g.IW ? load(x + (r * g.IW + c) * blk) : v16{};
-      }
-      wino_in_1d<TM>(d, t[k]);
-    }
-    float* out = v + (ty * g.TW + tx) * blk;
-    for (int j = 0; j < L; ++j) {
-      v16 col[L], u[L];
-      for (int k = 0; k < L; ++k) col[k] = t[k][j];
-      wino_in_1d<TM>(col, u);
-      for (int i = 0; i < L; ++i) store(out + (i * L + j) * xs, u[i]);
-    }
-  }
-}
-
-// NB output blocks x NO tiles of one product: v at the first tile of input block 0 (`vcb` floats between input
-// blocks), u at output block 0's filters (`uob` floats between output blocks), p at the first tile of output block 0
-// (`pob` floats between output blocks).
-template <int NB, int NO>
-void wino_product_tile(const float* v, std::int64_t vcb, const float* u, std::int64_t uob, std::int64_t CB, float* p,
-                       std::int64_t pob) {
-  v16 acc[NB][NO] = {};
-  for (std::int64_t cb = 0; cb < CB; ++cb, v += vcb, u += blk * blk) {
-#pragma GCC unroll 2
-    for (std::int64_t bi = 0; bi < blk; ++bi) {
-      v16 wv[NB];
-#pragma GCC unroll 4
-      for (int b = 0; b < NB; ++b) wv[b] = load(u + b * uob + bi * blk);
-#pragma GCC unroll 24
-      for (int o = 0; o < NO; ++o) {
-        const v16 xs = splat(v[o * blk + bi]);
-#pragma GCC unroll 4
-        for (int b = 0; b < NB; ++b) acc[b][o] += wv[b] * xs;
-      }
-    }
-  }
-  for (int b = 0; b < NB; ++b)
-    for (int o = 0; o < NO; ++o) store(p + b * pob + o * blk, acc[b][o]);
-}
-
-// Tiles [0, n) of one product for NB output blocks: whole tiles of 24 / NB, the rest in tiles of 4, 3, 2 and 1.
-template <int NB>
-void wino_product_run(const float* v, std::int64_t vcb, const float* u, std::int64_t uob, std::int64_t CB, float* p,
-                      std::int64_t pob, std::int64_t n) {
-  constexpr int full = 24 / NB;
-  std::int64_t t = 0;
-  for (; t + full <= n; t += full) wino_product_tile<NB, full>(v + t * blk, vcb, u, uob, CB, p + t * blk, pob);
-  for (; t + 4 <= n; t += 4) wino_product_tile<NB, 4>(v + t * blk, vcb, u, uob, CB, p + t * blk, pob);
-  switch (n - t) {
-    case 3: wino_product_tile<NB, 3>(v + t * blk, vcb, u, uob, CB, p + t * blk, pob); break;
-    case 2: wino_product_tile<NB, 2>(v + t * blk, vcb, u, uob, CB, p + t * blk, pob); break;
-    case 1: wino_product_tile<NB, 1>(v + t * blk, vcb, u, uob, CB, p + t * blk, pob); break;
-    default: break;
-  }
-}
-
-// Output block `ob`, tiles [t0, t0 + n) from their products p (P planes `ps` floats apart, tile t0 at p) to y (one
-// image, blocked), with bias, the residual (blocked like y, or null) and the activation.
-template <int TM>
-void wino_output_run(const wino_geom& g, const float* p, std::int64_t ps, std::int64_t ob, std::int64_t t0, std::int64_t n,
-                     const conv_epilogue& ep, const float* sum, float* y) {
-  constexpr int L = TM + 2;
-  const v16 bias = ep.bias != nullptr ? load(ep.bias + ob * blk) : v16{};
-  const bool reg_act = in_register(ep.act);
-  for (std::int64_t i = 0; i < n; ++i) {
-    const std::int64_t t = t0 + i, ty = t / g.TW, tx = t % g.TW;
-    v16 s[TM][L];  // A^T M: the transform down each column
-    for (int j = 0; j < L; ++j) {
-      v16 col[L], o[TM];
-      for (int k = 0; k < L; ++k) col[k] = load(p + (k * L + j) * ps + i * blk);
-      wino_out_1d<TM>(col, o);
-      for (int r = 0; r < TM; ++r) s[r][j] = o[r];
-    }
-    for (int r = 0; r < TM; ++r) {
-      const std::int64_t oh = TM * ty + r;
-      if (oh >= g.OH) break;
-      v16 out[TM];
-      wino_out_1d<TM>(s[r], out);
-      for (int c = 0; c < TM; ++c) {
-        const std::int64_t ow = TM * tx + c;
-        if (ow >= g.OW) break;
-        const std::int64_t at = ((ob * g.OH + oh) * g.OW + ow) * blk;
-        v16 val = out[c] + bias;
-        if (sum != nullptr) val += load(sum + at);
-        if (reg_act) val = activate(ep.act, val);
-        store(y + at, val);
-      }
-    }
-  }
-}
-
-template <int TM>
-Status wino_conv_compute(const conv_geom& cg, const float* px, const float* u, const conv_epilogue& ep, float* py,
-                         compute_context& ctx) {
-  constexpr std::int64_t P = (TM + 2) * (TM + 2);
-  wino_geom g;
-  g.CB = cg.CB;
-  g.MB = cg.MB;
-  g.IH = cg.h.in;
-  g.IW = cg.w.in;
-  g.OH = cg.h.out;
-  g.OW = cg.w.out;
-  g.pt = cg.h.pb;
-  g.pl = cg.w.pb;
-  g.TH = (g.OH + TM - 1) / TM;
-  g.TW = (g.OW + TM - 1) / TM;
-  const std::int64_t T = g.tiles();
-  const std::int64_t in_image = g.CB * g.IH * g.IW * blk, out_image = g.MB * g.OH * g.OW * blk;
-  const std::int64_t v_plane = g.CB * T * blk, v_image = P * v_plane;
-  // (2, 3) Items: sets of up to 4 output blocks (as even as they can be) x runs of tiles. A run's P products stay
-  // within about 256 KiB; more runs only while each set's filters (P x CB x 1 KiB a block) are small enough to be
-  // read again per run from L2, and while there are fewer than 4 items per thread.
-  const std::int64_t groups = (g.MB + 3) / 4, per_group = g.MB / groups, wider = g.MB % groups;
-  const std::int64_t nb_max = per_group + (wider > 0 ? 1 : 0);
-  const auto threads = static_cast<std::int64_t>(ctx.thread_count());
-  const std::int64_t u_group_bytes = P * g.CB * nb_max * blk * blk * 4;
-  std::int64_t run = std::min<std::int64_t>(T, std::max<std::int64_t>(12, (256 * 1024) / (P * nb_max * blk * 4)));
-  if (u_group_bytes > 512 * 1024) run = T;  // large filters: read once per set, the set's tiles all at once
-  while (groups * ((T + run - 1) / run) < 4 * threads && run > 24) run = (run + 1) / 2;
-  const std::int64_t runs = (T + run - 1) / run;
-  const std::int64_t items = groups * runs;
-  const std::int64_t p_item = P * nb_max * run * blk;
-  // One image at a time: the scratch (V, and each item's products) is one image's, whatever the batch.
-  tensor vbuf = ctx.scratch(element_type::float32, static_cast<std::size_t>(v_image));
-  tensor pbuf = ctx.scratch(element_type::float32, static_cast<std::size_t>(items * p_item));
-  float* pv = vbuf.typed<float>();
-  float* pp = pbuf.typed<float>();
-  const std::int64_t u_xi = g.MB * g.CB * blk * blk, u_ob = g.CB * blk * blk;
-  for (std::int64_t n = 0; n < cg.N; ++n) {
-    const float* x = px + n * in_image;
-    float* y = py + n * out_image;
-    const float* sum = ep.sum != nullptr ? ep.sum + n * out_image : nullptr;
-    // (1) V[xi][cb][t][16], tile rows of channel blocks across the threads.
-    parallel_items(ctx, static_cast<std::size_t>(g.CB * g.TH), static_cast<std::size_t>(g.TW * P * blk * 2),
-                   [&](std::size_t r0, std::size_t r1) {
-                     for (std::size_t r = r0; r < r1; ++r) {
-                       const std::int64_t cb = static_cast<std::int64_t>(r) / g.TH, ty = static_cast<std::int64_t>(r) % g.TH;
-                       wino_input_row<TM>(g, x + cb * g.IH * g.IW * blk, ty, pv + cb * T * blk, v_plane);
-                     }
-                   });
-    // (2, 3) Each item's products, then their output transform.
-    parallel_items(ctx, static_cast<std::size_t>(items), static_cast<std::size_t>(run * g.CB * nb_max * P * blk * blk),
-                   [&](std::size_t i0, std::size_t i1) {
-                     for (std::size_t i = i0; i < i1; ++i) {
-                       const auto ii = static_cast<std::int64_t>(i);
-                       const std::int64_t rn = ii % runs, grp = ii / runs;
-                       const std::int64_t ob0 = grp * per_group + std::min(grp, wider);
-                       const int nb = static_cast<int>(per_group + (grp < wider ? 1 : 0));
-                       const std::int64_t t0 = rn * run, len = std::min(T, t0 + run) - t0;
-                       float* p = pp + ii * p_item;
-                       const std::int64_t ps = nb * len * blk;  // floats between the P products in p
-                       for (std::int64_t xi = 0; xi < P; ++xi) {
-                         const float* v = pv + xi * v_plane + t0 * blk;
-                         const float* uu = u + xi * u_xi + ob0 * u_ob;
-                         float* q = p + xi * ps;
-                         switch (nb) {
-                           case 4: wino_product_run<4>(v, T * blk, uu, u_ob, g.CB, q, len * blk, len); break;
-                           case 3: wino_product_run<3>(v, T * blk, uu, u_ob, g.CB, q, len * blk, len); break;
-                           case 2: wino_product_run<2>(v, T * blk, uu, u_ob, g.CB, q, len * blk, len); break;
-                           default: wino_product_run<1>(v, T * blk, uu, u_ob, g.CB, q, len * blk, len); break;
-                         }
-                       }
-                       for (int b = 0; b < nb; ++b) wino_output_run<TM>(g, p + b * len * blk, ps, ob0 + b, t0, len, ep, sum, y);
-                     }
-                   });
-  }
-  return {};
-}
-
-struct nchwc_conv_plan {
-  window_attrs attrs;
-  std::int64_t group = 1;
-  bool fused = false;
-  // Winograd F(TM x TM, 3x3), TM = 2 or 4 (0: none): W holds (TM + 2)^2 transformed filter sets
-  // [(TM + 2)^2][Op/16][Cp/16][16][16], declared [Op, Cp, TM + 2, TM + 2].
-  int winograd = 0;
-  activation act;
-};
-
-// One call's operands, checked: geometry, epilogue and data pointers (`empty`: Y has no elements, nothing to do).
-struct conv_call {
-  conv_geom g;
-  conv_epilogue ep;
-  const float* x = nullptr;
-  const float* w = nullptr;
-  float* y = nullptr;
-  bool empty = false;
-};
-
-Result<conv_call> nchwc_conv_setup(const nchwc_conv_plan& p, compute_context& ctx) {
-  constexpr std::string_view op = "Conv (NCHWc)";
-  const tensor& x = ctx.input(0);
-  const tensor& wt = ctx.input(1);
-  if (x.type() != element_type::float32 || wt.type() != element_type::float32) return op_error(op, "X and W must be float");
-  if (x.rank() != 4 || wt.rank() != 4) return op_error(op, cat("X ", dims_string(x.sizes()), " and W ", dims_string(wt.sizes()), " must be 4-D"));
-  conv_call c;
-  conv_geom& g = c.g;
-  g.N = x.sizes()[0];
-  g.C = x.sizes()[1];
-  g.M = wt.sizes()[0];
-  if (g.M % blk != 0) return op_error(op, cat("W has ", std::to_string(g.M), " filters, not a multiple of 16"));
-  if (p.group == g.C && g.C == g.M && wt.sizes()[1] == 1 && g.C % blk == 0) g.kind = conv_kind::depthwise;
-  else if (p.group == 1 && wt.sizes()[1] == g.C && g.C < blk) g.kind = conv_kind::first_layer;
-  else if (p.group == 1 && wt.sizes()[1] == g.C && g.C % blk == 0) g.kind = conv_kind::dense;
-  else
-    return op_error(op, cat("X ", dims_string(x.sizes()), ", W ", dims_string(wt.sizes()), " and group ", std::to_string(p.group),
-                            " are neither a depthwise, a blocked nor a first-layer convolution"));
-  g.CB = g.C / blk;
-  g.MB = g.M / blk;
-  if (p.winograd != 0) {
-    const std::int64_t L = p.winograd + 2;
-    if (g.kind != conv_kind::dense || wt.sizes()[2] != L || wt.sizes()[3] != L)
-      return op_error(op, cat("winograd ", std::to_string(p.winograd), ": X ", dims_string(x.sizes()), " and W ",
-                              dims_string(wt.sizes()), " must be blocked with W [M, C, ", std::to_string(L), ", ",
-                              std::to_string(L), "] (", std::to_string(L * L), " transformed 1x1 filter sets)"));
-    if (p.attrs.kernel.size() != 2 || p.attrs.kernel[0] != 3 || p.attrs.kernel[1] != 3 ||
-        std::any_of(p.attrs.strides.begin(), p.attrs.strides.end(), [](std::int64_t v) { return v != 1; }) ||
-        std::any_of(p.attrs.dilations.begin(), p.attrs.dilations.end(), [](std::int64_t v) { return v != 1; }))
-      return op_error(op, "winograd: kernel_shape must be [3, 3] with unit strides and dilations");
-    if (!in_register(p.act)) return op_error(op, "winograd: the activation must be none, Relu, Clip or LeakyRelu");
-  } else if (!p.attrs.kernel.empty() && (p.attrs.kernel[0] != wt.sizes()[2] || p.attrs.kernel[1] != wt.sizes()[3])) {
-    return op_error(op, "kernel_shape does not match W");
-  }
-  const std::int64_t KH = p.winograd != 0 ? 3 : wt.sizes()[2], KW = p.winograd != 0 ? 3 : wt.sizes()[3];
-  EPSTACK_ASSIGN_OR_RETURN(g.h, make_window(p.attrs, 0, x.sizes()[2], KH, op));
-  EPSTACK_ASSIGN_OR_RETURN(g.w, make_window(p.attrs, 1, x.sizes()[3], KW, op));
-  conv_epilogue& ep = c.ep;
-  ep.act = p.act;
-  if (ctx.has_input(2)) {
-    const tensor& b = ctx.input(2);
-    if (b.type() != element_type::float32 || b.element_count() != static_cast<std::size_t>(g.M))
-      return op_error(op, cat("B must hold ", std::to_string(g.M), " floats"));
-    ep.bias = b.typed<float>();
-  }
-  const std::array<std::int64_t, 4> out_sizes{g.N, g.M, g.h.out, g.w.out};
-  if (p.fused && ctx.has_input(3)) {
-    const tensor& s = ctx.input(3);
-    if (s.type() != element_type::float32 || !std::equal(s.sizes().begin(), s.sizes().end(), out_sizes.begin(), out_sizes.end()))
-      return op_error(op, cat("Sum ", dims_string(s.sizes()), " must have the output's shape ", dims_string(out_sizes)));
-    ep.sum = s.typed<float>();
-  }
-  tensor& y = ctx.allocate_output(0, element_type::float32, out_sizes);
-  c.empty = y.element_count() == 0;
-  c.x = x.typed<float>();
-  c.w = wt.typed<float>();
-  c.y = y.typed<float>();
-  return c;
-}
-
-// A Winograd convolution (attribute winograd = 2 or 4): a kernel of its own, so that a deployable whose convolutions are
-// all direct links none of it.
-Status nchwc_winograd_compute(const nchwc_conv_plan& p, compute_context& ctx) {
-  EPSTACK_ASSIGN_OR_RETURN(const conv_call c, nchwc_conv_setup(p, ctx));
-  if (c.empty) return {};
-  return p.winograd == 4 ? wino_conv_compute<4>(c.g, c.x, c.w, c.ep, c.y, ctx) : wino_conv_compute<2>(c.g, c.x, c.w, c.ep, c.y, ctx);
 }
 
 Status nchwc_conv_compute(const nchwc_conv_plan& p, compute_context& ctx) {
@@ -1178,6 +772,7 @@ bool float_input(const graph& g, node_id n) { return in_type(g, n, 0) == element
 
 namespace ops {
 using namespace impl;
+using namespace impl::nchwc;
 
 bool nchwc_reorder_input::supports(const graph& g, node_id n) { return float_input(g, n) && attr_i(g.node(n), "channels_last", 0) == 0; }
 Result<compute_function> nchwc_reorder_input::compile(const graph&, node_id) {
