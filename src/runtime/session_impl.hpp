@@ -48,11 +48,14 @@ class arena {
     std::size_t size = bytes;
     std::byte* raw = nullptr;
     std::size_t colour_of_new = 0;
-    // Best fit among the free blocks that do not waste more than the request (plus a little), the most recently
-    // freed among equals (warmest in cache). Best fit makes every run after the first reuse the same blocks.
+    // Best fit among the free blocks, the most recently freed among equals (warmest in cache). Best fit makes every
+    // run after the first reuse the same blocks. (Blocks more than twice the request were once left alone, to keep
+    // them for large requests: that made more blocks, not fewer, on every shared model (MobileNetV2's arena 13.8 ->
+    // 9.4 MB without the limit, ResNet-50's 12.4 -> 11.1, BERT's 8.0 -> 8.0), and MobileNetV2 ran 2-3% faster in
+    // memory it had just used.)
     auto it = free_.rend();
     for (auto f = free_.rbegin(); f != free_.rend(); ++f)
-      if (f->size >= bytes && f->size <= 2 * bytes + 65536 && (it == free_.rend() || f->size < it->size)) it = f;
+      if (f->size >= bytes && (it == free_.rend() || f->size < it->size)) it = f;
     if (it != free_.rend()) {
       size = it->size;
       p = it->p;

@@ -46,6 +46,43 @@ TEST_CASE("the arena is reused across runs: after the first run, runs reserve no
   CHECK(after_one.arena_bytes < all_intermediates / 2);
 }
 
+// A block freed by one value serves a later, smaller value even when it is more than twice that size (best fit over
+// every free block): a 1 MiB intermediate, then two of 256 KiB one after the other, take 1 MiB + 256 KiB of arena,
+// not 1.5 MiB. Values are still right, and later runs reserve nothing more.
+TEST_CASE("the arena gives a large free block to a smaller value rather than allocating another") {
+  graph g("shrink");
+  g.add_input("x", type_info::tensor_of(element_type::float32, shape{1, 65536}));
+  std::vector<std::int64_t> idx(65536);
+  for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<std::int64_t>(i) * 4 + 1;  // the second copy of x
+  g.add_initializer("idx", tensor::from<std::int64_t>(std::vector<std::int64_t>{65536}, std::span<const std::int64_t>(idx)));
+  attribute_list axis1;
+  axis1.set("axis", std::int64_t{1});
+  g.add_node(test::op("cat", "Concat", axis1), {"x", "x", "x", "x"}, {"a"});  // 1 MiB: x four times, side by side
+  g.add_node(test::op("pick", "Gather", axis1), {"a", "idx"}, {"c"});         // 256 KiB; a is freed after it
+  g.add_node(test::op("relu", "Relu"), {"c"}, {"d"});                         // 256 KiB, while c is alive
+  g.add_node(test::op("neg", "Neg"), {"d"}, {"out"});
+  g.add_output("out");
+  session_options so;
+  so.set_graph_optimization_level(graph_optimization_level::disable);
+  auto s = cpu_session::create(wrap(std::move(g)), so);
+  REQUIRE_MESSAGE(s.has_value(), s.status().to_string());
+  tensor x(element_type::float32, std::initializer_list<std::int64_t>{1, 65536});
+  for (std::size_t i = 0; i < x.element_count(); ++i) x.typed<float>()[i] = static_cast<float>(i % 7) - 3.0f;
+  std::vector<float> want(65536);
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    const std::size_t at = (i * 4 + 1) % 65536;  // Concat's element i*4+1, of copy (i*4+1)/65536
+    want[i] = -std::max(0.0f, x.typed<float>()[at]);
+  }
+  for (int run = 0; run < 3; ++run) {
+    auto r = s->run({{"x", x}});
+    REQUIRE_MESSAGE(r.has_value(), r.status().to_string());
+    CHECK(values((*r)[0]) == want);
+  }
+  const std::size_t big = std::size_t{1} << 20, small = std::size_t{1} << 18;
+  CHECK(s->memory().arena_bytes >= big + small);
+  CHECK(s->memory().arena_bytes < big + small + 16384);  // + the blocks' page offsets
+}
+
 // Outputs of 64 KiB and more: memory the caller gave back is what the next run's output of that size gets (no fresh
 // pages faulted in per run); an output the caller still holds is never reused; one that outlives its session stays
 // valid and frees itself (AddressSanitizer checks both in CI).
