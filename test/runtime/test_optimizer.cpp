@@ -114,6 +114,63 @@ TEST_CASE("Conv+BatchNormalization folds, and Conv+Add+Relu becomes FusedConv wi
   check_same(*a, *e, 1e-5);
 }
 
+// Weights mapped from an external data file sit where the writer put them, at any byte offset (onnx's own writer does
+// not align them). The fold writes every scaled filter at once on the session's threads, copying an unaligned one
+// first; the outputs match the unfolded model's at 1 and 2 threads.
+TEST_CASE("Conv+BatchNormalization folds filters mapped from external data at an odd byte offset") {
+  graph g("odd");
+  g.add_input("x", type_info::tensor_of(element_type::float32, shape{2, 32, 10, 10}));
+  g.add_initializer("pad3", tensor::from<std::uint8_t>({3}, {1, 2, 3}));  // 3 bytes first: what follows is unaligned
+  const auto bn = [&](const std::string& p, std::int64_t c, std::uint64_t seed) {
+    for (const char* k : {"_scale", "_bias", "_mean"}) g.add_initializer(p + k, zoo::random_tensor({c}, seed++, 0.5f));
+    tensor var = zoo::random_tensor({c}, seed, 0.5f);
+    for (std::size_t i = 0; i < var.element_count(); ++i) var.typed<float>()[i] = 0.5f + std::fabs(var.typed<float>()[i]);
+    g.add_initializer(p + "_var", std::move(var));
+  };
+  // At least 64 KiB each: smaller external tensors are read into memory at load, larger ones stay mapped.
+  g.add_initializer("w1", zoo::random_tensor({64, 32, 3, 3}, 11, 0.1f));
+  g.add_initializer("w2", zoo::random_tensor({64, 64, 3, 3}, 12, 0.1f));
+  bn("bn1", 64, 20);
+  bn("bn2", 64, 30);
+  attribute_list pads;
+  pads.set("pads", std::vector<std::int64_t>{1, 1, 1, 1});
+  g.add_node(test::op("conv1", "Conv", pads), {"x", "w1"}, {"c1"});
+  g.add_node(test::op("norm1", "BatchNormalization"), {"c1", "bn1_scale", "bn1_bias", "bn1_mean", "bn1_var"}, {"n1"});
+  g.add_node(test::op("relu1", "Relu"), {"n1"}, {"r1"});
+  g.add_node(test::op("conv2", "Conv", pads), {"r1", "w2"}, {"c2"});
+  g.add_node(test::op("norm2", "BatchNormalization"), {"c2", "bn2_scale", "bn2_bias", "bn2_mean", "bn2_var"}, {"y"});
+  g.add_output("y", type_info::tensor_of(element_type::float32, shape{2, 64, 10, 10}));
+  test::temp_dir dir;
+  save_options out;
+  out.mode = external_data_mode::all_external;
+  out.alignment = 1;
+  REQUIRE(save_model(wrap(std::move(g)), dir / "odd.onnx", out).is_ok());
+  const auto x = zoo::random_tensor({2, 32, 10, 10}, 5, 1.0f);
+  for (int threads : {1, 2}) {
+    CAPTURE(threads);
+    session_options so;
+    so.set_intra_op_threads(threads);
+    so.set_graph_optimization_level(graph_optimization_level::disable);
+    auto plain = cpu_session::create(dir / "odd.onnx", so);
+    so.set_graph_optimization_level(graph_optimization_level::basic);
+    auto folded = cpu_session::create(dir / "odd.onnx", so);
+    REQUIRE_MESSAGE(plain.has_value(), plain.status().to_string());
+    REQUIRE_MESSAGE(folded.has_value(), folded.status().to_string());
+    // The copy-first path is taken: the filters of the unoptimised model are not 4-byte aligned.
+    const auto& pg = plain->get_model().graph;
+    int unaligned = 0;
+    for (value_id v = 0; v < pg.value_count(); ++v)
+      if (const auto& t = pg.value(v).initializer; t && t->rank() == 4 && reinterpret_cast<std::uintptr_t>(t->data()) % 4 != 0) ++unaligned;
+    CHECK(unaligned == 2);
+    CHECK(fusion_kinds(folded->optimizations())["Conv+BatchNormalization"] == 2);
+    auto a = plain->run({{"x", x}});
+    auto b = folded->run({{"x", x}});
+    REQUIRE(a.has_value());
+    REQUIRE(b.has_value());
+    check_same(*a, *b, 1e-5);
+  }
+}
+
 TEST_CASE("a transformer's LayerNorm, residual Add, bias and GELU fuse into contrib ops, same outputs") {
   zoo::transformer_config cfg;
   cfg.layers = 2;
