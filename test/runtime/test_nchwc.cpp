@@ -338,8 +338,9 @@ TEST_CASE("NCHWc: dense convolutions on narrow images, padded columns and rows g
 }
 
 // Input channels are accumulated in one pass while a set of output blocks' filters fits in about 1 MiB, else in equal
-// passes that store and reload the accumulators: 3x3 filters of 528 input channels (33 blocks, 1.2 MiB a set) take
-// three passes of 11 blocks; the bias, the residual and the activation are applied once, after the last.
+// passes that store and reload the accumulators: 3x3 filters of 528 input channels (33 blocks, 1.16 MiB a set of 4
+// output blocks) take two passes, of 17 and 16 blocks; the bias, the residual and the activation are applied once,
+// after the last.
 TEST_CASE("NCHWc: a dense convolution whose filters take several passes over the input channels") {
   graph g("passes");
   g.add_input("x", type_info::tensor_of(element_type::float32, shape::of(std::vector<std::int64_t>{1, 528, 6, 9})));
