@@ -161,8 +161,9 @@ void fuse_conv_bn(egraph& e, optimization_report& rep, thread_pool* pool) {
       const std::size_t per = job->w->element_count() / job->factor.size();
       const auto* bytes = reinterpret_cast<const unsigned char*>(job->w->data()) + first * per * sizeof(float);
       float* out = dst + first * per;
-      if (reinterpret_cast<std::uintptr_t>(bytes) % alignof(float) != 0) std::memcpy(out, bytes, (last - first) * per * sizeof(float));
-      const float* from = reinterpret_cast<std::uintptr_t>(bytes) % alignof(float) != 0 ? out : reinterpret_cast<const float*>(bytes);
+      const bool aligned = reinterpret_cast<std::uintptr_t>(bytes) % alignof(float) == 0;
+      if (!aligned) std::memcpy(out, bytes, (last - first) * per * sizeof(float));
+      const float* from = aligned ? reinterpret_cast<const float*>(bytes) : out;
       for (std::size_t m = first; m < last; ++m, from += per, out += per) {
         const float f = job->factor[m];
         for (std::size_t q = 0; q < per; ++q) out[q] = from[q] * f;
