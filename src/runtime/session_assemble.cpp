@@ -21,20 +21,24 @@ Result<std::shared_ptr<const session_core>> session_core::assemble(model m, std:
   auto core = std::shared_ptr<session_core>(new session_core());
   auto& d = *core->impl_;
   d.m = std::move(m);
-  // The intra-op loops run on the first provider's thread runtime that names one, unless the session asks for its
-  // own workers. Not under ThreadSanitizer: an uninstrumented runtime (libgomp) hides its synchronisation from it.
-  parallel_runtime runtime;
+  // The intra-op loops run on the thread runtime of the first provider that names one and has partitions in the plan,
+  // unless the session asks for its own workers. Not under ThreadSanitizer: an uninstrumented runtime (libgomp)
+  // hides its synchronisation from it. Until the plan is known (the optimiser, placement by measure) the pool runs on
+  // the first such provider's runtime whatever the plan.
+  bool provider_runtime = !under_thread_sanitizer;
   if (auto v = options.config(config_keys::intra_op_runtime); v && *v != "provider") {
     if (*v != "own")
       return Status(errc::invalid_argument, cat("session option ", config_keys::intra_op_runtime, " is '", *v,
                                                 "'; it takes provider or own"));
-  } else if (!under_thread_sanitizer) {
+    provider_runtime = false;
+  }
+  parallel_runtime runtime;
+  if (provider_runtime)
     for (const auto& p : providers)
       if (p.intra_op_runtime) {
         runtime = p.intra_op_runtime;
         break;
       }
-  }
   d.pool = std::make_unique<thread_pool>(options.intra_op_threads(), runtime);
   d.profiling = options.profiling();
   d.providers = std::move(providers);
@@ -61,6 +65,20 @@ Result<std::shared_ptr<const session_core>> session_core::assemble(model m, std:
                                   std::to_string(total), " partitions"));
   for (std::size_t i = 0; i < total; ++i)
     if (!d.functions[i]) return Status(errc::fail, cat("session: partition ", std::to_string(i), " was not compiled"));
+
+  // The runtime follows the plan: a provider's threads only when it runs partitions (a stack whose oneDNN provider
+  // was left nothing runs every loop on the pool's own workers, as the CPU stack does).
+  if (provider_runtime) {
+    parallel_runtime used;
+    for (std::size_t p = 0; p < d.providers.size() && !used; ++p)
+      if (d.providers[p].intra_op_runtime)
+        for (const auto* gp : plans)
+          if (std::find(gp->partition_provider.begin(), gp->partition_provider.end(), p) != gp->partition_provider.end()) {
+            used = d.providers[p].intra_op_runtime;
+            break;
+          }
+    d.pool->set_runtime(used);
+  }
 
   std::vector<const graph*> scopes;
   EPSTACK_ASSIGN_OR_RETURN(d.main, d.build_exec(d.plan.main, scopes, plans, indices));

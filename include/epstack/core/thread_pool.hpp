@@ -41,19 +41,20 @@ class thread_pool {
   explicit thread_pool(int threads = 0, parallel_runtime runtime = {}) : runtime_(runtime) {
     if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     size_ = threads;
-    if (!runtime_)
-      for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { work(static_cast<unsigned>(i)); });
+    if (!runtime_) start_workers();
   }
   thread_pool(const thread_pool&) = delete;
   thread_pool& operator=(const thread_pool&) = delete;
-  ~thread_pool() {
-    {
-      std::lock_guard lock(mu_);
-      stop_ = true;
-      stopping_.store(true);
-    }
-    cv_.notify_all();
-    for (auto& w : workers_) w.join();
+  ~thread_pool() { stop_workers(); }
+
+  /// @brief Runs later loops on `runtime` (empty: on the pool's own workers, started now), stopping the workers
+  /// when a runtime replaces them. Only while no loop is running: a session calls it once its plan is known, before
+  /// any run (the runtime follows the plan: a provider's threads only where that provider has partitions).
+  void set_runtime(parallel_runtime runtime) {
+    if (runtime.run == runtime_.run) return;
+    stop_workers();
+    runtime_ = runtime;
+    if (!runtime_) start_workers();
   }
 
   /// The number of threads a loop may use (the caller included).
@@ -136,6 +137,22 @@ class thread_pool {
     unsigned (*thread_num)() = nullptr;
     std::atomic<int> active{0};
   };
+
+  void start_workers() {
+    stop_ = false;
+    stopping_.store(false);
+    for (int i = 1; i < size_; ++i) workers_.emplace_back([this, i] { work(static_cast<unsigned>(i)); });
+  }
+  void stop_workers() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+      stopping_.store(true);
+    }
+    cv_.notify_all();
+    for (auto& w : workers_) w.join();
+    workers_.clear();
+  }
 
   static void cpu_relax() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
