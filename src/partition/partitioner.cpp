@@ -132,6 +132,8 @@ struct partition_state {
   const partition_options* options = nullptr;
   /// Per graph, the share of its arithmetic in products with symbolic rows (symbolic_products_share), computed once.
   std::map<const graph*, double> symbolic_share;
+  /// Per provider: leaves its contested groups to the cheapest runtime-free provider (runtime_gain).
+  std::vector<bool> yields;
 
   double symbolic_share_of(const graph& g) {
     const auto [it, fresh] = symbolic_share.try_emplace(&g, 0.0);
@@ -237,7 +239,11 @@ bool left_for_cheaper(graph_plan& gp, std::size_t p, const capability& cap, part
     if (!std::all_of(cap.nodes.begin(), cap.nodes.end(), [&](node_id n) { return covered[n]; })) continue;
     const double cost = cost_of(gp, q, theirs, st, choice.basis);
     choice.costs.emplace_back(q, cost);
-    if (cost >= 0 && cost < best && cost < mine * (1.0 - opt.placement_margin)) {
+    // A provider that yields (its thread runtime is not worth what its partitions save) leaves the group to the
+    // cheapest runtime-free one; otherwise a later provider must be cheaper by the margin.
+    const bool yield_to = !st.yields.empty() && st.yields[p] && !st.providers[q].intra_op_runtime;
+    const bool takes = yield_to || cost < mine * (1.0 - opt.placement_margin);
+    if (cost >= 0 && takes && (best_p == p || cost < best)) {
       best = cost;
       best_p = q;
     }
@@ -252,6 +258,8 @@ bool left_for_cheaper(graph_plan& gp, std::size_t p, const capability& cap, part
     return false;
   }
   if (at_one) choice.basis = "estimate, symbolic dims at 1";
+  if (best_p != p && !(best < mine * (1.0 - opt.placement_margin)))
+    choice.note = cat(st.providers[p].type_key, "'s thread runtime is not worth what its partitions save");
   choice.chosen = best_p;
   gp.choices.push_back(std::move(choice));
   return best_p != p;
@@ -370,6 +378,10 @@ void note_fallbacks(graph_plan& gp, std::size_t cpu, std::span<const provider_bi
     for (const auto& r : gp.refused)
       if (r.pieces == 0 && std::find(r.nodes.begin(), r.nodes.end(), n) != r.nodes.end())
         reason = cat("group '", r.meta_name, "' of ", providers[r.provider].type_key, " was refused: ", r.reason);
+    // A node a provider claimed and left to the CPU provider by cost: the choice says why.
+    for (const auto& c : gp.choices)
+      if (reason.empty() && c.chosen == cpu && std::find(c.nodes.begin(), c.nodes.end(), n) != c.nodes.end())
+        reason = cat("placed by ", c.basis, " ('", c.group, "')", c.note.empty() ? "" : cat(", ", c.note));
     for (std::size_t p = 0; p < providers.size() && reason.empty(); ++p)
       if (p != cpu && providers[p].why_not)
         if (auto why = providers[p].why_not(*gp.g, n); !why.empty()) reason = cat(providers[p].type_key, ": ", why);
@@ -408,6 +420,44 @@ void cpu_nodes(const graph_plan& gp, std::size_t cpu, std::string& out) {
     if (gp.nodes[n].provider == cpu) out += cat(out.empty() ? "" : ", ", gp.g->describe(n));
 }
 
+// For provider p (which brings a thread runtime): whether runtime-free providers could run every node of its, the
+// groups it won by placement choices where they were priced. Adds to `mine` what p's groups cost on p, to `alt` what
+// they cost on the cheapest runtime-free provider, and to `total` every partition's cost on its provider, over gp
+// and its subgraphs; false when a node of p's was not contested so, or a cost is unknown.
+bool runtime_free_alternative(const graph_plan& gp, std::size_t p, std::span<const provider_binding> providers,
+                              double& mine, double& alt, double& total) {
+  for (const auto& s : gp.subgraphs)
+    if (!runtime_free_alternative(*s.plan, p, providers, mine, alt, total)) return false;
+  const auto& g = *gp.g;
+  std::vector<bool> covered(g.node_count());
+  for (const auto& c : gp.choices) {
+    if (c.chosen != p || c.costs.empty() || c.costs.front().first != p || !(c.costs.front().second >= 0)) continue;
+    double best = -1;
+    for (const auto& [q, us] : c.costs)
+      if (q != p && !providers[q].intra_op_runtime && us >= 0 && (best < 0 || us < best)) best = us;
+    if (best < 0) continue;
+    mine += c.costs.front().second;
+    alt += best;
+    for (node_id n : c.nodes) covered[n] = true;
+  }
+  for (node_id n = 0; n < g.node_count(); ++n)
+    if (gp.nodes[n].provider == p && !covered[n]) return false;
+  for (std::size_t k = 0; k < gp.partitions.size(); ++k) {
+    const auto& prov = providers[gp.partition_provider[k]];
+    if (!prov.estimate_cost) return false;
+    const double us = prov.estimate_cost(g, gp.partitions[k].nodes);
+    if (!(us >= 0)) return false;
+    total += us;
+  }
+  return true;
+}
+
+bool has_partitions(const graph_plan& gp, std::size_t p) {
+  for (const auto& s : gp.subgraphs)
+    if (has_partitions(*s.plan, p)) return true;
+  return std::find(gp.partition_provider.begin(), gp.partition_provider.end(), p) != gp.partition_provider.end();
+}
+
 void order_all(graph_plan& gp) {
   for (auto& s : gp.subgraphs) order_all(*s.plan);
   gp.execution_order = partition_order(gp);
@@ -442,11 +492,40 @@ Result<partition_plan> partition_graph(const graph& g, std::span<const provider_
     plan.providers.emplace_back(providers[p].type_key);
     if (providers[p].type_key == cpu_provider_key) plan.cpu_provider = p;
   }
-  EPSTACK_ASSIGN_OR_RETURN(auto main_plan, detail::make_graph_plan(g));
-  plan.main = std::move(*main_plan);
-  detail::partition_state st{providers, 0, &options, {}};
-  for (std::size_t p = 0; p < providers.size(); ++p) EPSTACK_RETURN_IF_ERROR(detail::partition_graph_for(plan.main, p, st));
-  EPSTACK_RETURN_IF_ERROR(detail::check_all_assigned(plan.main, providers));
+  const auto partition_all = [&](std::vector<bool> yields) -> Result<partition_plan> {
+    partition_plan r;
+    r.providers = plan.providers;
+    r.cpu_provider = plan.cpu_provider;
+    EPSTACK_ASSIGN_OR_RETURN(auto main_plan, detail::make_graph_plan(g));
+    r.main = std::move(*main_plan);
+    detail::partition_state st{providers, 0, &options, {}, std::move(yields)};
+    for (std::size_t p = 0; p < providers.size(); ++p) EPSTACK_RETURN_IF_ERROR(detail::partition_graph_for(r.main, p, st));
+    EPSTACK_RETURN_IF_ERROR(detail::check_all_assigned(r.main, providers));
+    return r;
+  };
+  EPSTACK_ASSIGN_OR_RETURN(plan, partition_all({}));
+  // A provider's thread runtime takes every loop of the run (the CPU provider's too), for better or worse (measured:
+  // up to a quarter slower in some phases of this VM): a provider that brings one for a sliver of the graph (at most
+  // `runtime_share` of its estimate) keeps it only when the sliver saves more than `runtime_gain` of the estimate
+  // over the runtime-free providers that could run it. Otherwise it leaves its groups, and the plan is made again;
+  // the new plan stands only if the provider has then no partitions.
+  if (options.runtime_share > 0 && options.placement != placement_policy::priority) {
+    std::vector<bool> yields(providers.size());
+    bool any = false;
+    for (std::size_t p = 0; p < providers.size(); ++p) {
+      double mine = 0, alt = 0, total = 0;
+      if (providers[p].intra_op_runtime && detail::has_partitions(plan.main, p) &&
+          detail::runtime_free_alternative(plan.main, p, providers, mine, alt, total) &&
+          mine <= options.runtime_share * total && alt - mine <= options.runtime_gain * total)
+        yields[p] = any = true;
+    }
+    if (any) {
+      auto again = partition_all(yields);
+      bool clear = again.has_value();
+      for (std::size_t p = 0; p < providers.size() && clear; ++p) clear = !yields[p] || !detail::has_partitions(again->main, p);
+      if (clear) plan = std::move(*again);
+    }
+  }
   detail::note_fallbacks(plan.main, plan.cpu_provider, providers);
   if (options.disable_cpu_fallback && plan.cpu_provider != no_index && providers.size() > 1) {
     std::string nodes;

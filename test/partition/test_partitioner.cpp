@@ -463,6 +463,131 @@ TEST_CASE("placement by estimate: a group goes to a later provider that runs it 
   }
 }
 
+namespace {
+
+// A costed provider whose library brings a thread runtime of its own (as oneDNN's OpenMP).
+struct runtime_a : costed_a {
+  static parallel_runtime intra_op_runtime() noexcept {
+    return {[](void (*fn)(void*), void* data, unsigned) { fn(data); }, "fake", nullptr};
+  }
+};
+static_assert(provider_traits<runtime_a>::has_intra_op_runtime);
+
+// The CPU fallback at a cost per node, with node `heavy` costing `heavy_us` (the rest of a large graph).
+struct weighted_cpu : costed_cpu {
+  node_id heavy = 0;
+  double heavy_us = 500;
+  [[nodiscard]] double estimate_cost(const graph&, std::span<const node_id> nodes) const {
+    double us = 0;
+    for (node_id n : nodes) us += n == heavy ? heavy_us : per_node;
+    return us;
+  }
+};
+
+template <class A>
+A runtime_group(double per_node) {
+  A a;
+  static_cast<costed_a&>(a) = group_of_b_and_c(per_node);
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE("placement by estimate: a provider with its own thread runtime keeps its groups only if they save 1% of the graph") {
+  auto g = chain();
+  weighted_cpu cpu;
+  cpu.per_node = 10;  // b and c: 20 us on the CPU; a: 500 us, so the graph is about 530 us and 1% of it 5.3 us
+  const std::string note = "AExecutionProvider's thread runtime is not worth what its partitions save";
+  SUBCASE("A's group is no cheaper (within the margin): the runtime-free CPU provider takes it, and the plan says why") {
+    auto plan = partition_with(g, std::tuple{runtime_group<runtime_a>(10.5), cpu});
+    REQUIRE_MESSAGE(plan.has_value(), plan.status().to_string());
+    const auto& gp = plan->main;
+    for (node_id n = 0; n < 4; ++n) CHECK(gp.nodes[n].provider == 1);
+    REQUIRE(gp.choices.size() == 1);
+    CHECK(gp.choices[0].chosen == 1);
+    CHECK(gp.choices[0].costs[0] == std::pair<std::size_t, double>{0, 21.0});
+    CHECK(gp.choices[0].costs[1] == std::pair<std::size_t, double>{1, 20.0});
+    CHECK(gp.choices[0].note == note);
+    CHECK(plan->to_table().find("-> CPUExecutionProvider (" + note + ")") != std::string::npos);
+    CHECK(gp.nodes[1].fallback_reason == "placed by estimate ('exp_neg'), " + note);
+    check_order(gp);
+  }
+  SUBCASE("A is cheaper by more than the margin, but saves under 1% of the graph: it leaves the group even so") {
+    auto plan = partition_with(g, std::tuple{runtime_group<runtime_a>(9.0), cpu});  // 18 against 20: saves 2 us
+    REQUIRE(plan.has_value());
+    CHECK(plan->main.nodes[1].provider == 1);
+    CHECK(plan->main.nodes[2].provider == 1);
+    CHECK(plan->main.choices.at(0).chosen == 1);
+    CHECK(plan->main.choices.at(0).note == note);
+  }
+  SUBCASE("A saves more than 1% of the graph: it keeps its group, runtime and all") {
+    auto plan = partition_with(g, std::tuple{runtime_group<runtime_a>(5.0), cpu});  // 10 against 20: saves 10 us
+    REQUIRE(plan.has_value());
+    CHECK(plan->main.nodes[1].provider == 0);
+    CHECK(plan->main.nodes[2].provider == 0);
+    CHECK(plan->main.choices.at(0).chosen == 0);
+    CHECK(plan->main.choices.at(0).note.empty());
+  }
+  SUBCASE("a provider without a runtime of its own keeps the stack's order within the margin") {
+    auto plan = partition_with(g, std::tuple{group_of_b_and_c(10.5), cpu});
+    REQUIRE(plan.has_value());
+    CHECK(plan->main.nodes[1].provider == 0);
+    CHECK(plan->main.choices.at(0).note.empty());
+  }
+  SUBCASE("more than a sliver of the graph: A keeps its group, even at no saving") {
+    cpu.heavy_us = 1000;
+    cpu.per_node = 1000;  // the graph: 2100 + 1000 + 1000 us, half of it A's
+    auto plan = partition_with(g, std::tuple{runtime_group<runtime_a>(1050), cpu});
+    REQUIRE(plan.has_value());
+    CHECK(plan->main.nodes[1].provider == 0);
+    CHECK(plan->main.choices.at(0).chosen == 0);
+    CHECK(plan->main.choices.at(0).note.empty());
+  }
+  SUBCASE("in a small graph the same 2 us are 5% of it: A keeps its group") {
+    cpu.heavy_us = 10;  // the graph: 18 + 10 + 10 us
+    auto plan = partition_with(g, std::tuple{runtime_group<runtime_a>(9.0), cpu});
+    REQUIRE(plan.has_value());
+    CHECK(plan->main.nodes[1].provider == 0);
+    CHECK(plan->main.choices.at(0).chosen == 0);
+  }
+  SUBCASE("the fractions are options: a share of 0 turns it off, larger ones leave larger groups") {
+    partition_options po;
+    po.runtime_share = 0;
+    auto off = partition_with(g, std::tuple{runtime_group<runtime_a>(10.5), cpu}, po);
+    REQUIRE(off.has_value());
+    CHECK(off->main.nodes[1].provider == 0);  // within the margin: the stack's order
+    cpu.heavy_us = 10;
+    po.runtime_share = 0.5;
+    po.runtime_gain = 0.1;
+    auto wide = partition_with(g, std::tuple{runtime_group<runtime_a>(9.0), cpu}, po);  // 18 of 38, saving 2 us
+    REQUIRE(wide.has_value());
+    CHECK(wide->main.nodes[1].provider == 1);
+  }
+  SUBCASE("priority placement is ONNX Runtime's: the runtime does not matter") {
+    partition_options po;
+    po.placement = placement_policy::priority;
+    auto plan = partition_with(g, std::tuple{runtime_group<runtime_a>(10.5), cpu}, po);
+    REQUIRE(plan.has_value());
+    CHECK(plan->main.nodes[1].provider == 0);
+  }
+  SUBCASE("a provider that the stack needs elsewhere keeps its runtime, and its group") {
+    // The CPU provider cannot run Add: A's single d stays A's, so its threads run anyway.
+    auto a = runtime_group<runtime_a>(10.5);
+    a.script = [](const graph_view<graph>& v) {
+      std::vector<capability> r;
+      if (v.contains(1) && v.contains(2)) r.push_back(capability::group({1, 2}, meta("exp_neg")));
+      if (v.contains(3)) r.push_back(capability::single(3));
+      return r;
+    };
+    cpu.ops = {"Relu", "Exp", "Neg"};
+    auto plan = partition_with(g, std::tuple{a, cpu});
+    REQUIRE_MESSAGE(plan.has_value(), plan.status().to_string());
+    CHECK(plan->main.nodes[3].provider == 0);
+    CHECK(plan->main.nodes[1].provider == 0);
+    CHECK(plan->main.nodes[2].provider == 0);
+  }
+}
+
 TEST_CASE("placement policies by name") {
   CHECK(placement_policy_from("priority") == placement_policy::priority);
   CHECK(placement_policy_from("estimate") == placement_policy::estimate);

@@ -43,6 +43,7 @@ struct graph_plan {
     std::vector<std::pair<std::size_t, double>> costs;  ///< (provider, microseconds per run; negative: unknown)
     std::size_t chosen = no_index;
     std::string basis;                                  ///< "estimate" or "measure"
+    std::string note;                                   ///< why the choice is not the cheapest, when it is not
   };
   struct subgraph_ref {
     node_id node = no_id;
@@ -191,7 +192,9 @@ struct partition_plan {
         if (us < 0) os << "?";
         else os << std::fixed << std::setprecision(1) << us << std::defaultfloat << " us";
       }
-      os << " -> " << (c.chosen == no_index ? std::string("(none)") : providers[c.chosen]) << "\n";
+      os << " -> " << (c.chosen == no_index ? std::string("(none)") : providers[c.chosen]);
+      if (!c.note.empty()) os << " (" << c.note << ")";
+      os << "\n";
     };
     for (const auto& c : gp.choices_before_layout) write_choice(c, " before the blocked layout");
     for (const auto& c : gp.choices) write_choice(c, "");

@@ -4,6 +4,8 @@
 #include <epstack/providers/cpu.hpp>
 #include <epstack/providers/dnnl.hpp>
 #include <epstack/runtime/session.hpp>
+#include <epstack/runtime/compile_model.hpp>
+#include <epstack/core/sanitizers.hpp>
 
 #include "../../support/compare.hpp"
 #include "../../support/graphs.hpp"
@@ -854,4 +856,78 @@ TEST_CASE("placement by cost is recorded in an EP context model and replayed whe
   auto b = direct->run(feeds);
   REQUIRE((a && b));
   for (std::size_t k = 0; k < 2; ++k) EPSTACK_CHECK_CLOSE((*a)[k], (*b)[k], 1e-4, 1e-4);
+}
+
+TEST_CASE("the runtime follows the plan: oneDNN left only a classifier it won by a microsecond runs nothing, nor its threads") {
+  // A convolutional network: the CPU provider's blocked convolutions take the body; oneDNN's estimate for the
+  // classifier (Flatten, Gemm) is about a microsecond below the CPU provider's, well under 1% of the graph, which is
+  // not worth moving every loop of the run to oneDNN's OpenMP threads.
+  const auto m = zoo::make_convnet({64, 128, 256}, 56);
+  session_options so;  // the default placement, by estimate
+  so.set_intra_op_threads(2);
+  auto d = dnnl_session::create(m, so);
+  REQUIRE_MESSAGE(d.has_value(), d.status().to_string());
+  CHECK(dnnl_partitions(*d).empty());
+  CHECK(d->intra_op_runtime() == "epstack");
+  const auto& choices = d->plan().main.choices;
+  REQUIRE(choices.size() == 1);
+  CHECK(choices[0].chosen == 1);
+  REQUIRE(choices[0].costs.size() == 2);
+  CHECK(choices[0].costs[0].second < choices[0].costs[1].second);  // oneDNN's estimate is the lower one
+  CHECK(choices[0].note == "DnnlExecutionProvider's thread runtime is not worth what its partitions save");
+  CHECK(d->plan().to_table().find("thread runtime is not worth what its partitions save") != std::string::npos);
+  auto c = cpu_session::create(m, so);
+  REQUIRE(c.has_value());
+  const std::vector<named_tensor> feeds{{"image", zoo::random_tensor({2, 3, 56, 56}, 3, 1.0f)}};
+  for (int round = 0; round < 2; ++round) {
+    auto a = d->run(feeds);
+    auto b = c->run(feeds);
+    REQUIRE((a && b));
+    EPSTACK_CHECK_CLOSE((*a)[0], (*b)[0], 1e-5, 1e-5);
+  }
+  // ONNX Runtime's priority order gives oneDNN the classifier back, and its threads with it.
+  so.set_config(config_keys::placement, "priority");
+  auto prio = dnnl_session::create(m, so);
+  REQUIRE(prio.has_value());
+  REQUIRE(dnnl_partitions(*prio).size() == 1);
+  if (!under_thread_sanitizer) CHECK(prio->intra_op_runtime() == "OpenMP (libgomp)");
+  auto a = prio->run(feeds);
+  auto b = c->run(feeds);
+  REQUIRE((a && b));
+  EPSTACK_CHECK_CLOSE((*a)[0], (*b)[0], 1e-4, 1e-4);
+}
+
+TEST_CASE("the runtime follows the plan through compile_model: nothing for oneDNN, the source written, the same plan") {
+  const auto m = zoo::make_convnet({64, 128, 256}, 56);
+  test::temp_dir dir;
+  REQUIRE(save_model(m, dir.path() / "cn.onnx").is_ok());
+  // Nothing is left for oneDNN to compile: compile_model writes the source model even so (ONNX Runtime's compile API
+  // does), self-contained; with error_if_no_nodes_compiled it refuses.
+  compile_options co;
+  co.input_path = dir.path() / "cn.onnx";
+  co.output_path = dir.path() / "cn_ctx.onnx";
+  co.session.set_intra_op_threads(2);
+  co.error_if_no_nodes_compiled = true;
+  auto refused = compile_model<dnnl_provider>(co);
+  REQUIRE_FALSE(refused.is_ok());
+  CHECK(refused.status().code() == errc::ep_fail);
+  CHECK_FALSE(std::filesystem::exists(co.output_path));
+  co.error_if_no_nodes_compiled = false;
+  auto r = compile_model<dnnl_provider>(co);
+  REQUIRE_MESSAGE(r.is_ok(), r.status().to_string());
+  CHECK(r->nodes_written == 0);
+  // Loaded on the default stack, the placement is made again the same way: no oneDNN partition, no OpenMP threads.
+  session_options load;
+  load.set_intra_op_threads(2);
+  auto back = dnnl_session::create(dir.path() / "cn_ctx.onnx", load);
+  REQUIRE_MESSAGE(back.has_value(), back.status().to_string());
+  CHECK(dnnl_partitions(*back).empty());
+  CHECK(back->intra_op_runtime() == "epstack");
+  auto c = cpu_session::create(m, load);
+  REQUIRE(c.has_value());
+  const std::vector<named_tensor> feeds{{"image", zoo::random_tensor({1, 3, 56, 56}, 4, 1.0f)}};
+  auto a = back->run(feeds);
+  auto b = c->run(feeds);
+  REQUIRE((a && b));
+  EPSTACK_CHECK_CLOSE((*a)[0], (*b)[0], 1e-5, 1e-5);
 }
