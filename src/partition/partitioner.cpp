@@ -503,29 +503,51 @@ Result<partition_plan> partition_graph(const graph& g, std::span<const provider_
     EPSTACK_RETURN_IF_ERROR(detail::check_all_assigned(r.main, providers));
     return r;
   };
-  EPSTACK_ASSIGN_OR_RETURN(plan, partition_all({}));
   // A provider's thread runtime takes every loop of the run (the CPU provider's too), for better or worse (measured:
   // up to a quarter slower in some phases of this VM): a provider that brings one for a sliver of the graph (at most
   // `runtime_share` of its estimate) keeps it only when the sliver saves more than `runtime_gain` of the estimate
   // over the runtime-free providers that could run it. Otherwise it leaves its groups, and the plan is made again;
-  // the new plan stands only if the provider has then no partitions.
-  if (options.runtime_share > 0 && options.placement != placement_policy::priority) {
-    std::vector<bool> yields(providers.size());
+  // the new plan stands only if the provider has then no partitions. Estimates only: measured costs are another
+  // unit than the graph's estimate, and timing every candidate twice would spend the budget again.
+  const bool may_yield = options.runtime_share > 0 && options.placement == placement_policy::estimate &&
+                         !options.disable_cpu_fallback;
+  const auto clear_of = [&](const partition_plan& r, const std::vector<bool>& yields) {
+    for (std::size_t p = 0; p < providers.size(); ++p)
+      if (yields[p] && detail::has_partitions(r.main, p)) return false;
+    return true;
+  };
+  std::vector<bool> yields(providers.size());
+  bool forced = false;
+  if (may_yield && options.yield.size() == providers.size())
+    for (std::size_t p = 0; p < providers.size(); ++p) forced = (yields[p] = options.yield[p] && providers[p].intra_op_runtime) || forced;
+  if (forced) {
+    auto r = partition_all(yields);
+    if (r.has_value() && clear_of(*r, yields)) plan = std::move(*r);
+    else forced = false;
+  }
+  if (!forced) {
+    std::fill(yields.begin(), yields.end(), false);
+    EPSTACK_ASSIGN_OR_RETURN(plan, partition_all(yields));
+  }
+  if (may_yield) {
+    auto more = yields;
     bool any = false;
     for (std::size_t p = 0; p < providers.size(); ++p) {
       double mine = 0, alt = 0, total = 0;
-      if (providers[p].intra_op_runtime && detail::has_partitions(plan.main, p) &&
+      if (!yields[p] && providers[p].intra_op_runtime && detail::has_partitions(plan.main, p) &&
           detail::runtime_free_alternative(plan.main, p, providers, mine, alt, total) &&
           mine <= options.runtime_share * total && alt - mine <= options.runtime_gain * total)
-        yields[p] = any = true;
+        more[p] = any = true;
     }
     if (any) {
-      auto again = partition_all(yields);
-      bool clear = again.has_value();
-      for (std::size_t p = 0; p < providers.size() && clear; ++p) clear = !yields[p] || !detail::has_partitions(again->main, p);
-      if (clear) plan = std::move(*again);
+      auto again = partition_all(more);
+      if (again.has_value() && clear_of(*again, more)) {
+        plan = std::move(*again);
+        yields = std::move(more);
+      }
     }
   }
+  if (std::find(yields.begin(), yields.end(), true) != yields.end()) plan.yielded = yields;
   detail::note_fallbacks(plan.main, plan.cpu_provider, providers);
   if (options.disable_cpu_fallback && plan.cpu_provider != no_index && providers.size() > 1) {
     std::string nodes;

@@ -23,8 +23,8 @@ Result<std::shared_ptr<const session_core>> session_core::assemble(model m, std:
   d.m = std::move(m);
   // The intra-op loops run on the thread runtime of the first provider that names one and has partitions in the plan,
   // unless the session asks for its own workers. Not under ThreadSanitizer: an uninstrumented runtime (libgomp)
-  // hides its synchronisation from it. Until the plan is known (the optimiser, placement by measure) the pool runs on
-  // the first such provider's runtime whatever the plan.
+  // hides its synchronisation from it. Until the plan is known (placement by measure times its candidates on the
+  // pool, and a provider's compile may use it) the pool runs on the first such provider's runtime.
   bool provider_runtime = !under_thread_sanitizer;
   if (auto v = options.config(config_keys::intra_op_runtime); v && *v != "provider") {
     if (*v != "own")

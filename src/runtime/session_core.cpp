@@ -351,6 +351,8 @@ Status prepare_onnx_model(session_core::stage& d, const session_options& options
       }
     EPSTACK_ASSIGN_OR_RETURN(const auto converted, nchwc_layout(d.m, on_cpu, d.report, winograd));
     if (converted > 0) {
+      // A provider that left its groups for its thread runtime leaves them again: the rewrite assumed it.
+      po.yield = d.plan.yielded;
       EPSTACK_ASSIGN_OR_RETURN(d.plan, partition_graph(d.m.graph, providers, po));
       std::set<std::string_view> rewritten;
       for (node_id n = 0; n < d.m.graph.node_count(); ++n)

@@ -16,6 +16,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -155,19 +156,20 @@ TEST_CASE("a thread pool on another runtime runs every chunk there, every index 
 }
 
 TEST_CASE("a thread pool moves between a runtime and its own workers, and loops run right on each") {
-  const auto sum_on = [](thread_pool& pool) {
+  // Each chunk waits (at most 10 s for the whole loop) until a second thread has arrived: on the runtime or on the
+  // workers, one comes; the number of threads seen is returned.
+  const auto threads_of = [](thread_pool& pool) {
     std::vector<std::atomic<int>> hits(4000);
     std::mutex mu;
     std::set<std::thread::id> ids;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     pool.parallel_for(hits.size(), 8, [&](std::size_t b, std::size_t e) {
       {
         std::lock_guard lock(mu);
         ids.insert(std::this_thread::get_id());
       }
       for (std::size_t i = b; i < e; ++i) hits[i].fetch_add(1, std::memory_order_relaxed);
-      // Each chunk waits (up to 10 s) for a second thread to arrive: on the runtime or the workers, one comes.
-      for (const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-           std::chrono::steady_clock::now() < until;) {
+      while (std::chrono::steady_clock::now() < until) {
         {
           std::lock_guard lock(mu);
           if (ids.size() >= 2) break;
@@ -175,24 +177,31 @@ TEST_CASE("a thread pool moves between a runtime and its own workers, and loops 
         std::this_thread::sleep_for(std::chrono::microseconds(200));
       }
     });
-    for (const auto& h : hits) CHECK(h.load() == 1);
+    CHECK(std::all_of(hits.begin(), hits.end(), [](const std::atomic<int>& h) { return h.load() == 1; }));
     return ids.size();
   };
   thread_pool pool(3, parallel_runtime{&fake_run, "fake"});
+  CHECK(pool.worker_count() == 0);
   const int regions = fake_regions.load();
-  CHECK(sum_on(pool) >= 2);
+  CHECK(threads_of(pool) >= 2);
   CHECK(fake_regions.load() == regions + 1);
   pool.set_runtime({});  // to its own two workers
   CHECK_FALSE(pool.runtime());
   CHECK(pool.size() == 3);
-  for (int round = 0; round < 3; ++round) CHECK(sum_on(pool) >= 2);
+  CHECK(pool.worker_count() == 2);
+  for (int round = 0; round < 3; ++round) CHECK(threads_of(pool) >= 2);
   CHECK(fake_regions.load() == regions + 1);  // the runtime is not called any more
   pool.set_runtime(parallel_runtime{&fake_run, "fake"});  // and back: the workers stop
+  CHECK(pool.worker_count() == 0);
   CHECK(std::string_view(pool.runtime().name) == "fake");
-  CHECK(sum_on(pool) >= 2);
+  CHECK(threads_of(pool) >= 2);
   CHECK(fake_regions.load() == regions + 2);
+  pool.set_runtime(parallel_runtime{&fake_run, "renamed"});  // another runtime: adopted, still no workers
+  CHECK(std::string_view(pool.runtime().name) == "renamed");
+  CHECK(pool.worker_count() == 0);
   pool.set_runtime({});
-  CHECK(sum_on(pool) >= 2);
+  CHECK(pool.worker_count() == 2);
+  CHECK(threads_of(pool) >= 2);
 }
 
 namespace {

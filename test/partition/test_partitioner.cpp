@@ -510,9 +510,10 @@ TEST_CASE("placement by estimate: a provider with its own thread runtime keeps i
     CHECK(gp.choices[0].note == note);
     CHECK(plan->to_table().find("-> CPUExecutionProvider (" + note + ")") != std::string::npos);
     CHECK(gp.nodes[1].fallback_reason == "placed by estimate ('exp_neg'), " + note);
+    CHECK(plan->yielded == std::vector<bool>{true, false});
     check_order(gp);
   }
-  SUBCASE("A is cheaper by more than the margin, but saves under 1% of the graph: it leaves the group even so") {
+  SUBCASE("A is cheaper by the margin (10%), but saves under 1% of the graph: it leaves the group even so") {
     auto plan = partition_with(g, std::tuple{runtime_group<runtime_a>(9.0), cpu});  // 18 against 20: saves 2 us
     REQUIRE(plan.has_value());
     CHECK(plan->main.nodes[1].provider == 1);
@@ -543,12 +544,32 @@ TEST_CASE("placement by estimate: a provider with its own thread runtime keeps i
     CHECK(plan->main.choices.at(0).chosen == 0);
     CHECK(plan->main.choices.at(0).note.empty());
   }
-  SUBCASE("in a small graph the same 2 us are 5% of it: A keeps its group") {
-    cpu.heavy_us = 10;  // the graph: 18 + 10 + 10 us
-    auto plan = partition_with(g, std::tuple{runtime_group<runtime_a>(9.0), cpu});
-    REQUIRE(plan.has_value());
-    CHECK(plan->main.nodes[1].provider == 0);
-    CHECK(plan->main.choices.at(0).chosen == 0);
+  SUBCASE("yielding is for estimates: not under measure, nor with CPU fallback disabled") {
+    partition_options po;
+    po.placement = placement_policy::measure;
+    po.measure = [](std::size_t p, std::span<const partition>) { return p == 0 ? 21.0 : 20.0; };
+    auto measured = partition_with(g, std::tuple{runtime_group<runtime_a>(10.5), cpu}, po);
+    REQUIRE(measured.has_value());
+    CHECK(measured->main.nodes[1].provider == 0);
+    CHECK(measured->yielded.empty());
+    partition_options strict;
+    strict.disable_cpu_fallback = true;
+    auto kept = partition_with(g, std::tuple{runtime_group<runtime_a>(10.5), cpu}, strict);
+    CHECK_FALSE(kept.has_value());  // a and d go to the CPU provider whatever: refused, as before, naming them
+    CHECK(kept.status().message().find("'b'") == std::string::npos);
+  }
+  SUBCASE("a yield decided before (partition_options::yield) holds without the estimate's test") {
+    cpu.heavy_us = 10;  // 18 of 38 us, saving 2: A keeps its group when asked again
+    auto again = partition_with(g, std::tuple{runtime_group<runtime_a>(9.0), cpu});
+    REQUIRE(again.has_value());
+    CHECK(again->main.nodes[1].provider == 0);
+    CHECK(again->yielded.empty());
+    partition_options po;
+    po.yield = {true, false};
+    auto kept = partition_with(g, std::tuple{runtime_group<runtime_a>(9.0), cpu}, po);
+    REQUIRE(kept.has_value());
+    CHECK(kept->main.nodes[1].provider == 1);
+    CHECK(kept->yielded == std::vector<bool>{true, false});
   }
   SUBCASE("the fractions are options: a share of 0 turns it off, larger ones leave larger groups") {
     partition_options po;

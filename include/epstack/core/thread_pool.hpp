@@ -51,11 +51,14 @@ class thread_pool {
   /// when a runtime replaces them. Only while no loop is running: a session calls it once its plan is known, before
   /// any run (the runtime follows the plan: a provider's threads only where that provider has partitions).
   void set_runtime(parallel_runtime runtime) {
-    if (runtime.run == runtime_.run) return;
-    stop_workers();
+    const bool had = static_cast<bool>(runtime_);
     runtime_ = runtime;
-    if (!runtime_) start_workers();
+    if (had == static_cast<bool>(runtime_)) return;
+    if (runtime_) stop_workers();
+    else start_workers();
   }
+  /// The pool's own worker threads (none while it runs on a runtime).
+  [[nodiscard]] std::size_t worker_count() const noexcept { return workers_.size(); }
 
   /// The number of threads a loop may use (the caller included).
   [[nodiscard]] int size() const noexcept { return size_; }

@@ -49,13 +49,17 @@ struct partition_options {
   /// A later provider takes a group from an earlier one only when it is cheaper by more than this fraction of the
   /// earlier one's cost (estimates are rough; ties keep the stack's order).
   double placement_margin = 0.10;
-  /// A provider that brings a thread runtime of its own (`provider_binding::intra_op_runtime`, oneDNN's OpenMP), and
-  /// whose every partition runtime-free providers could run, keeps its partitions only when they are more than
-  /// `runtime_share` of the graph's estimated time or save more than `runtime_gain` of it: otherwise it leaves them,
-  /// and the session runs on one set of threads, its own, as the stack without that provider does (the runtime
-  /// follows the plan). 0 turns this off.
+  /// Under `estimate` placement, a provider that brings a thread runtime of its own (`provider_binding::
+  /// intra_op_runtime`, oneDNN's OpenMP), and whose every partition runtime-free providers could run, keeps its
+  /// partitions only when they are more than `runtime_share` of the graph's estimated time or save more than
+  /// `runtime_gain` of it: otherwise it leaves them (`partition_plan::yielded`), and the session runs on one set of
+  /// threads, its own, as the stack without that provider does (the runtime follows the plan). A `runtime_share` of 0
+  /// turns this off; so does `disable_cpu_fallback`.
   double runtime_share = 0.05;
   double runtime_gain = 0.01;  ///< see runtime_share
+  /// Providers that leave their groups from the start (a yield decided before a layout rewrite, kept after it); the
+  /// plan is made without them again if one of them still gets partitions.
+  std::vector<bool> yield;
 };
 
 /// @brief Partitions graph `g` over `providers` (priority order; the CPU provider, if present, is the fallback).

@@ -71,6 +71,9 @@ struct partition_plan {
   std::vector<std::string> providers;  ///< type keys, in priority order
   std::size_t cpu_provider = no_index; ///< index of the CPU provider (the fallback)
   graph_plan main;
+  /// Per provider: whether it left its groups to runtime-free providers for its thread runtime
+  /// (partition_options::runtime_share); empty when none did.
+  std::vector<bool> yielded;
 
   /// Nodes of every graph that went to the CPU provider although another provider came first in the stack.
   [[nodiscard]] std::size_t fallback_count() const { return count_fallbacks(main); }

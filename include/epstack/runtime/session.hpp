@@ -148,7 +148,7 @@ class basic_session {
   /// Threads of the session's intra-op pool (the option's value, or the machine's core count when it was 0).
   [[nodiscard]] int intra_op_threads() const noexcept { return core_->intra_op_threads(); }
   /// Where the intra-op loops run: "epstack" (the session's own workers) or a provider's runtime ("OpenMP (libgomp)"
-  /// with the oneDNN provider in the stack; session option epstack.intra_op_runtime).
+  /// when the oneDNN provider has partitions in the plan; session option epstack.intra_op_runtime).
   [[nodiscard]] std::string_view intra_op_runtime() const noexcept { return core_->intra_op_runtime(); }
   /// What graph optimisation did.
   [[nodiscard]] const optimization_report& optimizations() const noexcept { return core_->optimizations(); }
