@@ -36,7 +36,11 @@ constexpr std::int64_t blk = 16;
 // wins (0.32 against 0.36-0.38: 16 tiles of 4x4 cover 16x16, and 9 MiB of transformed filters are read per call);
 // 512x7x7 (16 tiles of 2x2, its transformed filters 16 MiB) 0.52 as F(2x2) against 0.67 direct. Whole model
 // 19.3 -> 17.2 ms with F(2x2) alone, 2-2.5% less with F(4x4) (3 interleaved pairs, in a slower phase of this VM).
-constexpr std::int64_t winograd_min_tiles = 16;
+// Since the direct kernel takes all input channels per pass, the 7x7 layers run as fast direct (ResNet-50 18.00
+// against 18.15 ms, 3 interleaved pairs) and their create is 5% shorter (52.7-59.5 against 57.3-62.2 ms: 28 MiB of
+// laid-out filters instead of 50 MiB transformed, 12 MB less peak memory): F(2x2) takes more than 16 tiles, so an
+// output of 8x8 or less (its tiles 2x2 or cut by the edge) runs direct.
+constexpr std::int64_t winograd_min_tiles = 17;
 constexpr std::int64_t winograd4_min_tiles = 49;
 // Winograd F(TM x TM, 3x3) filters U = G g G^T (TM = 2: detail::winograd_f23_filter, 4: winograd_f43_filter) of
 // O x I 3x3 filters `src`, written blocked for the CPU provider's kernel (providers/cpu/src/nchwc.cpp): for each of the
