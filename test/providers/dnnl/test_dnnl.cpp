@@ -4,15 +4,10 @@
 #include <epstack/providers/cpu.hpp>
 #include <epstack/providers/dnnl.hpp>
 #include <epstack/runtime/session.hpp>
-#include <epstack/runtime/compile_model.hpp>
-#include <epstack/core/sanitizers.hpp>
 
 #include "../../support/compare.hpp"
 #include "../../support/graphs.hpp"
-#include "../../support/temp_dir.hpp"
-
-#include <epstack/ep_context/attributes.hpp>
-#include <epstack/onnx/onnx_io.hpp>
+#include "dnnl_support.hpp"
 
 #include <doctest/doctest.h>
 
@@ -23,14 +18,13 @@
 
 using namespace epstack;
 using test::op;
+using namespace epstack::test::dnnl;
 
 // libgomp's (linked through epstack::dnnl): how many OpenMP threads this thread's next parallel region would use.
 extern "C" int omp_get_max_threads();
 
 namespace {
 
-using dnnl_session = session<dnnl_provider, cpu_provider>;
-using cpu_session = session<cpu_provider>;
 static_assert(execution_provider<dnnl_provider>);
 static_assert(provider_traits<dnnl_provider>::has_why_not);
 static_assert(provider_traits<dnnl_provider>::short_name == "dnnl");
@@ -67,22 +61,6 @@ void agree(const model& m, const std::vector<named_tensor>& feeds, const session
   }
 }
 
-/// The partitions of the main graph that went to the oneDNN provider.
-std::vector<const partition*> dnnl_partitions(const dnnl_session& s) {
-  const auto& plan = s.plan();
-  std::vector<const partition*> r;
-  for (std::size_t i = 0; i < plan.main.partitions.size(); ++i)
-    if (plan.providers[plan.main.partition_provider[i]] == dnnl_provider::type_key) r.push_back(&plan.main.partitions[i]);
-  return r;
-}
-
-std::string provider_of(const dnnl_session& s, std::string_view node_name) {
-  const auto& plan = s.plan();
-  const graph& g = *plan.main.g;
-  for (node_id n = 0; n < g.node_count(); ++n)
-    if (g.node(n).name == node_name) return plan.providers[plan.main.nodes[n].provider];
-  return "(no such node)";
-}
 std::string reason_of(const dnnl_session& s, std::string_view node_name) {
   const auto& plan = s.plan();
   const graph& g = *plan.main.g;
@@ -101,24 +79,6 @@ tensor ids_tensor(std::int64_t batch, std::int64_t seq) {
   tensor ids(element_type::int64, {batch, seq});
   for (std::size_t i = 0; i < ids.element_count(); ++i) ids.typed<std::int64_t>()[i] = static_cast<std::int64_t>(i * 37 % 512);
   return ids;
-}
-
-type_info f32(shape s) { return type_info::tensor_of(element_type::float32, std::move(s)); }
-
-// Input x [1,64,28,28] -> `count` 3x3 convolutions of 64 channels, padded to keep the size (nodes prefix0, prefix1...,
-// weights W0, W1... from seeds seed, seed + 1...) -> output y: what the CPU provider's Winograd runs clearly cheaper.
-void add_conv3x3_chain(graph& g, const std::string& prefix, int count, std::uint64_t seed) {
-  g.add_input("x", f32(shape{1, 64, 28, 28}));
-  attribute_list same;
-  same.set("pads", std::vector<std::int64_t>{1, 1, 1, 1});
-  std::string prev = "x";
-  for (int i = 0; i < count; ++i) {
-    const std::string w = "W" + std::to_string(i), out = i + 1 == count ? "y" : prefix + "_out" + std::to_string(i);
-    g.add_initializer(w, zoo::random_tensor({64, 64, 3, 3}, seed + static_cast<std::uint64_t>(i), 0.05f));
-    g.add_node(op(prefix + std::to_string(i), "Conv", same), {prev, w}, {out});
-    prev = out;
-  }
-  g.add_output("y", f32(shape{1, 64, 28, 28}));
 }
 
 }  // namespace
@@ -642,292 +602,4 @@ TEST_CASE("a stack with oneDNN runs the CPU provider's loops on oneDNN's OpenMP 
   REQUIRE_FALSE(bad.has_value());
   CHECK(bad.status().code() == errc::invalid_argument);
   CHECK(bad.status().message().find("epstack.intra_op_runtime is 'openmp'; it takes provider or own") != std::string::npos);
-}
-
-TEST_CASE("placement by cost: batch-1 products over weights beyond the last-level cache are priced at memory speed") {
-  // 3 x 2048 x 2048 floats: 48 MiB of weights, more than this machine's last-level cache.
-  const auto m = zoo::make_mlp({2048, 2048, 2048, 2048}, dimension(1));
-  const double weights = 3 * 2048.0 * 2048.0 * 4;
-  REQUIRE(weights > last_level_cache_bytes());
-  const auto input = zoo::random_tensor({1, 2048}, 7, 1.0f);
-  session_options so;
-  so.set_intra_op_threads(2);
-  auto by_cost = dnnl_session::create(m, so);  // estimate is the default
-  REQUIRE_MESSAGE(by_cost.has_value(), by_cost.status().to_string());
-  const auto& choices = by_cost->plan().main.choices;
-  REQUIRE(choices.size() == 1);
-  CHECK(choices[0].basis == "estimate");
-  REQUIRE(choices[0].costs.size() == 2);
-  // Each provider's estimate is its weights read at its memory rate (the products at 1 row are faster than that),
-  // plus its fixed costs per node and partition: a few microseconds.
-  const double dnnl_us = weights / dnnl_ep::default_cost_profile.dram_gbps * 1e-3;
-  const double cpu_us = weights / cpu::default_cost_profile.dram_gbps * 1e-3;
-  CHECK(choices[0].costs[0].second == doctest::Approx(dnnl_us).epsilon(0.05));
-  CHECK(choices[0].costs[1].second == doctest::Approx(cpu_us).epsilon(0.05));
-  // The choice follows the estimates: the cheaper by more than the margin, else the stack's order.
-  const bool cpu_clearly = choices[0].costs[1].second < 0.9 * choices[0].costs[0].second;
-  CHECK(by_cost->plan().providers[choices[0].chosen] ==
-        (cpu_clearly ? cpu_provider::type_key : dnnl_provider::type_key));
-  CHECK(dnnl_partitions(*by_cost).size() == (cpu_clearly ? 0u : 1u));
-  CHECK(by_cost->plan().to_table().find("placement of") != std::string::npos);
-
-  so.set_config(config_keys::placement, "priority");
-  auto by_order = dnnl_session::create(m, so);
-  REQUIRE(by_order.has_value());
-  CHECK(dnnl_partitions(*by_order).size() == 1);
-  CHECK(by_order->plan().main.choices.empty());
-  // Either way the same numbers.
-  auto a = by_cost->run({{"input", input}});
-  auto b = by_order->run({{"input", input}});
-  REQUIRE((a && b));
-  EPSTACK_CHECK_CLOSE((*a)[0], (*b)[0], 1e-4, 1e-4);
-
-  // Measured: both candidates are compiled and timed on the real shapes; the plan says "measure".
-  so.set_config(config_keys::placement, "measure");
-  auto measured = dnnl_session::create(m, so);
-  REQUIRE_MESSAGE(measured.has_value(), measured.status().to_string());
-  REQUIRE(measured->plan().main.choices.size() == 1);
-  CHECK(measured->plan().main.choices[0].basis == "measure");
-  for (const auto& [p, us] : measured->plan().main.choices[0].costs) CHECK(us > 0);
-  auto c = measured->run({{"input", input}});
-  REQUIRE(c.has_value());
-  EPSTACK_CHECK_CLOSE((*c)[0], (*b)[0], 1e-4, 1e-4);
-  // A budget of 0 ms measures nothing: the estimates decide.
-  so.set_config(config_keys::placement_budget_ms, "0");
-  auto unmeasured = dnnl_session::create(m, so);
-  REQUIRE(unmeasured.has_value());
-  CHECK(unmeasured->plan().main.choices.at(0).basis == "estimate");
-}
-
-TEST_CASE("placement by cost: small static graphs and symbolic shapes") {
-  session_options so;
-  so.set_intra_op_threads(2);
-  // Symbolic batch over products (all of the work): their speed depends on the rows, so nothing to estimate; the
-  // stack's order stands and the plan says so.
-  auto symbolic = dnnl_session::create(zoo::make_mlp({64, 128, 10}), so);
-  REQUIRE(symbolic.has_value());
-  CHECK(dnnl_partitions(*symbolic).size() == 1);
-  REQUIRE(symbolic->plan().main.choices.size() == 1);
-  CHECK(symbolic->plan().main.choices[0].basis.find("unknown shapes") != std::string::npos);
-  // With the batch fixed (a free dimension override) the estimates decide.
-  session_options fixed = so;
-  fixed.add_free_dimension_override("batch", 4);
-  auto estimated = dnnl_session::create(zoo::make_mlp({64, 128, 10}), fixed);
-  REQUIRE(estimated.has_value());
-  REQUIRE(estimated->plan().main.choices.size() == 1);
-  CHECK(estimated->plan().main.choices[0].basis == "estimate");
-  for (const auto& [p, us] : estimated->plan().main.choices[0].costs) CHECK(us > 0);
-  // Wrong option values are invalid_argument naming the option.
-  so.set_config(config_keys::placement, "fastest");
-  auto bad = dnnl_session::create(zoo::make_mlp({64, 10}), so);
-  REQUIRE_FALSE(bad.has_value());
-  CHECK(bad.code() == errc::invalid_argument);
-  CHECK(bad.status().message().find("epstack.placement is 'fastest'") != std::string::npos);
-  so.set_config(config_keys::placement, "measure");
-  so.set_config(config_keys::placement_budget_ms, "soon");
-  auto bad_budget = dnnl_session::create(zoo::make_mlp({64, 10}), so);
-  REQUIRE_FALSE(bad_budget.has_value());
-  CHECK(bad_budget.status().message().find("epstack.placement_budget_ms is 'soon'") != std::string::npos);
-}
-
-TEST_CASE("placement by cost: 3x3 convolutions with a symbolic batch, priced at batch 1, go to the CPU provider") {
-  // The CPU provider runs 3x3 unit-stride convolutions as Winograd on its blocked layout; products (the classifier)
-  // are a sliver of the work, so an estimate at batch 1 stands for any batch.
-  const auto m = zoo::make_convnet({64, 128}, 56);
-  session_options so;
-  so.set_intra_op_threads(2);
-  auto by_cost = dnnl_session::create(m, so);
-  REQUIRE_MESSAGE(by_cost.has_value(), by_cost.status().to_string());
-  const auto& plan = by_cost->plan();
-  // The choice gave the CPU provider the network, whose convolutions its blocked layout then rewrote (the graph was
-  // partitioned again: the classifier is priced there on its own).
-  REQUIRE(plan.main.choices_before_layout.size() == 1);
-  const auto& c = plan.main.choices_before_layout.front();
-  CHECK(c.basis == "estimate, symbolic dims at 1");
-  CHECK(plan.providers[c.chosen] == cpu_provider::type_key);
-  REQUIRE(c.costs.size() == 2);
-  CHECK(c.costs[1].second > 0);
-  CHECK(c.costs[1].second < 0.9 * c.costs[0].second);
-  CHECK(plan.to_table().find("nodes before the blocked layout, by estimate, symbolic dims at 1): DnnlExecutionProvider ") !=
-        std::string::npos);
-  // Every convolution is the CPU provider's, in its blocked layout.
-  std::size_t convs = 0;
-  for (node_id n = 0; n < plan.main.g->node_count(); ++n)
-    if (plan.main.g->node(n).op_type == "Conv") {
-      ++convs;
-      CHECK(plan.main.g->node(n).domain == "com.epstack.nchwc16");
-      CHECK(plan.providers[plan.main.nodes[n].provider] == cpu_provider::type_key);
-    }
-  CHECK(convs == 6);
-  // The same numbers as the stack's order (all on oneDNN), at batches 1 and 3.
-  so.set_config(config_keys::placement, "priority");
-  auto by_order = dnnl_session::create(m, so);
-  REQUIRE(by_order.has_value());
-  CHECK(dnnl_partitions(*by_order).size() == 1);
-  for (std::int64_t n : {1, 3}) {
-    const auto image = zoo::random_tensor({n, 3, 56, 56}, 11, 1.0f);
-    auto a = by_cost->run({{"image", image}});
-    auto b = by_order->run({{"image", image}});
-    REQUIRE((a && b));
-    EPSTACK_CHECK_CLOSE((*a)[0], (*b)[0], 1e-3, 1e-3);
-  }
-}
-
-TEST_CASE("placement by cost: the plan shows the choices the blocked layout rewrote, and makes the others again") {
-  // Two independent parts: 3x3 convolutions (to the CPU provider by cost, then rewritten into its blocked layout) and
-  // a lone Softmax (to the CPU provider by cost too: a oneDNN partition's entry costs more than it; not rewritten).
-  model m;
-  m.opsets = {{"", 13}};
-  auto& g = m.graph;
-  g.set_name("two_parts");
-  add_conv3x3_chain(g, "conv", 2, 31);
-  g.add_input("z", f32(shape{1, 16}));
-  g.add_node(op("soft", "Softmax"), {"z"}, {"s"});
-  g.add_output("s", f32(shape{1, 16}));
-  session_options so;
-  so.set_intra_op_threads(2);
-  auto s = dnnl_session::create(m, so);
-  REQUIRE_MESSAGE(s.has_value(), s.status().to_string());
-  const auto& plan = s->plan();
-  CHECK(provider_of(*s, "conv0") == "CPUExecutionProvider");
-  CHECK(provider_of(*s, "soft") == "CPUExecutionProvider");
-  // The convolutions' choice is shown as made before the layout; the Softmax's is made again on the new graph.
-  REQUIRE(plan.main.choices_before_layout.size() == 1);
-  CHECK(plan.main.choices_before_layout[0].nodes.size() == 2);
-  REQUIRE(plan.main.choices.size() == 1);
-  CHECK(plan.main.choices[0].nodes.size() == 1);
-  CHECK(plan.main.g->node(plan.main.choices[0].nodes[0]).name == "soft");
-  CHECK(plan.providers[plan.main.choices[0].chosen] == cpu_provider::type_key);
-  const auto table = plan.to_table();
-  CHECK(table.find("(2 nodes before the blocked layout, by estimate)") != std::string::npos);
-  CHECK(table.find("(1 nodes, by estimate)") != std::string::npos);
-}
-
-TEST_CASE("placement by cost is recorded in an EP context model and replayed when it loads") {
-  // Two independent chains: 3x3 convolutions (the CPU provider's Winograd is clearly cheaper: moved there) and
-  // 64-row products over small weights (oneDNN, first in the stack, keeps them: compiled into the context).
-  model m;
-  m.opsets = {{"", 13}};
-  auto& g = m.graph;
-  g.set_name("two_chains");
-  add_conv3x3_chain(g, "big", 3, 10);
-  g.add_input("z", f32(shape{64, 256}));
-  g.add_initializer("V", zoo::random_tensor({256, 256}, 20, 0.05f));
-  g.add_node(op("small", "MatMul"), {"z", "V"}, {"s"});
-  g.add_node(op("small_relu", "Relu"), {"s"}, {"w"});
-  g.add_output("w", f32(shape{64, 256}));
-  test::temp_dir dir;
-  REQUIRE(save_model(m, dir.path() / "two.onnx").is_ok());
-  session_options gen;
-  gen.set_intra_op_threads(2);
-  gen.set_config(config_keys::ep_context_enable, "1");
-  // The CPU provider's plain layout, so that the nodes it gets stay as they are and their placement is recorded (in
-  // the blocked layout they become its own operators, which no other provider claims).
-  gen.set_config(config_keys::cpu_layout, "nchw");
-  auto s = dnnl_session::create(dir.path() / "two.onnx", gen);
-  REQUIRE_MESSAGE(s.has_value(), s.status().to_string());
-  CHECK(provider_of(*s, "big1") == "CPUExecutionProvider");
-  CHECK(provider_of(*s, "small") == "DnnlExecutionProvider");
-  auto ctx_model = load_model(dir.path() / "two_ctx.onnx");
-  REQUIRE_MESSAGE(ctx_model.has_value(), ctx_model.status().to_string());
-  std::size_t marked = 0;
-  for (node_id n = 0; n < ctx_model->graph.node_count(); ++n)
-    for (const auto& [k, v] : ctx_model->graph.node(n).metadata)
-      if (k == placement_metadata_key) {
-        CHECK(v == cpu_provider::type_key);
-        CHECK(ctx_model->graph.node(n).name.rfind("big", 0) == 0);
-        ++marked;
-      }
-  CHECK(marked == 3);
-  // Loaded even with ONNX Runtime's priority order, the recorded choice stands: oneDNN is not offered those nodes,
-  // and it restores its own partition from the context.
-  session_options load;
-  load.set_intra_op_threads(2);
-  load.set_config(config_keys::placement, "priority");
-  auto back = dnnl_session::create(dir.path() / "two_ctx.onnx", load);
-  REQUIRE_MESSAGE(back.has_value(), back.status().to_string());
-  CHECK(provider_of(*back, "big1") == "CPUExecutionProvider");
-  CHECK(back->ep_context().nodes_loaded == 1);
-  auto direct = dnnl_session::create(dir.path() / "two.onnx", load);
-  REQUIRE(direct.has_value());
-  CHECK(provider_of(*direct, "big1") == "DnnlExecutionProvider");
-  const std::vector<named_tensor> feeds{{"x", zoo::random_tensor({1, 64, 28, 28}, 9, 1.0f)}, {"z", zoo::random_tensor({64, 256}, 8, 1.0f)}};
-  auto a = back->run(feeds);
-  auto b = direct->run(feeds);
-  REQUIRE((a && b));
-  for (std::size_t k = 0; k < 2; ++k) EPSTACK_CHECK_CLOSE((*a)[k], (*b)[k], 1e-4, 1e-4);
-}
-
-TEST_CASE("the runtime follows the plan: oneDNN left only a classifier it won by a microsecond runs nothing, nor its threads") {
-  // A convolutional network: the CPU provider's blocked convolutions take the body; oneDNN's estimate for the
-  // classifier (Flatten, Gemm) is about a microsecond below the CPU provider's, well under 1% of the graph, which is
-  // not worth moving every loop of the run to oneDNN's OpenMP threads.
-  const auto m = zoo::make_convnet({64, 128, 256}, 56);
-  session_options so;  // the default placement, by estimate
-  so.set_intra_op_threads(2);
-  auto d = dnnl_session::create(m, so);
-  REQUIRE_MESSAGE(d.has_value(), d.status().to_string());
-  CHECK(dnnl_partitions(*d).empty());
-  CHECK(d->intra_op_runtime() == "epstack");
-  const auto& choices = d->plan().main.choices;
-  REQUIRE(choices.size() == 1);
-  CHECK(choices[0].chosen == 1);
-  REQUIRE(choices[0].costs.size() == 2);
-  CHECK(choices[0].costs[0].second < choices[0].costs[1].second);  // oneDNN's estimate is the lower one
-  CHECK(choices[0].note == "DnnlExecutionProvider's thread runtime is not worth what its partitions save");
-  CHECK(d->plan().to_table().find("thread runtime is not worth what its partitions save") != std::string::npos);
-  auto c = cpu_session::create(m, so);
-  REQUIRE(c.has_value());
-  const std::vector<named_tensor> feeds{{"image", zoo::random_tensor({2, 3, 56, 56}, 3, 1.0f)}};
-  for (int round = 0; round < 2; ++round) {
-    auto a = d->run(feeds);
-    auto b = c->run(feeds);
-    REQUIRE((a && b));
-    EPSTACK_CHECK_CLOSE((*a)[0], (*b)[0], 1e-5, 1e-5);
-  }
-  // ONNX Runtime's priority order gives oneDNN the classifier back, and its threads with it.
-  so.set_config(config_keys::placement, "priority");
-  auto prio = dnnl_session::create(m, so);
-  REQUIRE(prio.has_value());
-  REQUIRE(dnnl_partitions(*prio).size() == 1);
-  if (!under_thread_sanitizer) CHECK(prio->intra_op_runtime() == "OpenMP (libgomp)");
-  auto a = prio->run(feeds);
-  auto b = c->run(feeds);
-  REQUIRE((a && b));
-  EPSTACK_CHECK_CLOSE((*a)[0], (*b)[0], 1e-4, 1e-4);
-}
-
-TEST_CASE("the runtime follows the plan through compile_model: nothing for oneDNN, the source written, the same plan") {
-  const auto m = zoo::make_convnet({64, 128, 256}, 56);
-  test::temp_dir dir;
-  REQUIRE(save_model(m, dir.path() / "cn.onnx").is_ok());
-  // Nothing is left for oneDNN to compile: compile_model writes the source model even so (ONNX Runtime's compile API
-  // does), self-contained; with error_if_no_nodes_compiled it refuses.
-  compile_options co;
-  co.input_path = dir.path() / "cn.onnx";
-  co.output_path = dir.path() / "cn_ctx.onnx";
-  co.session.set_intra_op_threads(2);
-  co.error_if_no_nodes_compiled = true;
-  auto refused = compile_model<dnnl_provider>(co);
-  REQUIRE_FALSE(refused.is_ok());
-  CHECK(refused.status().code() == errc::ep_fail);
-  CHECK_FALSE(std::filesystem::exists(co.output_path));
-  co.error_if_no_nodes_compiled = false;
-  auto r = compile_model<dnnl_provider>(co);
-  REQUIRE_MESSAGE(r.is_ok(), r.status().to_string());
-  CHECK(r->nodes_written == 0);
-  // Loaded on the default stack, the placement is made again the same way: no oneDNN partition, no OpenMP threads.
-  session_options load;
-  load.set_intra_op_threads(2);
-  auto back = dnnl_session::create(dir.path() / "cn_ctx.onnx", load);
-  REQUIRE_MESSAGE(back.has_value(), back.status().to_string());
-  CHECK(dnnl_partitions(*back).empty());
-  CHECK(back->intra_op_runtime() == "epstack");
-  auto c = cpu_session::create(m, load);
-  REQUIRE(c.has_value());
-  const std::vector<named_tensor> feeds{{"image", zoo::random_tensor({1, 3, 56, 56}, 4, 1.0f)}};
-  auto a = back->run(feeds);
-  auto b = c->run(feeds);
-  REQUIRE((a && b));
-  EPSTACK_CHECK_CLOSE((*a)[0], (*b)[0], 1e-5, 1e-5);
 }
