@@ -2,6 +2,7 @@
 // Shared parts of the epstack command-line tool: argument parsing, the provider stacks it is compiled with, output
 // summaries, and a small JSON writer.
 #include <epstack/core/errors.hpp>
+#include <epstack/provider/cost_model.hpp>
 #include <epstack/providers/cpu.hpp>
 #if defined(EPSTACK_WITH_DNNL)
 #include <epstack/providers/dnnl.hpp>
@@ -9,6 +10,7 @@
 #include <epstack/runtime/session.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -79,6 +81,15 @@ struct args {
   }
   [[nodiscard]] bool flag(std::string_view k) const { return std::find(flags.begin(), flags.end(), k) != flags.end(); }
 };
+
+/// EPSTACK_MACHINE_CLASS that names no class is ignored by the library (cost_model.hpp); the tool says so.
+inline void warn_unknown_machine_class() {
+  const char* e = std::getenv("EPSTACK_MACHINE_CLASS");
+  if (e != nullptr && !machine_class_named(e))
+    std::cerr << "epstack: warning: EPSTACK_MACHINE_CLASS='" << e
+              << "' names no machine class (avx512_full, avx512_split); placement estimates use this machine's ("
+              << to_string(this_machine_class()) << ")\n";
+}
 
 inline Result<long long> to_int(const std::string& s, std::string_view what) {
   try {

@@ -189,6 +189,7 @@ struct perf_options {
 
 template <class S>
 int perf_with(const args& a, const perf_options& po) {
+  warn_unknown_machine_class();
   auto so = session_options_from(a);
   if (!so) return fail(so.status());
   so->set_intra_op_threads(po.threads);

@@ -3,7 +3,9 @@
 
 #include <epstack/testing/bench_inputs.hpp>
 #include <epstack/onnx/onnx_io.hpp>
+#include <epstack/provider/cost_model.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -131,6 +133,7 @@ int run_with(const args& a, const std::string& model_path) {
 
 template <class S>
 int partition_with(const args& a, const std::string& model_path) {
+  warn_unknown_machine_class();
   auto so = session_options_from(a);
   if (!so) return fail(so.status());
   auto s = S::create(model_path, *so, providers_for<S>(*so));
@@ -143,6 +146,10 @@ int partition_with(const args& a, const std::string& model_path) {
   for (const auto& f : r.fusions) kinds[f.substr(0, f.find(':'))]++;
   for (const auto& [k, n] : kinds) std::cout << "  " << k << ": " << n << "\n";
   std::cout << s->plan().to_table();
+  const auto& choices = s->plan().main.choices;
+  if (std::any_of(choices.begin(), choices.end(), [](const auto& c) { return c.basis.rfind("estimate", 0) == 0; }))
+    std::cout << "  (estimates from the providers' profiles for " << to_string(this_machine_class())
+              << " machines; EPSTACK_MACHINE_CLASS chooses another)\n";
 #if defined(EPSTACK_WITH_DNNL)
   // What each oneDNN partition compiles to: one line per primitive, with its post-ops.
   const auto& plan = s->plan();

@@ -2,11 +2,16 @@
 #include <epstack/provider/cost_model.hpp>
 
 #include <unistd.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <string_view>
 #include <cmath>
 #include <optional>
 #include <vector>
@@ -113,6 +118,46 @@ node_work work_of(const graph& g, node_id n, std::int64_t symbolic_as) {
     return w;
   }
   return w;
+}
+
+const char* to_string(machine_class c) noexcept {
+  return c == machine_class::avx512_split ? "avx512_split" : "avx512_full";
+}
+
+std::optional<machine_class> machine_class_named(std::string_view name) noexcept {
+  for (const auto c : {machine_class::avx512_full, machine_class::avx512_split})
+    if (name == to_string(c)) return c;
+  return std::nullopt;
+}
+
+namespace {
+std::atomic<int> pinned_class{-1};
+}  // namespace
+
+void set_machine_class(std::optional<machine_class> c) noexcept {
+  pinned_class.store(c ? static_cast<int>(*c) : -1, std::memory_order_relaxed);
+}
+
+machine_class this_machine_class() noexcept {
+  if (const int p = pinned_class.load(std::memory_order_relaxed); p >= 0) return static_cast<machine_class>(p);
+  static const machine_class cls = [] {
+    if (const char* e = std::getenv("EPSTACK_MACHINE_CLASS"))
+      if (const auto named = machine_class_named(e)) return *named;
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (__get_cpuid(0, &a, &b, &c, &d) == 0) return machine_class::avx512_full;
+    const bool amd = b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;  // "AuthenticAMD"
+    if (!amd || a < 7 || __get_cpuid(1, &a, &b, &c, &d) == 0) return machine_class::avx512_full;
+    const unsigned base = (a >> 8) & 0xfu;
+    const unsigned family = base == 0xfu ? base + ((a >> 20) & 0xffu) : base;
+    unsigned b7 = 0;
+    __cpuid_count(7, 0, a, b7, c, d);
+    const bool avx512f = (b7 >> 16) & 1u;
+    if (family == 0x19 && avx512f) return machine_class::avx512_split;
+#endif
+    return machine_class::avx512_full;
+  }();
+  return cls;
 }
 
 double last_level_cache_bytes() noexcept {

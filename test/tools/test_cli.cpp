@@ -29,8 +29,9 @@ struct result {
   std::string out;  // stdout and stderr together
 };
 
-result epstack_cli(const std::string& args) {
-  const std::string cmd = std::string(EPSTACK_CLI) + " " + args + " 2>&1";
+// `env`: assignments for the command's environment ("NAME=value ...").
+result epstack_cli(const std::string& args, const std::string& env = {}) {
+  const std::string cmd = env + (env.empty() ? "" : " ") + std::string(EPSTACK_CLI) + " " + args + " 2>&1";
   result r;
   FILE* p = ::popen(cmd.c_str(), "r");
   REQUIRE(p != nullptr);
@@ -215,6 +216,29 @@ TEST_CASE("epstack partition prints the optimisations and the plan and writes Gr
   const auto dot = read(dir / "plan.dot");
   CHECK(dot.rfind("digraph partition_plan {", 0) == 0);
   CHECK(dot.find("->") != std::string::npos);
+}
+
+TEST_CASE("epstack partition names the machine class its estimates used, and EPSTACK_MACHINE_CLASS chooses one") {
+  test::temp_dir dir;
+  const auto model = dir / "mlp.onnx";
+  // 48 MiB of weights at batch 1: streamed from memory, where the classes' profiles differ.
+  REQUIRE(epstack_cli("generate mlp " + model.string() + " --widths 2048,2048,2048,2048").code == 0);
+  const std::string cmd = "partition " + model.string() + " --providers default --free-dims batch=1";
+  const auto split = epstack_cli(cmd, "EPSTACK_MACHINE_CLASS=avx512_split");
+  REQUIRE_MESSAGE(split.code == 0, split.out);
+  const auto unknown = epstack_cli(cmd, "EPSTACK_MACHINE_CLASS=zen9");
+  REQUIRE_MESSAGE(unknown.code == 0, unknown.out);
+  CHECK(unknown.out.find("warning: EPSTACK_MACHINE_CLASS='zen9' names no machine class (avx512_full, avx512_split)") !=
+        std::string::npos);
+  CHECK(split.out.find("warning") == std::string::npos);
+  if (split.out.find("DnnlExecutionProvider") == std::string::npos) return;  // a tool built without oneDNN
+  const auto full = epstack_cli(cmd, "EPSTACK_MACHINE_CLASS=avx512_full");
+  REQUIRE_MESSAGE(full.code == 0, full.out);
+  CHECK(split.out.find("profiles for avx512_split machines") != std::string::npos);
+  CHECK(full.out.find("profiles for avx512_full machines") != std::string::npos);
+  // The choice each class's profiles make: the CPU provider streams the weights faster on a split core.
+  CHECK(split.out.find("-> CPUExecutionProvider") != std::string::npos);
+  CHECK(full.out.find("-> DnnlExecutionProvider") != std::string::npos);
 }
 
 TEST_CASE("epstack perf prints one JSON line in the peer protocol and dumps inputs and outputs") {

@@ -9,7 +9,9 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <span>
+#include <string_view>
 
 namespace epstack {
 
@@ -54,6 +56,31 @@ struct cost_profile {
   double kernel_us = 0;     ///< per product or convolution besides (packing, threads woken, a primitive's entry)
   double partition_us = 0;  ///< per partition run (boundary reorders, a compiled graph's entry)
 };
+
+/// The kinds of machine the providers' speeds were measured on: each provider has a `cost_profile` per class, since
+/// what one provider gains over another differs between them (on a core that splits 512-bit instructions, oneDNN's
+/// batch-1 products stream their weights 10-30% slower than the CPU provider's, where on a full-width core they are
+/// level).
+enum class machine_class : std::uint8_t {
+  avx512_full,   ///< 512-bit vector units (AMD Zen 5; Intel's server cores): the reference, and any unknown machine
+  avx512_split,  ///< 512-bit instructions run as two 256-bit halves (AMD Zen 4: family 19h with AVX-512)
+};
+
+/// The class whose profiles this process's estimates use: the one `set_machine_class` pinned, else
+/// `EPSTACK_MACHINE_CLASS` when it names one ("avx512_full", "avx512_split"), else this machine's from cpuid (both
+/// read once per process).
+[[nodiscard]] machine_class this_machine_class() noexcept;
+
+/// Pins the class of every later estimate in this process (as oneDNN's `dnnl_set_max_cpu_isa` pins its ISA);
+/// `std::nullopt` returns to the detected one. For tests of a class on another machine, and for plans made for
+/// machines of another class. Sessions already created keep their plans.
+void set_machine_class(std::optional<machine_class> c) noexcept;
+
+/// The name of a class, as `EPSTACK_MACHINE_CLASS` takes it.
+[[nodiscard]] const char* to_string(machine_class c) noexcept;
+
+/// The class of that name, if any (an `EPSTACK_MACHINE_CLASS` that names none is ignored: the `epstack` tool warns).
+[[nodiscard]] std::optional<machine_class> machine_class_named(std::string_view name) noexcept;
 
 /// The last-level cache of this machine in bytes (sysfs, else sysconf; 16 MiB when neither says): when a graph's weights exceed
 /// it, every run streams them from memory, at `cost_profile::dram_gbps`.

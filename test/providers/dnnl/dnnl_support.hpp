@@ -1,6 +1,7 @@
 #pragma once
 // What the oneDNN provider's test files share: the two stacks, the plan's oneDNN partitions and a node's provider, and a
 // chain of 3x3 convolutions that the CPU provider's Winograd runs clearly cheaper.
+#include <epstack/provider/cost_model.hpp>
 #include <epstack/providers/cpu.hpp>
 #include <epstack/providers/dnnl.hpp>
 #include <epstack/runtime/session.hpp>
@@ -8,6 +9,7 @@
 
 #include "../../support/graphs.hpp"
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -16,6 +18,15 @@ namespace epstack::test::dnnl {
 
 using dnnl_session = session<dnnl_provider, cpu_provider>;
 using cpu_session = session<cpu_provider>;
+
+/// Pins the placement estimates to the profiles of machine class `c` for a test's lifetime: tests of choices that
+/// depend on the class (a classifier won by a microsecond) run alike on every machine.
+struct pinned_machine_class {
+  explicit pinned_machine_class(machine_class c) noexcept { set_machine_class(c); }
+  ~pinned_machine_class() { set_machine_class(std::nullopt); }
+  pinned_machine_class(const pinned_machine_class&) = delete;
+  pinned_machine_class& operator=(const pinned_machine_class&) = delete;
+};
 
 /// The partitions of the main graph that went to the oneDNN provider.
 inline std::vector<const partition*> dnnl_partitions(const dnnl_session& s) {

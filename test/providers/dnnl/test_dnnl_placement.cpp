@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,8 +37,8 @@ TEST_CASE("placement by cost: batch-1 products over weights beyond the last-leve
   REQUIRE(choices[0].costs.size() == 2);
   // Each provider's estimate is its weights read at its memory rate (the products at 1 row are faster than that),
   // plus its fixed costs per node and partition: a few microseconds.
-  const double dnnl_us = weights / dnnl_ep::default_cost_profile.dram_gbps * 1e-3;
-  const double cpu_us = weights / cpu::default_cost_profile.dram_gbps * 1e-3;
+  const double dnnl_us = weights / dnnl_ep::cost_profile_for(this_machine_class()).dram_gbps * 1e-3;
+  const double cpu_us = weights / cpu::cost_profile_for(this_machine_class()).dram_gbps * 1e-3;
   CHECK(choices[0].costs[0].second == doctest::Approx(dnnl_us).epsilon(0.05));
   CHECK(choices[0].costs[1].second == doctest::Approx(cpu_us).epsilon(0.05));
   // The choice follows the estimates: the cheaper by more than the margin, else the stack's order.
@@ -73,6 +74,67 @@ TEST_CASE("placement by cost: batch-1 products over weights beyond the last-leve
   auto unmeasured = dnnl_session::create(m, so);
   REQUIRE(unmeasured.has_value());
   CHECK(unmeasured->plan().main.choices.at(0).basis == "estimate");
+}
+
+TEST_CASE("placement by cost uses the profiles of the machine's class, which can be pinned and unpinned") {
+  const machine_class detected = this_machine_class();
+  CHECK(machine_class_named(to_string(detected)) == detected);
+  CHECK(machine_class_named("avx512_split") == machine_class::avx512_split);
+  CHECK(machine_class_named("avx512_full") == machine_class::avx512_full);
+  CHECK_FALSE(machine_class_named("zen4").has_value());
+  CHECK_FALSE(machine_class_named("").has_value());
+  // What differs between the classes: on a core that splits 512-bit instructions the CPU provider streams a batch-1
+  // product's weights faster than oneDNN; on a full-width core they are level.
+  const auto& cpu_split = cpu::cost_profile_for(machine_class::avx512_split);
+  const auto& dnnl_split = dnnl_ep::cost_profile_for(machine_class::avx512_split);
+  CHECK(cpu_split.dram_gbps > 1.2 * dnnl_split.dram_gbps);
+  CHECK(&cpu::cost_profile_for(machine_class::avx512_full) == &cpu::default_cost_profile);
+  CHECK(&dnnl_ep::cost_profile_for(machine_class::avx512_full) == &dnnl_ep::default_cost_profile);
+  CHECK(dnnl_ep::default_cost_profile.dram_gbps > 0.9 * cpu::default_cost_profile.dram_gbps);
+
+  // 3 x 2048 x 2048 floats at batch 1: 48 MiB of weights, streamed from memory on every run.
+  const auto m = zoo::make_mlp({2048, 2048, 2048, 2048}, dimension(1));
+  const double weights = 3 * 2048.0 * 2048.0 * 4;
+  REQUIRE(weights > last_level_cache_bytes());
+  const auto input = zoo::random_tensor({1, 2048}, 11, 1.0f);
+  session_options so;
+  so.set_intra_op_threads(2);
+  auto c = cpu_session::create(m, so);
+  REQUIRE(c.has_value());
+  auto expected = c->run({{"input", input}});
+  REQUIRE(expected.has_value());
+  for (const auto cls : {machine_class::avx512_split, machine_class::avx512_full}) {
+    CAPTURE(to_string(cls));
+    std::optional<dnnl_session> d;
+    {
+      const pinned_machine_class pin(cls);
+      CHECK(this_machine_class() == cls);
+      auto s = dnnl_session::create(m, so);
+      REQUIRE_MESSAGE(s.has_value(), s.status().to_string());
+      d.emplace(std::move(*s));
+    }
+    CHECK(this_machine_class() == detected);  // unpinned
+    const auto& choices = d->plan().main.choices;
+    REQUIRE(choices.size() == 1);
+    REQUIRE(choices[0].costs.size() == 2);
+    // Each estimate is the weights at that class's memory rate, plus fixed costs of a few microseconds.
+    CHECK(choices[0].costs[0].second ==
+          doctest::Approx(weights / dnnl_ep::cost_profile_for(cls).dram_gbps * 1e-3).epsilon(0.05));
+    CHECK(choices[0].costs[1].second ==
+          doctest::Approx(weights / cpu::cost_profile_for(cls).dram_gbps * 1e-3).epsilon(0.05));
+    if (cls == machine_class::avx512_split) {
+      CHECK(d->plan().providers[choices[0].chosen] == cpu_provider::type_key);
+      CHECK(dnnl_partitions(*d).empty());
+      CHECK(d->intra_op_runtime() == "epstack");
+    } else {
+      // Level within the margin: the stack's order.
+      CHECK(d->plan().providers[choices[0].chosen] == dnnl_provider::type_key);
+      CHECK(dnnl_partitions(*d).size() == 1);
+    }
+    auto got = d->run({{"input", input}});
+    REQUIRE(got.has_value());
+    EPSTACK_CHECK_CLOSE((*got)[0], (*expected)[0], 1e-4, 1e-4);
+  }
 }
 
 TEST_CASE("placement by cost: small static graphs and symbolic shapes") {
@@ -237,7 +299,9 @@ TEST_CASE("placement by cost is recorded in an EP context model and replayed whe
 TEST_CASE("the runtime follows the plan: oneDNN left only a classifier it won by a microsecond runs nothing, nor its threads") {
   // A convolutional network: the CPU provider's blocked convolutions take the body; oneDNN's estimate for the
   // classifier (Flatten, Gemm) is about a microsecond below the CPU provider's, well under 1% of the graph, which is
-  // not worth moving every loop of the run to oneDNN's OpenMP threads.
+  // not worth moving every loop of the run to oneDNN's OpenMP threads. So with the reference machine's profiles; with
+  // the split class's the CPU provider's estimate is the lower one (the next case).
+  const pinned_machine_class reference(machine_class::avx512_full);
   const auto m = zoo::make_convnet({64, 128, 256}, 56);
   session_options so;  // the default placement, by estimate
   so.set_intra_op_threads(2);
@@ -274,6 +338,7 @@ TEST_CASE("the runtime follows the plan: oneDNN left only a classifier it won by
 }
 
 TEST_CASE("the runtime follows the plan through compile_model: nothing for oneDNN, the source written, the same plan") {
+  const pinned_machine_class reference(machine_class::avx512_full);
   const auto m = zoo::make_convnet({64, 128, 256}, 56);
   test::temp_dir dir;
   REQUIRE(save_model(m, dir.path() / "cn.onnx").is_ok());

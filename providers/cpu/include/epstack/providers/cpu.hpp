@@ -43,6 +43,25 @@ inline constexpr cost_profile default_cost_profile{
     .kernel_us = 8,
     .partition_us = 0,
 };
+/// The same, measured on a core that runs 512-bit instructions as two 256-bit halves (AMD Zen 4, 2 vCPUs; the median
+/// of four calibrations, whose rates varied by up to 25% with this VM's phases): about half the arithmetic rates, and
+/// products streaming their weights from memory at 44 GB/s where oneDNN's reach 33 (mlp_b1's and llm_decode's).
+inline constexpr cost_profile avx512_split_cost_profile{
+    .matmul_gflops = {39.5, 134, 179, 189.5, 195},
+    .conv_gflops = 188,
+    .conv3x3_gflops = 278,
+    .pointwise_gflops = 165,
+    .depthwise_gflops = 73.5,
+    .stream_gbps = 155,
+    .dram_gbps = 44,
+    .node_us = 0.5,
+    .kernel_us = 8,
+    .partition_us = 0,
+};
+/// The profile measured on machines of class `c`.
+[[nodiscard]] constexpr const cost_profile& cost_profile_for(machine_class c) noexcept {
+  return c == machine_class::avx512_split ? avx512_split_cost_profile : default_cost_profile;
+}
 }  // namespace cpu
 
 namespace cpu {
@@ -93,7 +112,7 @@ struct basic_cpu_provider {
 
   /// Placement by cost: the estimated microseconds of running `nodes` (negative when a shape is unknown).
   [[nodiscard]] double estimate_cost(const graph& g, std::span<const node_id> nodes) const {
-    return estimate_microseconds(cpu::default_cost_profile, g, nodes);
+    return estimate_microseconds(cpu::cost_profile_for(this_machine_class()), g, nodes);
   }
 
   /// Compiles every partition (single nodes); kernels pack their constant weights here, on all the machine's cores.
