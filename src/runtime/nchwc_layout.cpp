@@ -12,6 +12,7 @@
 
 #include <epstack/detail/winograd_f23.hpp>
 #include <epstack/ir/node_facts.hpp>
+#include <epstack/provider/cost_model.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -40,7 +41,11 @@ constexpr std::int64_t blk = 16;
 // against 18.15 ms, 3 interleaved pairs) and their create is 5% shorter (52.7-59.5 against 57.3-62.2 ms: 28 MiB of
 // laid-out filters instead of 50 MiB transformed, 12 MB less peak memory): F(2x2) takes more than 16 tiles, so an
 // output of 8x8 or less (its tiles 2x2 or cut by the edge) runs direct.
+// On a core that splits 512-bit instructions in two halves (machine_class::avx512_split, AMD Zen 4) arithmetic costs
+// twice what it does on Zen 5 against the same memory, and F(2x2)'s 2.25x fewer multiplications win at 7x7 too:
+// ResNet-50 32.6-32.7 against 33.5-33.7 ms (3 interleaved rounds), for 12 MB more peak memory.
 constexpr std::int64_t winograd_min_tiles = 17;
+constexpr std::int64_t winograd_min_tiles_split = 16;
 constexpr std::int64_t winograd4_min_tiles = 49;
 // Winograd F(TM x TM, 3x3) filters U = G g G^T (TM = 2: detail::winograd_f23_filter, 4: winograd_f43_filter) of
 // O x I 3x3 filters `src`, written blocked for the CPU provider's kernel (providers/cpu/src/nchwc.cpp): for each of the
@@ -268,7 +273,9 @@ struct layout_pass {
       const auto tiles = [&](std::int64_t tm) { return ((od[2].value + tm - 1) / tm) * ((od[3].value + tm - 1) / tm); };
       if ((act.empty() || act == "Relu" || act == "Clip" || act == "LeakyRelu") && od[2].is_known() && od[3].is_known()) {
         if (tiles(4) >= winograd4_min_tiles) wino = 4;
-        else if (tiles(2) >= winograd_min_tiles) wino = 2;
+        else if (tiles(2) >= (this_machine_class() == machine_class::avx512_split ? winograd_min_tiles_split
+                                                                                   : winograd_min_tiles))
+          wino = 2;
       }
     }
     const std::int64_t Op = round_up(O), Ip = kind == dense ? round_up(I) : I;
