@@ -571,6 +571,23 @@ TEST_CASE("placement by estimate: a provider with its own thread runtime keeps i
     CHECK(kept->main.nodes[1].provider == 1);
     CHECK(kept->yielded == std::vector<bool>{true, false});
   }
+  SUBCASE("a yield decided before that no longer holds is dropped: A keeps the group no one else can run") {
+    // As after the blocked layout's rewrite, when the graph partitioned again is not the one the yield was decided on:
+    // here the CPU provider runs neither Exp nor Neg, so the plan made with the yield still gives A its group, and
+    // the plan made without it stands.
+    cpu.ops = {"Relu", "Add"};
+    partition_options po;
+    po.yield = {true, false};
+    auto plan = partition_with(g, std::tuple{runtime_group<runtime_a>(10.5), cpu}, po);
+    REQUIRE_MESSAGE(plan.has_value(), plan.status().to_string());
+    CHECK(plan->main.nodes[0].provider == 1);
+    CHECK(plan->main.nodes[1].provider == 0);
+    CHECK(plan->main.nodes[2].provider == 0);
+    CHECK(plan->main.nodes[3].provider == 1);
+    CHECK(plan->yielded.empty());
+    CHECK(plan->main.choices.empty());  // not contested: nothing else runs Exp and Neg
+    check_order(plan->main);
+  }
   SUBCASE("the fractions are options: a share of 0 turns it off, larger ones leave larger groups") {
     partition_options po;
     po.runtime_share = 0;
