@@ -21,11 +21,27 @@ using namespace epstack;
 using namespace epstack::test::dnnl;
 using test::op;
 
+namespace {
+
+// 3 x 2048 x 2048 floats at batch 1: 48 MiB of weights, more than the last-level cache, so streamed on every run.
+constexpr double streaming_weights = 3 * 2048.0 * 2048.0 * 4;
+model streaming_mlp() { return zoo::make_mlp({2048, 2048, 2048, 2048}, dimension(1)); }
+
+// Each provider's estimate of the streaming MLP is its weights read at its memory rate under class `c` (the
+// products at 1 row are faster than that), plus its fixed costs per node and partition: a few microseconds.
+void check_priced_at_memory_rate(const graph_plan::placement_choice& choice, machine_class c) {
+  REQUIRE(choice.costs.size() == 2);
+  CHECK(choice.costs[0].second ==
+        doctest::Approx(streaming_weights / dnnl_ep::cost_profile_for(c).dram_gbps * 1e-3).epsilon(0.05));
+  CHECK(choice.costs[1].second ==
+        doctest::Approx(streaming_weights / cpu::cost_profile_for(c).dram_gbps * 1e-3).epsilon(0.05));
+}
+
+}  // namespace
+
 TEST_CASE("placement by cost: batch-1 products over weights beyond the last-level cache are priced at memory speed") {
-  // 3 x 2048 x 2048 floats: 48 MiB of weights, more than this machine's last-level cache.
-  const auto m = zoo::make_mlp({2048, 2048, 2048, 2048}, dimension(1));
-  const double weights = 3 * 2048.0 * 2048.0 * 4;
-  REQUIRE(weights > last_level_cache_bytes());
+  const auto m = streaming_mlp();
+  REQUIRE(streaming_weights > last_level_cache_bytes());
   const auto input = zoo::random_tensor({1, 2048}, 7, 1.0f);
   session_options so;
   so.set_intra_op_threads(2);
@@ -34,13 +50,7 @@ TEST_CASE("placement by cost: batch-1 products over weights beyond the last-leve
   const auto& choices = by_cost->plan().main.choices;
   REQUIRE(choices.size() == 1);
   CHECK(choices[0].basis == "estimate");
-  REQUIRE(choices[0].costs.size() == 2);
-  // Each provider's estimate is its weights read at its memory rate (the products at 1 row are faster than that),
-  // plus its fixed costs per node and partition: a few microseconds.
-  const double dnnl_us = weights / dnnl_ep::cost_profile_for(this_machine_class()).dram_gbps * 1e-3;
-  const double cpu_us = weights / cpu::cost_profile_for(this_machine_class()).dram_gbps * 1e-3;
-  CHECK(choices[0].costs[0].second == doctest::Approx(dnnl_us).epsilon(0.05));
-  CHECK(choices[0].costs[1].second == doctest::Approx(cpu_us).epsilon(0.05));
+  check_priced_at_memory_rate(choices[0], this_machine_class());
   // The choice follows the estimates: the cheaper by more than the margin, else the stack's order.
   const bool cpu_clearly = choices[0].costs[1].second < 0.9 * choices[0].costs[0].second;
   CHECK(by_cost->plan().providers[choices[0].chosen] ==
@@ -92,10 +102,8 @@ TEST_CASE("placement by cost uses the profiles of the machine's class, which can
   CHECK(&dnnl_ep::cost_profile_for(machine_class::avx512_full) == &dnnl_ep::default_cost_profile);
   CHECK(dnnl_ep::default_cost_profile.dram_gbps > 0.9 * cpu::default_cost_profile.dram_gbps);
 
-  // 3 x 2048 x 2048 floats at batch 1: 48 MiB of weights, streamed from memory on every run.
-  const auto m = zoo::make_mlp({2048, 2048, 2048, 2048}, dimension(1));
-  const double weights = 3 * 2048.0 * 2048.0 * 4;
-  REQUIRE(weights > last_level_cache_bytes());
+  const auto m = streaming_mlp();
+  REQUIRE(streaming_weights > last_level_cache_bytes());
   const auto input = zoo::random_tensor({1, 2048}, 11, 1.0f);
   session_options so;
   so.set_intra_op_threads(2);
@@ -116,12 +124,7 @@ TEST_CASE("placement by cost uses the profiles of the machine's class, which can
     CHECK(this_machine_class() == detected);  // unpinned
     const auto& choices = d->plan().main.choices;
     REQUIRE(choices.size() == 1);
-    REQUIRE(choices[0].costs.size() == 2);
-    // Each estimate is the weights at that class's memory rate, plus fixed costs of a few microseconds.
-    CHECK(choices[0].costs[0].second ==
-          doctest::Approx(weights / dnnl_ep::cost_profile_for(cls).dram_gbps * 1e-3).epsilon(0.05));
-    CHECK(choices[0].costs[1].second ==
-          doctest::Approx(weights / cpu::cost_profile_for(cls).dram_gbps * 1e-3).epsilon(0.05));
+    check_priced_at_memory_rate(choices[0], cls);
     if (cls == machine_class::avx512_split) {
       CHECK(d->plan().providers[choices[0].chosen] == cpu_provider::type_key);
       CHECK(dnnl_partitions(*d).empty());
