@@ -139,6 +139,47 @@ BENCHMARK(BM_conv)
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 
+// The blocked-layout (NCHWc) convolution the optimiser writes for the CPU provider, on X already blocked: channels in
+// (a multiple of 16), channels out, input size, kernel, stride, groups (= channels: depthwise), with a fused Clip(0, 6)
+// as MobileNetV2's layers have. The data's values do not matter to the time.
+void BM_nchwc_conv(benchmark::State& state) {
+  const auto cin = state.range(0), cout = state.range(1), hw = state.range(2), k = state.range(3), s = state.range(4),
+             group = state.range(5);
+  node n = conv_node(k, s, group, false);
+  n.domain = "com.epstack.nchwc16";
+  n.since_version = 1;
+  n.attributes.set("activation", std::string("Clip"));
+  n.attributes.set("activation_params", std::vector<float>{0.0f, 6.0f});
+  auto b = one_node::make<ops::nchwc_conv>(std::move(n), {{random({1, cin, hw, hw}, 1), false}, {random({cout, cin / group, k, k}, 2), true},
+                                                          {random({cout}, 3), true}});
+  b->run(state);
+  const double out = static_cast<double>((hw + s - 1) / s) * static_cast<double>((hw + s - 1) / s);
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(cout) * static_cast<double>(cin / group * k * k) * out,
+                                                 benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+  // X read and Y written once each: what bounds a depthwise layer.
+  state.counters["GB/s"] = benchmark::Counter(4.0 * (static_cast<double>(cin * hw * hw) + static_cast<double>(cout) * out) / 1e9,
+                                              benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_nchwc_conv)
+    ->ArgNames({"cin", "cout", "hw", "k", "s", "g"})
+    ->Args({96, 96, 112, 3, 2, 96})    // mobilenetv2 features.2 depthwise, stride 2
+    ->Args({144, 144, 56, 3, 1, 144})  // features.3 depthwise
+    ->Args({192, 192, 28, 3, 1, 192})  // features.6 depthwise
+    ->Args({576, 576, 14, 3, 1, 576})  // features.13 depthwise
+    ->Args({960, 960, 7, 3, 1, 960})   // features.15 depthwise
+    ->Args({32, 192, 28, 1, 1, 1})     // features.6 expansion
+    ->Args({96, 576, 14, 1, 1, 1})     // features.12 expansion
+    ->Args({16, 96, 112, 1, 1, 1})     // features.2 expansion
+    ->Args({32, 144, 56, 1, 1, 1})     // features.3 expansion (24 channels, padded to 32)
+    ->Args({160, 960, 7, 1, 1, 1})     // features.14 expansion
+    ->Args({96, 32, 56, 1, 1, 1})      // features.2 projection (to 24 channels, padded to 32)
+    ->Args({144, 32, 56, 1, 1, 1})     // features.3 projection
+    ->Args({576, 96, 14, 1, 1, 1})     // features.13 projection
+    ->Args({960, 160, 7, 1, 1, 1})     // features.15 projection
+    ->Args({320, 1280, 7, 1, 1, 1})    // features.18
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
 // MatMul with a constant weight: rows, inner, columns.
 void BM_matmul(benchmark::State& state) {
   const auto m = state.range(0), k = state.range(1), n = state.range(2);

@@ -239,7 +239,8 @@ TEST_CASE("NCHWc: whole tiles inside wide rows, strides 1 and 2, first layer and
   };
   conv("first", {"img", w("wf", {16, 3, 7, 7}), w("bf", {16})}, "a", attrs({ints("strides", {2, 2}), ints("pads", {3, 3, 3, 3})}));
   conv("s2", {"a", w("w2", {32, 16, 3, 3}), w("b2", {32})}, "b", attrs({ints("strides", {2, 2}), ints("pads", {1, 1, 1, 1})}));
-  conv("k5", {"b", w("w3", {48, 32, 5, 5})}, "c", attrs({ints("pads", {2, 2, 2, 2})}));
+  conv("k5", {"b", w("w3", {48, 32, 5, 5})}, "c0", attrs({ints("pads", {2, 2, 2, 2})}));
+  g.add_node(test::op("leaky", "LeakyRelu"), {"c0"}, {"c"});  // fused: the dense tiles' LeakyRelu epilogue
   conv("dw", {"c", w("w4", {48, 1, 3, 3}), w("b4", {48})}, "d", attrs({ints("pads", {1, 1, 1, 1}), one("group", 48)}));
   conv("dwh", {"d", w("w5", {48, 1, 3, 3})}, "e", attrs({ints("pads", {0, 1, 0, 1}), ints("dilations", {2, 1}), one("group", 48)}));
   // 20 channels of 1,600 pixels reordered in: runs of 512 pixels, a full block and one of 4 lanes.
@@ -360,7 +361,8 @@ TEST_CASE("NCHWc: a dense convolution whose filters take several passes over the
 
 // Depthwise convolutions three taps wide (stride 1 and 2, their own tiles over whole rows): every row width from 1 to
 // 17 pixels and 33, so that tiles of 8 pixels fall on both edges and inside and every remainder (1-7 pixels) occurs at
-// both strides; padding on one side only, five taps down, a residual input and Clip in registers; against NCHW.
+// both strides; padding on one side only, five taps down, a residual input, Clip and LeakyRelu in registers; against
+// NCHW.
 TEST_CASE("NCHWc: depthwise 3-wide rows of every width and remainder, strides 1 and 2") {
   for (std::int64_t width = 1; width <= 33; width += width < 17 ? 1 : 16) {
     CAPTURE(width);
@@ -372,8 +374,9 @@ TEST_CASE("NCHWc: depthwise 3-wide rows of every width and remainder, strides 1 
     g.add_initializer("lo", tensor::scalar(-0.5f));
     g.add_initializer("hi", tensor::scalar(0.75f));
     g.add_node(test::op("clip", "Clip"), {"a0", "lo", "hi"}, {"a"});
-    b.conv("s2", {"a", w("w2", {32, 1, 3, 3}), w("b2", {32})}, "c",
+    b.conv("s2", {"a", w("w2", {32, 1, 3, 3}), w("b2", {32})}, "c0",
            attrs({ints("strides", {2, 2}), ints("pads", {1, 1, 1, 1}), one("group", 32)}));
+    g.add_node(test::op("leaky", "LeakyRelu"), {"c0"}, {"c"});  // fused: the tiles' LeakyRelu epilogue
     // Five rows of taps, no left padding and two pixels on the right; its output added to the Clip's (Z of FusedConv).
     b.conv("k5", {"a", w("w3", {32, 1, 5, 3})}, "d0", attrs({ints("pads", {2, 0, 2, 2}), one("group", 32)}));
     g.add_node(test::op("res", "Add"), {"d0", "a"}, {"d"});

@@ -151,20 +151,14 @@ void dense_tile(const conv_view& v, const conv_epilogue& ep, std::int64_t ob0, s
       }
     }
   }
-  const bool reg_act = in_register(ep.act);
-  for (int b = 0; b < NB; ++b) {
-    const v16 bias = last && ep.bias != nullptr ? load(ep.bias + (ob0 + b) * blk) : v16{};
-    for (int o = 0; o < NO; ++o) {
-      const std::int64_t at = (((ob0 + b) * OH + oh) * OW + ow0 + o) * blk;
-      v16 r = acc[b][o];
-      if (last) {
-        r += bias;
-        if (v.sum != nullptr) r += load(v.sum + at);
-        if (reg_act) r = activate(ep.act, r);
-      }
-      store(v.y + at, r);
-    }
+  const std::int64_t at = ((ob0 * OH + oh) * OW + ow0) * blk;
+  if (last) {
+    finish_tile(ep.act, acc, ep.bias != nullptr ? ep.bias + ob0 * blk : nullptr, v.y + at, OH * OW * blk,
+                v.sum != nullptr ? v.sum + at : nullptr);
+    return;
   }
+  for (int b = 0; b < NB; ++b)
+    for (int o = 0; o < NO; ++o) store(v.y + at + b * OH * OW * blk + o * blk, acc[b][o]);
 }
 
 // dense_tile for a tile whose every tap lies inside the input row (columns; rows are still checked) and a stride S
@@ -240,20 +234,14 @@ void dense_tile_interior(const conv_view& v, const conv_epilogue& ep, std::int64
       }
     }
   }
-  const bool reg_act = in_register(ep.act);
-  for (int b = 0; b < NB; ++b) {
-    const v16 bias = last && ep.bias != nullptr ? load(ep.bias + (ob0 + b) * blk) : v16{};
-    for (int o = 0; o < NO; ++o) {
-      const std::int64_t at = (((ob0 + b) * OH + oh) * OW + ow0 + o) * blk;
-      v16 r = acc[b][o];
-      if (last) {
-        r += bias;
-        if (v.sum != nullptr) r += load(v.sum + at);
-        if (reg_act) r = activate(ep.act, r);
-      }
-      store(v.y + at, r);
-    }
+  const std::int64_t at = ((ob0 * OH + oh) * OW + ow0) * blk;
+  if (last) {
+    finish_tile(ep.act, acc, ep.bias != nullptr ? ep.bias + ob0 * blk : nullptr, v.y + at, OH * OW * blk,
+                v.sum != nullptr ? v.sum + at : nullptr);
+    return;
   }
+  for (int b = 0; b < NB; ++b)
+    for (int o = 0; o < NO; ++o) store(v.y + at + b * OH * OW * blk + o * blk, acc[b][o]);
 }
 
 // Columns [s0, s1) of row `oh` in tiles of 24 / NB pixels (24 accumulators: 4 blocks x 6, 3 x 8, 2 x 12, 1 x 24), the
@@ -313,8 +301,8 @@ void depthwise_tile(const conv_view& v, const conv_epilogue& ep, std::int64_t cb
   const conv_geom& g = *v.g;
   const std::int64_t IH = g.h.in, IW = g.w.in, KH = g.h.k, KW = g.w.k;
   const v16 bias = ep.bias != nullptr ? load(ep.bias + cb * blk) : v16{};
-  v16 acc[NO];
-  for (int o = 0; o < NO; ++o) acc[o] = bias;
+  v16 acc[1][NO];
+  for (int o = 0; o < NO; ++o) acc[0][o] = bias;
   const float* xb = v.x + cb * IH * IW * blk;
   const float* wb = v.wt + cb * KH * KW * blk;
   for (std::int64_t kh = 0; kh < KH; ++kh) {
@@ -327,15 +315,11 @@ void depthwise_tile(const conv_view& v, const conv_epilogue& ep, std::int64_t cb
         if (iw0 < 0 || iw0 >= IW) continue;
       }
       const v16 wv = load(wb + (kh * KW + kw) * blk);
-      for (int o = 0; o < NO; ++o) acc[o] += load(xr + (iw0 + o * g.w.s) * blk) * wv;
+      for (int o = 0; o < NO; ++o) acc[0][o] += load(xr + (iw0 + o * g.w.s) * blk) * wv;
     }
   }
-  for (int o = 0; o < NO; ++o) {
-    const std::int64_t at = ((cb * g.h.out + oh) * g.w.out + ow0 + o) * blk;
-    v16 r = acc[o];
-    if (v.sum != nullptr) r += load(v.sum + at);
-    store(v.y + at, activate(ep.act, r));
-  }
+  const std::int64_t at = ((cb * g.h.out + oh) * g.w.out + ow0) * blk;
+  finish_tile(ep.act, acc, nullptr, v.y + at, 0, v.sum != nullptr ? v.sum + at : nullptr);
 }
 
 // The common depthwise case, 3 taps wide at stride 1 or 2 (undilated across): each input row's pixels that the tile
@@ -350,8 +334,8 @@ void depthwise_tile_3w(const conv_view& v, const conv_epilogue& ep, std::int64_t
   const conv_geom& g = *v.g;
   const std::int64_t IH = g.h.in, IW = g.w.in, KH = g.h.k;
   const v16 bias = ep.bias != nullptr ? load(ep.bias + cb * blk) : v16{};
-  v16 acc[NO];
-  for (int o = 0; o < NO; ++o) acc[o] = bias;
+  v16 acc[1][NO];
+  for (int o = 0; o < NO; ++o) acc[0][o] = bias;
   const float* xb = v.x + cb * IH * IW * blk;
   const float* wb = v.wt + cb * KH * 3 * blk;
   const std::int64_t iw0 = ow0 * S - g.w.pb;
@@ -366,17 +350,13 @@ void depthwise_tile_3w(const conv_view& v, const conv_epilogue& ep, std::int64_t
     }
     const v16 w0 = load(wb + (kh * 3) * blk), w1 = load(wb + (kh * 3 + 1) * blk), w2 = load(wb + (kh * 3 + 2) * blk);
     for (int o = 0; o < NO; ++o) {
-      acc[o] += x[o * S] * w0;
-      acc[o] += x[o * S + 1] * w1;
-      acc[o] += x[o * S + 2] * w2;
+      acc[0][o] += x[o * S] * w0;
+      acc[0][o] += x[o * S + 1] * w1;
+      acc[0][o] += x[o * S + 2] * w2;
     }
   }
-  for (int o = 0; o < NO; ++o) {
-    const std::int64_t at = ((cb * g.h.out + oh) * g.w.out + ow0 + o) * blk;
-    v16 r = acc[o];
-    if (v.sum != nullptr) r += load(v.sum + at);
-    store(v.y + at, activate(ep.act, r));
-  }
+  const std::int64_t at = ((cb * g.h.out + oh) * g.w.out + ow0) * blk;
+  finish_tile(ep.act, acc, nullptr, v.y + at, 0, v.sum != nullptr ? v.sum + at : nullptr);
 }
 
 // A row of depthwise_tile_3w tiles: 8 pixels at a time, then one tile of the remainder.
