@@ -54,16 +54,6 @@ inline v16 vmin(v16 hi, v16 v) {
 inline bool in_register(const activation& a) {
   return a.kind == act_kind::none || a.kind == act_kind::relu || a.kind == act_kind::clip || a.kind == act_kind::leaky_relu;
 }
-inline v16 activate(const activation& a, v16 v) {
-  switch (a.kind) {
-    case act_kind::relu: return vmax(v16{}, v);
-    case act_kind::clip: return vmin(splat(a.b), vmax(splat(a.a), v));
-    case act_kind::leaky_relu:
-      for (int i = 0; i < 16; ++i) v[i] = v[i] >= 0 ? v[i] : a.a * v[i];
-      return v;
-    default: return v;
-  }
-}
 
 // The end of a tile: NB output blocks x NO pixels, each block's pixels side by side in Y (and in Sum) from
 // y + b * bstride. Adds the block's bias (when `bias` is set: 16 floats a block), Sum (when set) and the activation
@@ -95,6 +85,19 @@ template <bool SUM, int NB, int NO>
       store(y + b * bstride + o * blk, r >= v16{} ? r : splat(slope) * r);
     }
 }
+// An in-register activation as a clamp (None, Relu, Clip) or LeakyRelu, read once for a loop of outputs (activate
+// switches on the kind for every vector).
+struct register_activation {
+  v16 lo, hi, slope;
+  bool leaky;
+  explicit register_activation(const activation& a)
+      : lo(splat(a.kind == act_kind::relu ? 0.0f : a.kind == act_kind::clip ? a.a : -std::numeric_limits<float>::infinity())),
+        hi(splat(a.kind == act_kind::clip ? a.b : std::numeric_limits<float>::infinity())),
+        slope(splat(a.a)),
+        leaky(a.kind == act_kind::leaky_relu) {}
+  [[nodiscard]] v16 operator()(v16 r) const { return leaky ? (r >= v16{} ? r : slope * r) : vmin(hi, vmax(lo, r)); }
+};
+
 template <int NB, int NO>
 [[gnu::always_inline]] inline void finish_tile(const activation& a, v16 (&acc)[NB][NO], const float* bias, float* y, std::int64_t bstride,
                                                const float* sum) {
@@ -105,11 +108,9 @@ template <int NB, int NO>
       for (int o = 0; o < NO; ++o) copy[b * NO + o] = acc[b][o];
     return finish_tile_leaky(a.a, copy, NB, NO, bias, y, bstride, sum);
   }
-  constexpr float inf = std::numeric_limits<float>::infinity();
-  const v16 lo = splat(a.kind == act_kind::relu ? 0.0f : a.kind == act_kind::clip ? a.a : -inf);
-  const v16 hi = splat(a.kind == act_kind::clip ? a.b : inf);
-  if (sum != nullptr) finish_tile_clamp<true>(lo, hi, acc, bias, y, bstride, sum);
-  else finish_tile_clamp<false>(lo, hi, acc, bias, y, bstride, sum);
+  const register_activation ra(a);
+  if (sum != nullptr) finish_tile_clamp<true>(ra.lo, ra.hi, acc, bias, y, bstride, sum);
+  else finish_tile_clamp<false>(ra.lo, ra.hi, acc, bias, y, bstride, sum);
 }
 
 // ---- geometry (2-D; pads resolved from auto_pad) ----

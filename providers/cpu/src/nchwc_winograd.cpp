@@ -130,7 +130,7 @@ void wino_output_run(const wino_geom& g, const float* p, std::int64_t ps, std::i
                      const conv_epilogue& ep, const float* sum, float* y) {
   constexpr int L = TM + 2;
   const v16 bias = ep.bias != nullptr ? load(ep.bias + ob * blk) : v16{};
-  const bool reg_act = in_register(ep.act);
+  const register_activation act(ep.act);  // in_register: checked when the call was set up
   for (std::int64_t i = 0; i < n; ++i) {
     const std::int64_t t = t0 + i, ty = t / g.TW, tx = t % g.TW;
     v16 s[TM][L];  // A^T M: the transform down each column
@@ -151,7 +151,7 @@ void wino_output_run(const wino_geom& g, const float* p, std::int64_t ps, std::i
         const std::int64_t at = ((ob * g.OH + oh) * g.OW + ow) * blk;
         v16 val = out[c] + bias;
         if (sum != nullptr) val += load(sum + at);
-        if (reg_act) val = activate(ep.act, val);
+        val = act(val);
         store(y + at, val);
       }
     }
