@@ -162,6 +162,9 @@ void BM_nchwc_conv(benchmark::State& state) {
 }
 BENCHMARK(BM_nchwc_conv)
     ->ArgNames({"cin", "cout", "hw", "k", "s", "g"})
+    ->Args({3, 32, 224, 3, 2, 1})      // mobilenetv2 features.0 (first layer: X plain, 3 channels)
+    ->Args({32, 32, 112, 3, 1, 32})    // features.1 depthwise
+    ->Args({32, 16, 112, 1, 1, 1})     // features.1 projection
     ->Args({96, 96, 112, 3, 2, 96})    // mobilenetv2 features.2 depthwise, stride 2
     ->Args({144, 144, 56, 3, 1, 144})  // features.3 depthwise
     ->Args({192, 192, 28, 3, 1, 192})  // features.6 depthwise

@@ -508,14 +508,32 @@ Status nchwc_conv_compute(const nchwc_conv_plan& p, compute_context& ctx) {
   const std::int64_t row_sets = (OH + rows - 1) / rows;
   const auto items = static_cast<std::size_t>(g.N * groups * row_sets * seg);
   const std::size_t cost = static_cast<std::size_t>(rows * seg_len * 64 * g.C * g.h.k * g.w.k);
+  // The order of the items, which the threads take in contiguous shares: a 1x1 convolution whose filters are smaller
+  // than its input goes pixels first (each thread reads its part of X once and keeps it in cache for every set of
+  // output blocks, and writes all channels of its pixels, which the next 1x1 or depthwise layer reads where it was
+  // written); others go output blocks first (a thread reads only its sets' filters). MobileNetV2 ran 2-4% faster
+  // (3.99 -> 3.85 ms on a quiet machine, 7.03 -> 6.72 on a busy one), ResNet-50 0.5%.
+  const bool pixel_major = g.h.k == 1 && g.w.k == 1 && g.M * channels * (first_layer ? 1 : blk) <= in_image;
   parallel_items(ctx, items, cost, [&](std::size_t i0, std::size_t i1) {
     for (std::size_t i = i0; i < i1; ++i) {
       auto r = static_cast<std::int64_t>(i);
-      const std::int64_t s = r % seg;
-      r /= seg;
-      const std::int64_t oh0 = r % row_sets * rows, oh1 = std::min(OH, oh0 + rows);
-      r /= row_sets;
-      const std::int64_t grp = r % groups, n = r / groups;
+      std::int64_t s, oh0, grp, n;
+      if (pixel_major) {
+        grp = r % groups;
+        r /= groups;
+        s = r % seg;
+        r /= seg;
+        oh0 = r % row_sets * rows;
+        n = r / row_sets;
+      } else {
+        s = r % seg;
+        r /= seg;
+        oh0 = r % row_sets * rows;
+        r /= row_sets;
+        grp = r % groups;
+        n = r / groups;
+      }
+      const std::int64_t oh1 = std::min(OH, oh0 + rows);
       const std::int64_t ob0 = grp * per_group + std::min(grp, wider);
       const int nb = static_cast<int>(per_group + (grp < wider ? 1 : 0));
       const std::int64_t s0 = s * seg_len, s1 = std::min(OW, s0 + seg_len);
