@@ -45,13 +45,15 @@ inline constexpr cost_profile default_cost_profile{
 };
 /// The same, measured on a core that runs 512-bit instructions as two 256-bit halves (AMD Zen 4, 2 vCPUs; the median
 /// of four calibrations, whose rates varied by up to 25% with this VM's phases): about half the arithmetic rates, and
-/// products streaming their weights from memory at 44 GB/s where oneDNN's reach 33 (mlp_b1's and llm_decode's).
+/// products streaming their weights from memory at 44 GB/s where oneDNN's reach 33 (mlp_b1's and llm_decode's). The
+/// convolutions' rates are the medians of three calibrations of the tenth session's kernels (tile epilogues in
+/// registers: depthwise 73.5 -> 83 GFLOP/s).
 inline constexpr cost_profile avx512_split_cost_profile{
     .matmul_gflops = {39.5, 134, 179, 189.5, 195},
-    .conv_gflops = 188,
-    .conv3x3_gflops = 278,
-    .pointwise_gflops = 165,
-    .depthwise_gflops = 73.5,
+    .conv_gflops = 167,
+    .conv3x3_gflops = 295,
+    .pointwise_gflops = 170,
+    .depthwise_gflops = 83,
     .stream_gbps = 155,
     .dram_gbps = 44,
     .node_us = 0.5,
