@@ -413,11 +413,14 @@ Status nchwc_conv_compute(const nchwc_conv_plan& p, compute_context& ctx) {
   const std::int64_t in_image = g.C * g.h.in * g.w.in, out_image = g.M * g.h.out * g.w.out;
 
   if (g.kind == conv_kind::depthwise) {
+    // Rows in image order, every block of a row before the next row: a thread's share is a band of the image in all
+    // channels, as the 1x1 layers around it split theirs (pixels first), so what it reads was mostly written by the
+    // same core. MobileNetV2 in this VM's busy phases: 6.67-6.74 -> 6.45-6.66 ms (blocks first), the same when quiet.
     const auto rows = static_cast<std::size_t>(g.N * g.CB * g.h.out);
     parallel_items(ctx, rows, static_cast<std::size_t>(g.w.out * g.h.k * g.w.k * blk), [&](std::size_t r0, std::size_t r1) {
       for (std::size_t r = r0; r < r1; ++r) {
         const auto ri = static_cast<std::int64_t>(r);
-        const std::int64_t n = ri / (g.CB * g.h.out), cb = ri / g.h.out % g.CB, oh = ri % g.h.out;
+        const std::int64_t n = ri / (g.CB * g.h.out), oh = ri / g.CB % g.h.out, cb = ri % g.CB;
         const conv_view v{&g, px + n * in_image, c.w, py + n * out_image, ep.sum ? ep.sum + n * out_image : nullptr};
         depthwise_row(v, ep, cb, oh);
         if (!in_register(ep.act)) ep.act.apply(py + n * out_image + (cb * g.h.out + oh) * g.w.out * blk, static_cast<std::size_t>(g.w.out * blk));
