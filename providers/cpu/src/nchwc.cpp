@@ -597,7 +597,8 @@ Status nchwc_pool_compute(const nchwc_pool_plan& p, compute_context& ctx) {
   parallel_items(ctx, rows, static_cast<std::size_t>(w.out * h.k * w.k * blk), [&](std::size_t r0, std::size_t r1) {
     for (std::size_t r = r0; r < r1; ++r) {
       const auto ri = static_cast<std::int64_t>(r);
-      const std::int64_t plane = ri / h.out, oh = ri % h.out;
+      // Rows in image order, all blocks of a row together (as the depthwise convolution: a thread's share is a band).
+      const std::int64_t oh = ri / CB % h.out, plane = ri / (CB * h.out) * CB + ri % CB;
       const float* xp = px + plane * IH * IW * blk;
       float* yp = py + (plane * h.out + oh) * w.out * blk;
       const std::int64_t ih0 = oh * h.s - h.pb;
