@@ -173,6 +173,7 @@ BENCHMARK(BM_nchwc_conv)
     ->Args({32, 192, 28, 1, 1, 1})     // features.6 expansion
     ->Args({96, 576, 14, 1, 1, 1})     // features.12 expansion
     ->Args({16, 96, 112, 1, 1, 1})     // features.2 expansion
+    ->Args({16, 96, 28, 1, 1, 1})      // the same at 28x28 (its output fits in L2)
     ->Args({32, 144, 56, 1, 1, 1})     // features.3 expansion (24 channels, padded to 32)
     ->Args({160, 960, 7, 1, 1, 1})     // features.14 expansion
     ->Args({96, 32, 56, 1, 1, 1})      // features.2 projection (to 24 channels, padded to 32)
