@@ -85,8 +85,8 @@ template <bool SUM, int NB, int NO>
       store(y + b * bstride + o * blk, r >= v16{} ? r : splat(slope) * r);
     }
 }
-// An in-register activation as a clamp (None, Relu, Clip) or LeakyRelu, read once for a loop of outputs (activate
-// switches on the kind for every vector).
+// An in-register activation as a clamp (None, Relu, Clip) or LeakyRelu, read once for a loop of outputs (the
+// Winograd output transform's; it switched on the kind for every vector). Other kinds are left to the stored rows.
 struct register_activation {
   v16 lo, hi, slope;
   bool leaky;
