@@ -97,6 +97,22 @@ using namespace nchwc;
 // at zero, else from Y; `last`: bias, sum and activation, else stored raw for the next chunk of input channels.
 alignas(64) constexpr float zero_block[blk] = {};
 
+// The end of a dense tile (both kinds below): `last`, bias, Sum and the activation (finish_tile); else the raw sums,
+// for the next chunk of input channels to load back.
+template <int NB, int NO>
+[[gnu::always_inline]] inline void store_dense_tile(const conv_view& v, const conv_epilogue& ep, v16 (&acc)[NB][NO], std::int64_t ob0,
+                                                    std::int64_t oh, std::int64_t ow0, bool last) {
+  const std::int64_t OH = v.g->h.out, OW = v.g->w.out;
+  const std::int64_t at = ((ob0 * OH + oh) * OW + ow0) * blk;
+  if (last) {
+    finish_tile(ep.act, acc, ep.bias != nullptr ? ep.bias + ob0 * blk : nullptr, v.y + at, OH * OW * blk,
+                v.sum != nullptr ? v.sum + at : nullptr);
+    return;
+  }
+  for (int b = 0; b < NB; ++b)
+    for (int o = 0; o < NO; ++o) store(v.y + at + b * OH * OW * blk + o * blk, acc[b][o]);
+}
+
 template <int NB, int NO, bool FIRST_LAYER>
 void dense_tile(const conv_view& v, const conv_epilogue& ep, std::int64_t ob0, std::int64_t oh, std::int64_t ow0,
                 std::int64_t c0, std::int64_t c1, bool first, bool last) {
@@ -151,22 +167,15 @@ void dense_tile(const conv_view& v, const conv_epilogue& ep, std::int64_t ob0, s
       }
     }
   }
-  const std::int64_t at = ((ob0 * OH + oh) * OW + ow0) * blk;
-  if (last) {
-    finish_tile(ep.act, acc, ep.bias != nullptr ? ep.bias + ob0 * blk : nullptr, v.y + at, OH * OW * blk,
-                v.sum != nullptr ? v.sum + at : nullptr);
-    return;
-  }
-  for (int b = 0; b < NB; ++b)
-    for (int o = 0; o < NO; ++o) store(v.y + at + b * OH * OW * blk + o * blk, acc[b][o]);
+  store_dense_tile(v, ep, acc, ob0, oh, ow0, last);
 }
 
 // dense_tile for a tile whose every tap lies inside the input row (columns; rows are still checked) and a stride S
 // known at compile time: each tap's pixels are at fixed offsets from one pointer, which steps once per input channel
 // (block). The general tile keeps a pointer and a step per pixel, more than the registers hold (they spilled, and the
-// first layer of ResNet-50 ran at 65% of the FMA rate that ONNX Runtime's reaches). Its start and store repeat
+// first layer of ResNet-50 ran at 65% of the FMA rate that ONNX Runtime's reaches). Its start repeats
 // dense_tile's: through shared helper functions (even always inlined) MobileNetV2 ran 2-4% slower (4 interleaved
-// rounds of 400 runs), so they stay written out.
+// rounds of 400 runs), so it stays written out. Both end in store_dense_tile.
 template <int NB, int NO, bool FIRST_LAYER, int S>
 void dense_tile_interior(const conv_view& v, const conv_epilogue& ep, std::int64_t ob0, std::int64_t oh, std::int64_t ow0,
                          std::int64_t c0, std::int64_t c1, bool first, bool last) {
@@ -234,14 +243,7 @@ void dense_tile_interior(const conv_view& v, const conv_epilogue& ep, std::int64
       }
     }
   }
-  const std::int64_t at = ((ob0 * OH + oh) * OW + ow0) * blk;
-  if (last) {
-    finish_tile(ep.act, acc, ep.bias != nullptr ? ep.bias + ob0 * blk : nullptr, v.y + at, OH * OW * blk,
-                v.sum != nullptr ? v.sum + at : nullptr);
-    return;
-  }
-  for (int b = 0; b < NB; ++b)
-    for (int o = 0; o < NO; ++o) store(v.y + at + b * OH * OW * blk + o * blk, acc[b][o]);
+  store_dense_tile(v, ep, acc, ob0, oh, ow0, last);
 }
 
 // Columns [s0, s1) of row `oh` in tiles of 24 / NB pixels (24 accumulators: 4 blocks x 6, 3 x 8, 2 x 12) or, for one
