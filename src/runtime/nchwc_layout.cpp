@@ -179,6 +179,15 @@ struct layout_pass {
   std::size_t converted = 0;
   bool winograd = true;  // 3x3 unit-stride convolutions as Winograd
   std::vector<filter_job> jobs;  // the laid-out filters to write
+  bool fuse_depthwise = true;  // 1x1 convolutions into the depthwise convolutions that read them
+  std::size_t fused = 0;
+  // What the fusion needs to know of each converted convolution, by its (blocked) output.
+  struct conv_facts {
+    conv_kind kind;
+    std::int64_t wino, KH, KW, Ip;
+    bool has_z;
+  };
+  std::unordered_map<std::string, conv_facts> convs;
 
   const type_info* type4(const std::string& v) const {
     const type_info* t = e.type_of(v);
@@ -319,6 +328,7 @@ struct layout_pass {
     c.inputs = {x, wname, bname};
     if (has_z) c.inputs.push_back(z);
     c.outputs = {new_output(en.outputs[0], O)};
+    convs[c.outputs[0]] = {kind, wino, KH, KW, Ip, has_z};
     out.push_back(std::move(c));
     ++converted;
     return true;
@@ -388,6 +398,73 @@ struct layout_pass {
     return true;
   }
 
+  // A 1x1 convolution (unit strides, no padding, no residual) whose only reader is a depthwise convolution (no
+  // residual) becomes one PointwiseDepthwiseConv(X, W, B, depthwise W, depthwise B) with the depthwise one's window and
+  // activation and the 1x1's activation as pointwise_activation: the 1x1's output (the expansion of MobileNet's
+  // blocks, 6x the channels of its input) is never stored. Not when that output is also read outside the chain, is a
+  // graph output or is read by a subgraph.
+  void fuse_pointwise_depthwise() {
+    std::unordered_map<std::string, std::size_t> producer, readers;
+    std::unordered_set<std::string> read;
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      for (const auto& o : out[i].outputs) producer[o] = i;
+      for (const auto& in : out[i].inputs) {
+        if (!in.empty()) ++readers[in];
+        read.insert(in);
+      }
+    }
+    std::unordered_map<std::string, std::string> original;  // blocked name -> original
+    for (const auto& [orig, bv] : blocked) original[bv.name] = orig;
+    std::vector<bool> gone(out.size());
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      enode& dw = out[i];
+      if (dw.n.domain != nchwc_domain || dw.n.op_type != "Conv" || dw.inputs.empty()) continue;
+      const auto df = convs.find(dw.outputs[0]);
+      if (df == convs.end() || df->second.kind != conv_kind::depthwise || df->second.has_z) continue;
+      const std::string mid = dw.inputs[0];
+      const auto pf = convs.find(mid);
+      const auto pi = producer.find(mid);
+      if (pf == convs.end() || pi == producer.end() || gone[pi->second]) continue;
+      const conv_facts& f = pf->second;
+      if (f.kind != conv_kind::dense || f.wino != 0 || f.KH != 1 || f.KW != 1 || f.has_z || f.Ip > 2048) continue;
+      const enode& pw = out[pi->second];
+      const auto pads = attr_ints(pw.n, "pads");
+      if (!all_ones(attr_ints(pw.n, "strides")) || std::any_of(pads.begin(), pads.end(), [](std::int64_t v) { return v != 0; })) continue;
+      const auto orig = original.find(mid);
+      if (readers[mid] != 1 || orig == original.end() || read.count(orig->second) || e.graph_outputs.count(orig->second) ||
+          e.implicit.count(orig->second))
+        continue;
+      enode fusedn;
+      fusedn.origin = dw.origin;
+      fusedn.n = dw.n;
+      fusedn.n.op_type = "PointwiseDepthwiseConv";
+      fusedn.n.name = pw.n.name + "+" + dw.n.name;
+      if (const attribute* a = pw.n.attributes.find("activation")) {
+        attribute r = *a;
+        r.name = "pointwise_activation";
+        fusedn.n.attributes.set(std::move(r));
+      }
+      if (const attribute* a = pw.n.attributes.find("activation_params")) {
+        attribute r = *a;
+        r.name = "pointwise_activation_params";
+        fusedn.n.attributes.set(std::move(r));
+      }
+      fusedn.inputs = {pw.inputs[0], pw.inputs[1], pw.inputs.size() > 2 ? pw.inputs[2] : std::string(), dw.inputs[1],
+                       dw.inputs.size() > 2 ? dw.inputs[2] : std::string()};
+      fusedn.outputs = dw.outputs;
+      gone[pi->second] = true;
+      dw = std::move(fusedn);
+      ++fused;
+    }
+    std::size_t k = 0;
+    for (std::size_t i = 0; i < out.size(); ++i)
+      if (!gone[i]) {
+        if (k != i) out[k] = std::move(out[i]);
+        ++k;
+      }
+    out.resize(k);
+  }
+
   void run(const std::vector<bool>& eligible) {
     for (auto& en : e.nodes) {
       if (en.dead) continue;
@@ -395,6 +472,7 @@ struct layout_pass {
       if (may && (convert_conv(en) || convert_pool(en) || convert_elementwise(en))) continue;
       out.push_back(std::move(en));
     }
+    if (fuse_depthwise) fuse_pointwise_depthwise();
     // Values whose original name is still read (by a node left in NCHW, as a graph output or by a subgraph): a
     // ReorderOutput right after the producer writes that name.
     std::unordered_map<std::string, std::string> leaves;  // blocked name -> original
@@ -428,9 +506,10 @@ struct layout_pass {
 
 }  // namespace
 
-Result<std::size_t> nchwc_layout(model& m, const std::vector<bool>& eligible, optimization_report& rep, bool winograd) {
+Result<std::size_t> nchwc_layout(model& m, const std::vector<bool>& eligible, optimization_report& rep, bool winograd,
+                                 bool fuse_depthwise) {
   EPSTACK_ASSIGN_OR_RETURN(egraph e, to_egraph(m.graph));
-  layout_pass pass{e, {}, {}, {}, 0, winograd, {}};
+  layout_pass pass{e, {}, {}, {}, 0, winograd, {}, fuse_depthwise, 0, {}};
   pass.run(eligible);
   if (pass.converted == 0) return std::size_t{0};
   lay_out_filters(pass.jobs);
@@ -439,6 +518,7 @@ Result<std::size_t> nchwc_layout(model& m, const std::vector<bool>& eligible, op
   m.graph = from_egraph(e);
   if (m.opset(nchwc_domain) < 0) m.opsets.push_back({std::string(nchwc_domain), 1});
   rep.fusions.push_back(cat("NCHWc layout: ", std::to_string(pass.converted), " nodes"));
+  if (pass.fused > 0) rep.fusions.push_back(cat("PointwiseDepthwiseConv: ", std::to_string(pass.fused), " 1x1 and depthwise pairs"));
   rep.nodes_after = m.graph.node_count();
   return pass.converted;
 }

@@ -337,6 +337,13 @@ Status prepare_onnx_model(session_core::stage& d, const session_options& options
       return Status(errc::invalid_argument, cat("session option ", config_keys::cpu_winograd, " is '", *v, "'; it takes 0 or 1"));
     winograd = *v == "1";
   }
+  bool fuse_depthwise = can_run && can_run(nchwc_domain, "PointwiseDepthwiseConv");
+  if (auto v = options.config(config_keys::cpu_fuse_depthwise)) {
+    if (*v != "0" && *v != "1")
+      return Status(errc::invalid_argument,
+                    cat("session option ", config_keys::cpu_fuse_depthwise, " is '", *v, "'; it takes 0 or 1"));
+    fuse_depthwise = fuse_depthwise && *v == "1";
+  }
   if (blocked_layout) {
     std::vector<bool> on_cpu(d.m.graph.node_count());
     for (node_id n = 0; n < on_cpu.size(); ++n) on_cpu[n] = d.plan.main.nodes[n].provider == d.plan.cpu_provider;
@@ -349,7 +356,7 @@ Status prepare_onnx_model(session_core::stage& d, const session_options& options
         for (node_id n : c.nodes) names.push_back(d.m.graph.node(n).name);
         before.emplace_back(c, std::move(names));
       }
-    EPSTACK_ASSIGN_OR_RETURN(const auto converted, nchwc_layout(d.m, on_cpu, d.report, winograd));
+    EPSTACK_ASSIGN_OR_RETURN(const auto converted, nchwc_layout(d.m, on_cpu, d.report, winograd, fuse_depthwise));
     if (converted > 0) {
       // A provider that left its groups for its thread runtime leaves them again: the rewrite assumed it.
       po.yield = d.plan.yielded;

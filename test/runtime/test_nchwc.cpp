@@ -30,6 +30,7 @@ using cpu_session = session<cpu_provider>;
 namespace {
 
 constexpr std::string_view blocked_conv = "com.epstack.nchwc16.Conv";
+constexpr std::string_view pointwise_depthwise = "com.epstack.nchwc16.PointwiseDepthwiseConv";
 
 attribute_list attrs(std::initializer_list<attribute> a) {
   attribute_list l;
@@ -179,8 +180,10 @@ TEST_CASE("NCHWc: convolutions, pools and element-wise chains in the blocked lay
   auto plain = make(m, "nchw");
   auto unoptimised = make(m, "nchwc", graph_optimization_level::disable);
   const auto counts = op_counts(blocked.get_model().graph);
-  // pw1, dw, dil, pw2 (+ the residual), wino (as Winograd), first, same: blocked; grouped stays NCHW.
-  CHECK(counts.at(std::string(blocked_conv)) == 7);
+  // dil, pw2 (+ the residual), wino (as Winograd), first, same: blocked; pw1 and dw, which alone reads pw1, one
+  // PointwiseDepthwiseConv; grouped stays NCHW.
+  CHECK(counts.at(std::string(blocked_conv)) == 5);
+  CHECK(counts.at(std::string(pointwise_depthwise)) == 1);
   const auto count = [&](const std::string& k) { return counts.count(k) ? counts.at(k) : 0; };
   CHECK(count("com.microsoft.FusedConv") + count("Conv") == 1);
   int winograd = 0;
@@ -386,6 +389,139 @@ TEST_CASE("NCHWc: depthwise 3-wide rows of every width and remainder, strides 1 
   }
 }
 
+// PointwiseDepthwiseConv: a 1x1 convolution and the depthwise convolution that alone reads it, fused (the expansion's
+// rows computed into a buffer of a few rows as the depthwise rows need them). At 1, 2 and 3 threads, against NCHW and
+// bit for bit against the two blocked convolutions unfused (epstack.cpu_fuse_depthwise = 0: the same tile kernels in
+// the same order): channel counts that are not multiples of 16 (24 in; 40 and 144 out: 3 and 9 blocks), one block, 20
+// blocks (sets of 3 or 4, bands of rows), strides 1 and 2 (and 2 across only), rows too wide for the buffer to hold a
+// band's inputs (it slides over 600 and 401 pixels), a dilated 3x3, a 5x3 window with asymmetric pads, pads wider
+// than the window (output rows of padding alone), no biases, Sigmoid on the 1x1 (not an in-register activation) and
+// HardSigmoid on the depthwise one, Relu, Clip and LeakyRelu, two images.
+TEST_CASE("NCHWc: a 1x1 convolution fused with the depthwise convolution that reads it computes what NCHW computes") {
+  struct fused_case {
+    std::int64_t n, cin, m, h, w;
+    std::vector<std::int64_t> strides, pads, dilations, kernel;  // the depthwise window
+    std::string pw_act, dw_act;                                    // activation nodes after each ("": none)
+    bool bias;
+  };
+  const std::vector<fused_case> cases{
+      {1, 24, 144, 20, 20, {1, 1}, {1, 1, 1, 1}, {1, 1}, {3, 3}, "Clip", "Clip", true},
+      {2, 16, 40, 9, 13, {2, 2}, {1, 1, 1, 1}, {1, 1}, {3, 3}, "Relu", "Relu", true},
+      {1, 16, 64, 9, 600, {1, 1}, {1, 1, 1, 1}, {1, 1}, {3, 3}, "LeakyRelu", "", true},
+      {1, 32, 48, 11, 401, {2, 2}, {1, 1, 1, 1}, {1, 1}, {3, 3}, "Relu", "Clip", false},
+      {1, 40, 320, 7, 7, {1, 1}, {1, 1, 1, 1}, {1, 1}, {3, 3}, "Clip", "Clip", true},
+      {1, 16, 32, 12, 12, {1, 1}, {2, 2, 2, 2}, {2, 2}, {3, 3}, "Sigmoid", "HardSigmoid", true},
+      {1, 16, 16, 10, 9, {1, 2}, {2, 0, 2, 2}, {1, 1}, {5, 3}, "", "LeakyRelu", false},
+      {1, 16, 32, 5, 6, {1, 1}, {3, 1, 4, 1}, {1, 1}, {3, 3}, "Relu", "", true},
+  };
+  std::uint64_t seed = 500;
+  for (const auto& fc : cases) {
+    CAPTURE(fc.cin);
+    CAPTURE(fc.m);
+    CAPTURE(fc.h);
+    CAPTURE(fc.w);
+    CAPTURE(fc.strides[0]);
+    graph g("pw_dw");
+    g.add_input("x", type_info::tensor_of(element_type::float32, shape::of(std::vector<std::int64_t>{fc.n, fc.cin, fc.h, fc.w})));
+    g.add_initializer("lo", tensor::scalar(-0.25f));
+    g.add_initializer("hi", tensor::scalar(0.8f));
+    conv_builder b{g, seed, 0.3f};
+    seed += 10;
+    const auto act = [&](const std::string& kind, const std::string& in, const std::string& out) {
+      if (kind.empty()) return in;
+      if (kind == "Clip") g.add_node(test::op(out + "_act", kind), {in, "lo", "hi"}, {out});
+      else g.add_node(test::op(out + "_act", kind), {in}, {out});
+      return out;
+    };
+    std::vector<std::string> pw_in{"x", b.weight("w1", {fc.m, fc.cin, 1, 1})};
+    if (fc.bias) pw_in.push_back(b.weight("b1", {fc.m}));
+    b.conv("pw", pw_in, "a0", {});
+    const std::string a = act(fc.pw_act, "a0", "a");
+    std::vector<std::string> dw_in{a, b.weight("w2", {fc.m, 1, fc.kernel[0], fc.kernel[1]})};
+    if (fc.bias) dw_in.push_back(b.weight("b2", {fc.m}));
+    b.conv("dw", dw_in, "c0",
+           attrs({ints("strides", fc.strides), ints("pads", fc.pads), ints("dilations", fc.dilations), one("group", fc.m)}));
+    const std::string y = act(fc.dw_act, "c0", "y");
+    const model m = model_of(std::move(g), {y.c_str()});
+    const std::vector<named_tensor> in{{"x", zoo::random_tensor({fc.n, fc.cin, fc.h, fc.w}, seed++, 1.0f)}};
+    for (const int threads : {1, 2, 3}) {
+      CAPTURE(threads);
+      session_options so;
+      so.set_intra_op_threads(threads);
+      auto fused = cpu_session::create(m, so);
+      so.set_config(config_keys::cpu_fuse_depthwise, "0");
+      auto unfused = cpu_session::create(m, so);
+      so.set_config(config_keys::cpu_layout, "nchw");
+      auto plain = cpu_session::create(m, so);
+      REQUIRE_MESSAGE(fused.has_value(), fused.status().to_string());
+      REQUIRE_MESSAGE(unfused.has_value(), unfused.status().to_string());
+      REQUIRE_MESSAGE(plain.has_value(), plain.status().to_string());
+      const auto fc_counts = op_counts(fused->get_model().graph);
+      CHECK(fc_counts.at(std::string(pointwise_depthwise)) == 1);
+      CHECK(fc_counts.count(std::string(blocked_conv)) == 0);
+      const auto uc_counts = op_counts(unfused->get_model().graph);
+      CHECK(uc_counts.count(std::string(pointwise_depthwise)) == 0);
+      CHECK(uc_counts.at(std::string(blocked_conv)) == 2);
+      auto r_fused = fused->run(in);
+      auto r_unfused = unfused->run(in);
+      auto r_plain = plain->run(in);
+      REQUIRE_MESSAGE(r_fused.has_value(), r_fused.status().to_string());
+      REQUIRE_MESSAGE(r_unfused.has_value(), r_unfused.status().to_string());
+      REQUIRE_MESSAGE(r_plain.has_value(), r_plain.status().to_string());
+      check_close(*r_fused, *r_plain);
+      REQUIRE((*r_fused)[0].byte_size() == (*r_unfused)[0].byte_size());
+      CHECK(std::memcmp((*r_fused)[0].data(), (*r_unfused)[0].data(), (*r_fused)[0].byte_size()) == 0);
+    }
+  }
+}
+
+// The fusion only where the 1x1's output is read by the depthwise convolution alone: not when it is also a graph
+// output or read by a second convolution, not for a 1x1 with a stride; the option's values.
+TEST_CASE("NCHWc: what is not fused into a PointwiseDepthwiseConv, and the option that turns the fusion off") {
+  const auto build = [](bool pw_output, bool second_reader, bool pw_stride) {
+    graph g("pw_dw_not");
+    g.add_input("x", type_info::tensor_of(element_type::float32, shape::of(std::vector<std::int64_t>{1, 16, 8, 8})));
+    conv_builder b{g, 700, 0.3f};
+    b.conv("pw", {"x", b.weight("w1", {32, 16, 1, 1})}, "a", pw_stride ? attrs({ints("strides", {2, 2})}) : attribute_list{});
+    b.conv("dw", {"a", b.weight("w2", {32, 1, 3, 3})}, "c", attrs({ints("pads", {1, 1, 1, 1}), one("group", 32)}));
+    std::vector<const char*> outs{"c"};
+    if (second_reader) {
+      b.conv("dw2", {"a", b.weight("w3", {32, 1, 3, 3})}, "d", attrs({ints("pads", {1, 1, 1, 1}), one("group", 32)}));
+      outs.push_back("d");
+    }
+    if (pw_output) outs.push_back("a");
+    for (const char* o : outs) g.add_output(o);
+    model m;
+    m.opsets = {{"", 13}};
+    m.graph = std::move(g);
+    return m;
+  };
+  const std::vector<named_tensor> in{{"x", zoo::random_tensor({1, 16, 8, 8}, 701, 1.0f)}};
+  for (const auto& [pw_output, second_reader, pw_stride, fuses] :
+       std::vector<std::tuple<bool, bool, bool, bool>>{{false, false, false, true}, {true, false, false, false},
+                                                       {false, true, false, false}, {false, false, true, false}}) {
+    CAPTURE(pw_output);
+    CAPTURE(second_reader);
+    CAPTURE(pw_stride);
+    const model m = build(pw_output, second_reader, pw_stride);
+    auto blocked = make(m, "nchwc");
+    auto plain = make(m, "nchw");
+    const auto counts = op_counts(blocked.get_model().graph);
+    CHECK(counts.count(std::string(pointwise_depthwise)) == (fuses ? 1u : 0u));
+    auto a = blocked.run(in);
+    auto r = plain.run(in);
+    REQUIRE_MESSAGE(a.has_value(), a.status().to_string());
+    REQUIRE(r.has_value());
+    check_close(*a, *r);
+  }
+  session_options so;
+  so.set_config(config_keys::cpu_fuse_depthwise, "on");
+  auto bad = cpu_session::create(build(false, false, false), so);
+  REQUIRE_FALSE(bad.has_value());
+  CHECK(bad.code() == errc::invalid_argument);
+  CHECK(bad.status().message().find("epstack.cpu_fuse_depthwise") != std::string::npos);
+}
+
 // Winograd on the blocked layout, F(4x4, 3x3) from 49 tiles of 4x4 and F(2x2, 3x3) from 16 tiles of 2x2: images of
 // odd and even sizes (tiles cut at the right and bottom edges, for both tiles), symmetric, asymmetric, wider than the
 // kernel (an output larger than the input), SAME_UPPER and no padding, channel counts that are not multiples of 16
@@ -530,11 +666,13 @@ TEST_CASE("NCHWc: the blocked graph saved as ONNX loads and runs again (what an 
   REQUIRE(save_model(blocked.get_model(), path).is_ok());
   auto saved = load_model(path);
   REQUIRE_MESSAGE(saved.has_value(), saved.status().to_string());
-  CHECK(op_counts(saved->graph).at(std::string(blocked_conv)) == 7);
+  CHECK(op_counts(saved->graph).at(std::string(blocked_conv)) == 5);
+  CHECK(op_counts(saved->graph).at(std::string(pointwise_depthwise)) == 1);
   CHECK(saved->opset("com.epstack.nchwc16") == 1);
   auto loaded = cpu_session::create(path);
   REQUIRE_MESSAGE(loaded.has_value(), loaded.status().to_string());
-  CHECK(op_counts(loaded->get_model().graph).at(std::string(blocked_conv)) == 7);  // not converted twice
+  CHECK(op_counts(loaded->get_model().graph).at(std::string(blocked_conv)) == 5);  // not converted twice
+  CHECK(op_counts(loaded->get_model().graph).at(std::string(pointwise_depthwise)) == 1);
   auto plain = make(layout_model(), "nchw");
   const auto in = inputs();
   auto a = loaded->run(in);

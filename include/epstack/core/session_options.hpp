@@ -75,6 +75,10 @@ inline constexpr std::string_view cpu_layout = "epstack.cpu_layout";
 /// or F(2x2, 3x3) (fewer multiplications; rounding differs from a direct convolution, and a NaN or infinity in the
 /// input spreads to its whole output tile); "0": the direct kernels.
 inline constexpr std::string_view cpu_winograd = "epstack.cpu_winograd";
+/// epstack's own: "1" (the default) lets the blocked layout fuse a 1x1 convolution with the depthwise convolution that
+/// alone reads it (MobileNet's expansion and depthwise layers: PointwiseDepthwiseConv, the expansion never stored);
+/// "0": two convolutions.
+inline constexpr std::string_view cpu_fuse_depthwise = "epstack.cpu_fuse_depthwise";
 /// epstack's own: a second folder in which the files an EP context generation would write (the model, its binaries)
 /// must not exist yet, checked before anything is compiled, as in the model's own folder (`compile_model` sets it to
 /// its final output's folder while the session writes into a working folder).

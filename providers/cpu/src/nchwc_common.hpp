@@ -219,6 +219,9 @@ struct conv_view {
   const float* wt;  // filters
   float* y;        // image n
   const float* sum;  // image n, or null
+  // Floats between X's blocks, for the depthwise kernels: g->h.in * g->w.in * 16, or more when X is a buffer of
+  // rows of which the first g->h.in are valid (the fused 1x1 and depthwise convolution's).
+  std::int64_t x_plane;
 };
 
 struct nchwc_conv_plan {

@@ -101,6 +101,8 @@ EPSTACK_DECLARE_CPU_KERNEL(nchwc_reorder_output, "ReorderOutput", "com.epstack.n
 EPSTACK_DECLARE_CPU_KERNEL(nchwc_conv, "Conv", "com.epstack.nchwc16");
 // A Conv of that domain with attribute winograd (2 or 4): Winograd F(2x2, 3x3) or F(4x4, 3x3) on transformed filters.
 EPSTACK_DECLARE_CPU_KERNEL(nchwc_winograd_conv, "Conv", "com.epstack.nchwc16");
+// A 1x1 convolution and the depthwise convolution that reads it, fused: the optimiser's, for MobileNet's blocks.
+EPSTACK_DECLARE_CPU_KERNEL(nchwc_pointwise_depthwise, "PointwiseDepthwiseConv", "com.epstack.nchwc16");
 EPSTACK_DECLARE_CPU_KERNEL(nchwc_max_pool, "MaxPool", "com.epstack.nchwc16");
 EPSTACK_DECLARE_CPU_KERNEL(nchwc_average_pool, "AveragePool", "com.epstack.nchwc16");
 EPSTACK_DECLARE_CPU_KERNEL(nchwc_global_max_pool, "GlobalMaxPool", "com.epstack.nchwc16");
@@ -305,7 +307,7 @@ using all_kernels = boost::mp11::mp_list<
     ops::sub, ops::mul, ops::div, ops::pow, ops::equal, ops::greater, ops::less, ops::greater_or_equal,
     ops::less_or_equal, ops::and_, ops::or_, ops::xor_, ops::where, ops::max, ops::min, ops::sum, ops::mean, ops::gemm,
     ops::matmul, ops::fused_matmul, ops::einsum, ops::conv, ops::fused_conv, ops::nchwc_reorder_input, ops::nchwc_reorder_output,
-    ops::nchwc_conv, ops::nchwc_winograd_conv, ops::nchwc_max_pool, ops::nchwc_average_pool, ops::nchwc_global_max_pool,
+    ops::nchwc_conv, ops::nchwc_winograd_conv, ops::nchwc_pointwise_depthwise, ops::nchwc_max_pool, ops::nchwc_average_pool, ops::nchwc_global_max_pool,
     ops::nchwc_global_average_pool,
     ops::max_pool, ops::average_pool,
     ops::global_average_pool, ops::global_max_pool, ops::batch_normalization, ops::layer_normalization,
