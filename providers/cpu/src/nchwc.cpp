@@ -152,8 +152,9 @@ void dense_tile(const conv_view& v, const conv_epilogue& ep, std::int64_t ob0, s
       }
       const float* wp = v.wt + ob0 * per_ob + c0 * per_c + (kh * KW + kw) * tap;
       for (std::int64_t c = c0; c < c1; ++c) {
+        const std::int64_t nbi = FIRST_LAYER || c + 1 < g.CB ? bi_count : v.x_tail;
 #pragma GCC unroll 2
-        for (std::int64_t bi = 0; bi < bi_count; ++bi) {
+        for (std::int64_t bi = 0; bi < nbi; ++bi) {
           v16 wv[NB];
 #pragma GCC unroll 4
           for (int b = 0; b < NB; ++b) wv[b] = load(wp + b * per_ob + bi * blk);
@@ -227,8 +228,9 @@ void dense_tile_interior(const conv_view& v, const conv_epilogue& ep, std::int64
         const float* xk = v.x + c0 * x_per_c + (ih * IW + ow0 * S - g.w.pb + kw * g.w.d) * xcol;
         const float* wp = v.wt + ob0 * per_ob + c0 * per_c + (kh * KW + kw) * tap;
         for (std::int64_t c = c0; c < c1; ++c) {
+          const std::int64_t nbi = c + 1 < g.CB ? bi_count : v.x_tail;
 #pragma GCC unroll 2
-          for (std::int64_t bi = 0; bi < bi_count; ++bi) {
+          for (std::int64_t bi = 0; bi < nbi; ++bi) {
             v16 wv[NB];
 #pragma GCC unroll 4
             for (int b = 0; b < NB; ++b) wv[b] = load(wp + b * per_ob + bi * blk);
@@ -575,6 +577,7 @@ Status nchwc_conv_compute(const nchwc_conv_plan& p, compute_context& ctx) {
 struct pointwise_depthwise_plan {
   window_attrs attrs;  // the depthwise convolution's
   activation pw_act, dw_act;
+  std::int64_t tail = blk;  // conv_view::x_tail of the 1x1 convolution: from its filters when they are constant
 };
 
 // Sets of output blocks and bands of output rows: the split whose slowest thread does the least work, by a count of
@@ -702,7 +705,7 @@ Status nchwc_pointwise_depthwise_compute(const pointwise_depthwise_plan& p, comp
       eg.MB = nb;
       eg.h = {1, 1, 1, 1, 0, 1};
       eg.w = {H * W, 1, 1, 1, 0, cap * W};
-      const conv_view ve{&eg, px + n * in_image, pw1 + ob0 * CB * blk * blk, buf, nullptr, 0};
+      const conv_view ve{&eg, px + n * in_image, pw1 + ob0 * CB * blk * blk, buf, nullptr, 0, std::min(p.tail, blk)};
       const conv_epilogue epe{b1 != nullptr ? b1 + ob0 * blk : nullptr, nullptr, p.pw_act};
       // The depthwise convolution over the buffer: its first `have` rows hold input rows [base, base + have).
       conv_geom bg = dg;
@@ -1055,6 +1058,21 @@ Result<compute_function> nchwc_pointwise_depthwise::compile(const graph& g, node
   EPSTACK_RETURN_IF_ERROR(check_window_attrs(p.attrs, "PointwiseDepthwiseConv (NCHWc)"));
   EPSTACK_ASSIGN_OR_RETURN(p.dw_act, parse_activation(nd));
   EPSTACK_ASSIGN_OR_RETURN(p.pw_act, pointwise_activation(nd));
+  // The input channels of the last block that some filter reads: the padding of a channel count that is not a
+  // multiple of 16 has zero filters (laid out [Op/16][Ip/16][16 in][16 out]), and is not computed.
+  if (const tensor* w = constant_input(g, n, 1);
+      w != nullptr && w->type() == element_type::float32 && w->rank() == 4 && w->sizes()[1] % blk == 0 && w->sizes()[1] > 0 &&
+      w->sizes()[0] % blk == 0 && w->sizes()[2] == 1 && w->sizes()[3] == 1) {
+    const std::int64_t OB = w->sizes()[0] / blk, IB = w->sizes()[1] / blk;
+    const float* d = w->typed<float>();
+    std::int64_t tail = 0;
+    for (std::int64_t ob = 0; ob < OB; ++ob)
+      for (std::int64_t bi = tail; bi < blk; ++bi) {
+        const float* row = d + ((ob * IB + IB - 1) * blk + bi) * blk;
+        if (std::any_of(row, row + blk, [](float f) { return f != 0.0f; })) tail = bi + 1;
+      }
+    p.tail = tail;
+  }
   return make_fn("PointwiseDepthwiseConv (NCHWc)", [p](compute_context& ctx) { return nchwc_pointwise_depthwise_compute(p, ctx); });
 }
 

@@ -222,6 +222,9 @@ struct conv_view {
   // Floats between X's blocks, for the depthwise kernels: g->h.in * g->w.in * 16, or more when X is a buffer of
   // rows of which the first g->h.in are valid (the fused 1x1 and depthwise convolution's).
   std::int64_t x_plane;
+  // Dense kernels: the input channels of X's last block whose filters are not all zero (fewer than 16 when the real
+  // channels do not fill it: MobileNetV2's 24 channels in two blocks compute 24, not 32).
+  std::int64_t x_tail = blk;
 };
 
 struct nchwc_conv_plan {
