@@ -438,7 +438,7 @@ struct layout_pass {
       fusedn.origin = dw.origin;
       fusedn.n = dw.n;
       fusedn.n.op_type = "PointwiseDepthwiseConv";
-      fusedn.n.name = pw.n.name + "+" + dw.n.name;
+      fusedn.n.name = pw.n.name.empty() && dw.n.name.empty() ? std::string() : pw.n.name + "+" + dw.n.name;
       if (const attribute* a = pw.n.attributes.find("activation")) {
         attribute r = *a;
         r.name = "pointwise_activation";
