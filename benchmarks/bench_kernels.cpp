@@ -184,6 +184,37 @@ BENCHMARK(BM_nchwc_conv)
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 
+// PointwiseDepthwiseConv (the CPU provider's 1x1 convolution fused with the depthwise 3x3 that reads it, Clip(0, 6)
+// after each, as MobileNetV2's blocks have) on X already blocked: channels in (a multiple of 16), expanded channels,
+// input size, depthwise stride. Compare the sum of BM_nchwc_conv's two layers of the same shapes.
+void BM_nchwc_pointwise_depthwise(benchmark::State& state) {
+  const auto cin = state.range(0), m = state.range(1), hw = state.range(2), s = state.range(3);
+  node n = conv_node(3, s, m, false);
+  n.op_type = "PointwiseDepthwiseConv";
+  n.domain = "com.epstack.nchwc16";
+  n.since_version = 1;
+  n.attributes.set("activation", std::string("Clip"));
+  n.attributes.set("activation_params", std::vector<float>{0.0f, 6.0f});
+  n.attributes.set("pointwise_activation", std::string("Clip"));
+  n.attributes.set("pointwise_activation_params", std::vector<float>{0.0f, 6.0f});
+  auto b = one_node::make<ops::nchwc_pointwise_depthwise>(
+      std::move(n), {{random({1, cin, hw, hw}, 1), false}, {random({m, cin, 1, 1}, 2), true}, {random({m}, 3), true},
+                     {random({m, 1, 3, 3}, 4), true}, {random({m}, 5), true}});
+  b->run(state);
+  const double in = static_cast<double>(hw * hw), out = static_cast<double>((hw + s - 1) / s) * static_cast<double>((hw + s - 1) / s);
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(m) * (static_cast<double>(cin) * in + 9.0 * out),
+                                                 benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+}
+BENCHMARK(BM_nchwc_pointwise_depthwise)
+    ->ArgNames({"cin", "m", "hw", "s"})
+    ->Args({16, 96, 112, 2})   // mobilenetv2 features.2
+    ->Args({32, 144, 56, 1})   // features.3 (24 channels padded to 32)
+    ->Args({32, 192, 28, 1})   // features.6
+    ->Args({96, 576, 14, 1})   // features.13
+    ->Args({160, 960, 7, 1})   // features.15
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
 // MatMul with a constant weight: rows, inner, columns.
 void BM_matmul(benchmark::State& state) {
   const auto m = state.range(0), k = state.range(1), n = state.range(2);
