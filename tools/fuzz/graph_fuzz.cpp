@@ -224,7 +224,37 @@ class gen {
       a.set("dilations", w.dil);
   }
 
+  // MobileNet's block head: a 1x1 convolution to 16, 24 or 32 channels (an image's few channels are read by a
+  // first-layer kernel, not the blocked one), a 1x1 convolution to at most 6x those, sometimes a Relu or Clip, and a
+  // depthwise convolution reading it alone (the CPU provider's layout fuses the last two into PointwiseDepthwiseConv).
+  bool pointwise_depthwise(const val& x) {
+    const dims sp(x.d.begin() + 2, x.d.end());
+    window w;
+    if (!make_window(sp, w, 3, true, true)) return false;
+    const std::int64_t c0 = x.d[1], c = 8 * (2 + pick(3)), o = c * (1 + pick(6));
+    dims stem{x.d[0], c, x.d[2], x.d[3]}, mid{x.d[0], o, x.d[2], x.d[3]}, out{x.d[0], o, w.out[0], w.out[1]};
+    if (volume(mid) > max_volume || volume(out) > max_volume) return false;
+    const std::string s0 = node("Conv", {x.name, constant(random({c, c0, 1, 1}, std::sqrt(3.0f / static_cast<float>(c0))))})[0];
+    add(s0, stem);
+    std::vector<std::string> ins{s0, constant(random({o, c, 1, 1}, std::sqrt(3.0f / static_cast<float>(c))))};
+    if (chance(60)) ins.push_back(constant(random({o}, 0.5f)));
+    std::string a = node("Conv", ins)[0];
+    if (chance(30)) a = node("Relu", {a})[0];
+    else if (chance(30)) a = node("Clip", {a, scalar(-1.0f), scalar(1.5f)})[0];
+    add(a, mid);
+    dims wd{o, 1};
+    wd.insert(wd.end(), w.k.begin(), w.k.end());
+    std::vector<std::string> dins{a, constant(random(wd, std::sqrt(3.0f / static_cast<float>(volume(wd) / o))))};
+    if (chance(60)) dins.push_back(constant(random({o}, 0.5f)));
+    attribute_list at;
+    set_window(at, w, true);
+    at.set("group", o);
+    add(node("Conv", dins, at)[0], out);
+    return true;
+  }
+
   bool conv(const val& x) {
+    if (x.d.size() == 4 && chance(20)) return pointwise_depthwise(x);
     const dims sp(x.d.begin() + 2, x.d.end());
     window w;
     if (!make_window(sp, w, 5, true, true)) return false;
