@@ -522,6 +522,50 @@ TEST_CASE("NCHWc: what is not fused into a PointwiseDepthwiseConv, and the optio
   CHECK(bad.status().message().find("epstack.cpu_fuse_depthwise") != std::string::npos);
 }
 
+// 1x1 convolutions to 8 more channels than a multiple of 16 (24: two blocks, 40: three, 56: four): whole tiles of the
+// last set of blocks compute the last block's 8 real lanes in 8-float vectors (conv_view::y_half). With bias or
+// without, a residual, in-register and stored-row activations, one pass and two over 4352 input channels (more
+// filters than a pass takes), two images; against NCHW.
+TEST_CASE("NCHWc: 1x1 convolutions whose last output block has 8 channels compute what NCHW computes") {
+  struct half_case {
+    std::int64_t cin, cout, hw;
+    const char* act;  // "" none, or an activation node after the convolution (the residual's Add comes first)
+    bool bias, residual;
+  };
+  for (const auto& hc : std::vector<half_case>{{32, 24, 9, "Relu", true, false},
+                                               {48, 40, 7, "LeakyRelu", true, true},
+                                               {64, 56, 6, "", false, false},
+                                               {24, 24, 13, "Sigmoid", true, true},
+                                               {4352, 24, 4, "Relu", true, false}}) {
+    CAPTURE(hc.cin);
+    CAPTURE(hc.cout);
+    graph g("half");
+    const auto f32 = [](std::vector<std::int64_t> d) { return type_info::tensor_of(element_type::float32, shape::of(std::move(d))); };
+    g.add_input("x", f32({2, hc.cin, hc.hw, hc.hw}));
+    if (hc.residual) g.add_input("z", f32({2, hc.cout, hc.hw, hc.hw}));
+    // Weights within +-0.02 over 4352 channels: sums of the same size as the others', whose rounding stays within tolerance.
+    conv_builder b{g, static_cast<std::uint64_t>(900 + hc.cout), hc.cin > 1000 ? 0.02f : 0.3f};
+    // The input through a 1x1 convolution first, so that the convolution under test reads a blocked tensor.
+    b.conv("pre", {"x", b.weight("w0", {hc.cin, hc.cin, 1, 1})}, "x1", {});
+    std::vector<std::string> in{"x1", b.weight("w1", {hc.cout, hc.cin, 1, 1})};
+    if (hc.bias) in.push_back(b.weight("b1", {hc.cout}));
+    b.conv("pw", in, "y0", {});
+    std::string y = "y0";
+    if (hc.residual) {
+      g.add_node(test::op("res", "Add"), {y, "z"}, {"y1"});
+      y = "y1";
+    }
+    if (*hc.act != 0) {
+      g.add_node(test::op("act", hc.act), {y}, {"y2"});
+      y = "y2";
+    }
+    const model m = model_of(std::move(g), {y.c_str()});
+    std::vector<named_tensor> feeds{{"x", zoo::random_tensor({2, hc.cin, hc.hw, hc.hw}, 950 + static_cast<std::uint64_t>(hc.cin), 1.0f)}};
+    if (hc.residual) feeds.push_back({"z", zoo::random_tensor({2, hc.cout, hc.hw, hc.hw}, 951, 1.0f)});
+    for (const int threads : {1, 2}) check_blocked_matches_plain(m, feeds, threads, 2);
+  }
+}
+
 // Winograd on the blocked layout, F(4x4, 3x3) from 49 tiles of 4x4 and F(2x2, 3x3) from 16 tiles of 2x2: images of
 // odd and even sizes (tiles cut at the right and bottom edges, for both tiles), symmetric, asymmetric, wider than the
 // kernel (an output larger than the input), SAME_UPPER and no padding, channel counts that are not multiples of 16

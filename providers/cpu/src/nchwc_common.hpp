@@ -24,6 +24,7 @@ namespace epstack::cpu::impl::nchwc {
 constexpr std::int64_t blk = 16;
 typedef float v16 __attribute__((vector_size(64)));
 typedef std::int32_t mask16 __attribute__((vector_size(64)));
+typedef float v8 __attribute__((vector_size(32)));
 
 inline v16 load(const float* p) {
   v16 v;
@@ -31,6 +32,14 @@ inline v16 load(const float* p) {
   return v;
 }
 inline void store(float* p, v16 v) { std::memcpy(p, &v, sizeof v); }
+inline v8 load8(const float* p) {
+  v8 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+// The low 8 lanes of a vector (a register's lower half: no instruction), and 8 lanes widened with zeros.
+inline v8 low8(v16 v) { return __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7); }
+inline v16 widen(v8 v) { return __builtin_shufflevector(v, v8{}, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15); }
 // Keeps `v` in a register: the compiler may not fold its load into the instructions that use it. GCC folded each
 // input pixel of a depthwise tile into the memory operand of the three FMAs that read it, three 512-bit loads where
 // one does, and on a core that loads one 512-bit vector a cycle (AMD Zen 4) the loads, not the FMAs, set the pace.
@@ -235,6 +244,9 @@ struct conv_view {
   // Dense kernels: the input channels of X's last block whose filters are not all zero (fewer than 16 when the real
   // channels do not fill it: MobileNetV2's 24 channels in two blocks compute 24, not 32).
   std::int64_t x_tail = blk;
+  // Dense 1x1 kernels: the last output block's upper 8 lanes have zero filters and bias (a channel count of 8 more
+  // than a multiple of 16, MobileNetV2's 24): whole tiles holding it compute its lower 8 lanes in 8-float vectors.
+  bool y_half = false;
 };
 
 struct nchwc_conv_plan {
@@ -245,6 +257,7 @@ struct nchwc_conv_plan {
   // [(TM + 2)^2][Op/16][Cp/16][16][16], declared [Op, Cp, TM + 2, TM + 2].
   int winograd = 0;
   activation act;
+  bool y_half = false;  // conv_view::y_half: from the constant filters and bias
 };
 
 // One call's operands, checked: geometry, epilogue and data pointers (`empty`: Y has no elements, nothing to do).
