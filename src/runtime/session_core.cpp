@@ -363,7 +363,15 @@ Status prepare_onnx_model(session_core::stage& d, const session_options& options
       EPSTACK_ASSIGN_OR_RETURN(d.plan, partition_graph(d.m.graph, providers, po));
       std::set<std::string_view> rewritten;
       for (node_id n = 0; n < d.m.graph.node_count(); ++n)
-        if (d.m.graph.node(n).domain == nchwc_domain) rewritten.insert(d.m.graph.node(n).name);
+        if (const auto& nd = d.m.graph.node(n); nd.domain == nchwc_domain) {
+          rewritten.insert(nd.name);
+          // A PointwiseDepthwiseConv is named after its two convolutions, "A+B".
+          if (nd.op_type == "PointwiseDepthwiseConv")
+            for (std::size_t at = 0, plus; at <= nd.name.size(); at = plus + 1) {
+              plus = std::min(nd.name.find('+', at), nd.name.size());
+              rewritten.insert(std::string_view(nd.name).substr(at, plus - at));
+            }
+        }
       const auto was_rewritten = [&](const std::string& x) { return !x.empty() && rewritten.count(x) > 0; };
       for (auto& [c, names] : before)
         if (std::any_of(names.begin(), names.end(), was_rewritten)) d.plan.main.choices_before_layout.push_back(std::move(c));

@@ -375,3 +375,33 @@ TEST_CASE("the runtime follows the plan through compile_model: nothing for oneDN
   REQUIRE((a && b));
   EPSTACK_CHECK_CLOSE((*a)[0], (*b)[0], 1e-5, 1e-5);
 }
+
+TEST_CASE("placement by cost: a choice whose nodes the layout fused into a PointwiseDepthwiseConv is shown as made before the layout") {
+  // A 1x1 expansion and the depthwise convolution that reads it, alone: priced on a core that splits 512-bit
+  // instructions, the CPU provider's depthwise rate wins the pair, its layout fuses the two into one node named after
+  // both ("pw+dw"), and the plan still shows the choice that gave it them.
+  const pinned_machine_class split(machine_class::avx512_split);
+  model m;
+  m.opsets = {{"", 13}};
+  auto& g = m.graph;
+  g.set_name("pw_dw");
+  g.add_input("x", f32(shape{1, 16, 56, 56}));
+  g.add_initializer("W1", zoo::random_tensor({96, 16, 1, 1}, 41, 0.2f));
+  g.add_initializer("W2", zoo::random_tensor({96, 1, 3, 3}, 42, 0.2f));
+  g.add_node(op("pw", "Conv"), {"x", "W1"}, {"a"});
+  attribute_list dw;
+  dw.set("pads", std::vector<std::int64_t>{1, 1, 1, 1});
+  dw.set("group", std::int64_t{96});
+  g.add_node(op("dw", "Conv", dw), {"a", "W2"}, {"y"});
+  g.add_output("y", f32(shape{1, 96, 56, 56}));
+  session_options so;
+  so.set_intra_op_threads(2);
+  auto s = dnnl_session::create(m, so);
+  REQUIRE_MESSAGE(s.has_value(), s.status().to_string());
+  CHECK(provider_of(*s, "pw+dw") == "CPUExecutionProvider");
+  const auto& plan = s->plan();
+  REQUIRE(plan.main.choices_before_layout.size() == 1);
+  CHECK(plan.main.choices_before_layout[0].nodes.size() == 2);
+  CHECK(plan.providers[plan.main.choices_before_layout[0].chosen] == cpu_provider::type_key);
+  CHECK(plan.main.choices.empty());
+}
