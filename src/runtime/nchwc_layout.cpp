@@ -184,7 +184,7 @@ struct layout_pass {
   // What the fusion needs to know of each converted convolution, by its (blocked) output.
   struct conv_facts {
     conv_kind kind;
-    std::int64_t wino, KH, KW, Ip;
+    std::int64_t wino, KH, KW, Ip, I;  // I: the real input channels
     bool has_z;
   };
   std::unordered_map<std::string, conv_facts> convs;
@@ -319,6 +319,9 @@ struct layout_pass {
     c.n.domain = std::string(nchwc_domain);
     c.n.since_version = 1;
     c.n.attributes.set("group", kind == depthwise ? Op : std::int64_t{1});
+    // The real output channels of a dense convolution whose last block is part padding: its kernel computes only the
+    // lanes below them when their filters are zero (nchwc.cpp, conv_view::y_half).
+    if (kind == dense && O != Op) c.n.attributes.set("output_channels", O);
     if (!kernel.empty() || wino != 0) c.n.attributes.set("kernel_shape", std::vector<std::int64_t>{KH, KW});
     if (wino != 0) c.n.attributes.set("winograd", std::int64_t{wino});
     std::string x = en.inputs[0];
@@ -328,7 +331,7 @@ struct layout_pass {
     c.inputs = {x, wname, bname};
     if (has_z) c.inputs.push_back(z);
     c.outputs = {new_output(en.outputs[0], O)};
-    convs[c.outputs[0]] = {kind, wino, KH, KW, Ip, has_z};
+    convs[c.outputs[0]] = {kind, wino, KH, KW, Ip, I, has_z};
     out.push_back(std::move(c));
     ++converted;
     return true;
@@ -439,6 +442,8 @@ struct layout_pass {
       fusedn.n = dw.n;
       fusedn.n.op_type = "PointwiseDepthwiseConv";
       fusedn.n.name = pw.n.name.empty() && dw.n.name.empty() ? std::string() : pw.n.name + "+" + dw.n.name;
+      // The 1x1's real input channels: its kernel skips the padded ones of the last block (their filters are zero).
+      if (f.I != f.Ip) fusedn.n.attributes.set("input_channels", f.I);
       if (const attribute* a = pw.n.attributes.find("activation")) {
         attribute r = *a;
         r.name = "pointwise_activation";

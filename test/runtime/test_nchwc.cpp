@@ -566,6 +566,77 @@ TEST_CASE("NCHWc: 1x1 convolutions whose last output block has 8 channels comput
   }
 }
 
+// The padded lanes the blocked 1x1 kernels skip are the padding alone: a real channel pruned to zero filters is still
+// multiplied, so an infinity in it gives NaN as in NCHW (0 x inf). A fused pair whose last real input channel has
+// zero filters, and a 32-channel 1x1 whose last 8 output channels have zero filters and bias (not padding: computed
+// in full), both reading an input with an infinite channel.
+TEST_CASE("NCHWc: real channels with zero filters are computed, not skipped as padding: an infinity gives NaN as in NCHW") {
+  const auto same_nan = [](const tensor& a, const tensor& b) {
+    REQUIRE(a.element_count() == b.element_count());
+    const float* pa = a.typed<float>();
+    const float* pb = b.typed<float>();
+    std::size_t nans = 0;
+    for (std::size_t i = 0; i < a.element_count(); ++i) {
+      CAPTURE(i);
+      REQUIRE(std::isnan(pa[i]) == std::isnan(pb[i]));
+      if (std::isnan(pa[i])) ++nans;
+      else if (std::isinf(pb[i])) CHECK(pa[i] == pb[i]);
+      else CHECK(std::fabs(pa[i] - pb[i]) <= 1e-4 + 1e-4 * std::fabs(pb[i]));
+    }
+    return nans;
+  };
+  const auto zero_channels = [](tensor& t, std::int64_t per, std::int64_t first, std::int64_t last, bool inputs) {
+    // t [O, I, 1, 1]: zero input channels [first, last) of every filter (inputs) or filters [first, last) (outputs).
+    float* d = reinterpret_cast<float*>(t.mutable_data());
+    const std::int64_t O = t.sizes()[0], I = t.sizes()[1];
+    for (std::int64_t o = 0; o < O; ++o)
+      for (std::int64_t i = 0; i < I; ++i)
+        if (inputs ? (i >= first && i < last) : (o >= first && o < last)) d[o * I + i] = 0.0f;
+    (void)per;
+  };
+  {
+    graph g("pruned_in");
+    g.add_input("x", type_info::tensor_of(element_type::float32, shape::of(std::vector<std::int64_t>{1, 24, 6, 6})));
+    tensor w1 = zoo::random_tensor({48, 24, 1, 1}, 61, 0.3f);
+    zero_channels(w1, 1, 23, 24, true);
+    g.add_initializer("w1", std::move(w1));
+    g.add_initializer("w2", zoo::random_tensor({48, 1, 3, 3}, 62, 0.3f));
+    g.add_node(test::op("pw", "Conv"), {"x", "w1"}, {"a"});
+    g.add_node(test::op("dw", "Conv", attrs({ints("pads", {1, 1, 1, 1}), one("group", 48)})), {"a", "w2"}, {"y"});
+    const model m = model_of(std::move(g), {"y"});
+    tensor x = zoo::random_tensor({1, 24, 6, 6}, 63, 1.0f);
+    float* px = reinterpret_cast<float*>(x.mutable_data());
+    for (std::int64_t k = 0; k < 36; ++k) px[23 * 36 + k] = std::numeric_limits<float>::infinity();
+    auto blocked = make(m, "nchwc");
+    auto plain = make(m, "nchw");
+    CHECK(op_counts(blocked.get_model().graph).at(std::string(pointwise_depthwise)) == 1);
+    auto a = blocked.run({{"x", x}});
+    auto b = plain.run({{"x", x}});
+    REQUIRE((a.has_value() && b.has_value()));
+    CHECK(same_nan((*a)[0], (*b)[0]) == (*b)[0].element_count());  // every output reads channel 23 through 0 x inf
+  }
+  {
+    graph g("pruned_out");
+    g.add_input("x", type_info::tensor_of(element_type::float32, shape::of(std::vector<std::int64_t>{1, 32, 5, 5})));
+    tensor w = zoo::random_tensor({32, 32, 1, 1}, 64, 0.3f);
+    zero_channels(w, 1, 24, 32, false);
+    tensor bias = zoo::random_tensor({32}, 65, 0.3f);
+    std::memset(reinterpret_cast<float*>(bias.mutable_data()) + 24, 0, 8 * sizeof(float));
+    g.add_initializer("w", std::move(w));
+    g.add_initializer("b", std::move(bias));
+    g.add_node(test::op("pw", "Conv"), {"x", "w", "b"}, {"y"});
+    const model m = model_of(std::move(g), {"y"});
+    tensor x = zoo::random_tensor({1, 32, 5, 5}, 66, 1.0f);
+    reinterpret_cast<float*>(x.mutable_data())[3] = std::numeric_limits<float>::infinity();  // channel 0, one pixel
+    auto blocked = make(m, "nchwc");
+    auto plain = make(m, "nchw");
+    auto a = blocked.run({{"x", x}});
+    auto b = plain.run({{"x", x}});
+    REQUIRE((a.has_value() && b.has_value()));
+    CHECK(same_nan((*a)[0], (*b)[0]) >= 8);  // pixel 3 of channels 24-31 at least
+  }
+}
+
 // Winograd on the blocked layout, F(4x4, 3x3) from 49 tiles of 4x4 and F(2x2, 3x3) from 16 tiles of 2x2: images of
 // odd and even sizes (tiles cut at the right and bottom edges, for both tiles), symmetric, asymmetric, wider than the
 // kernel (an output larger than the input), SAME_UPPER and no padding, channel counts that are not multiples of 16

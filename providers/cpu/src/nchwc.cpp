@@ -1085,8 +1085,8 @@ Result<nchwc_conv_plan> conv_plan(const graph& g, node_id n) {
                                               "; it takes 2 or 4 (the output tile of F(2x2, 3x3) or F(4x4, 3x3)) or 0"));
   p.winograd = static_cast<int>(wino);
   EPSTACK_ASSIGN_OR_RETURN(p.act, parse_activation(nd));
-  // A blocked 1x1 convolution's filters [Op/16][Ip/16][1][1][16 in][16 out] whose last output block has zero
-  // filters and bias in lanes 8-15: conv_view::y_half.
+  // A blocked 1x1 convolution's filters [Op/16][Ip/16][1][1][16 in][16 out] whose last output block is padding in
+  // lanes 8-15, with zero filters and bias there: conv_view::y_half.
   const tensor* w = constant_input(g, n, 1);
   const tensor* b = nd.inputs.size() > 2 && nd.inputs[2] != no_id ? constant_input(g, n, 2) : nullptr;
   const bool b_ok = nd.inputs.size() <= 2 || nd.inputs[2] == no_id || (b != nullptr && b->type() == element_type::float32);
@@ -1096,7 +1096,11 @@ Result<nchwc_conv_plan> conv_plan(const graph& g, node_id n) {
     const std::int64_t OB = w->sizes()[0] / blk, IB = w->sizes()[1] / blk;
     const float* d = w->typed<float>() + (OB - 1) * IB * blk * blk;
     const auto upper_zero = [](const float* lanes) { return std::all_of(lanes + 8, lanes + blk, [](float f) { return f == 0.0f; }); };
-    bool zero = b == nullptr || upper_zero(b->typed<float>() + (OB - 1) * blk);
+    // Only the padding: the real output channels (attribute output_channels, which the layout pass writes) end in the
+    // last block's lower 8 lanes.
+    const std::int64_t real = attr_i(nd, "output_channels", OB * blk);
+    bool zero = real > (OB - 1) * blk && real <= (OB - 1) * blk + 8 && OB >= 2;
+    zero = zero && (b == nullptr || upper_zero(b->typed<float>() + (OB - 1) * blk));
     for (std::int64_t r = 0; zero && r < IB * blk; ++r) zero = upper_zero(d + r * blk);
     p.y_half = zero;
   }
@@ -1144,7 +1148,10 @@ Result<compute_function> nchwc_pointwise_depthwise::compile(const graph& g, node
         const float* row = d + ((ob * IB + IB - 1) * blk + bi) * blk;
         if (std::any_of(row, row + blk, [](float f) { return f != 0.0f; })) tail = bi + 1;
       }
-    p.tail = tail;
+    // Only the padding: lanes at or past the real input channels (attribute input_channels, which the layout pass
+    // writes); a real channel whose filters are all zero is still multiplied (an infinity in it gives NaN).
+    const std::int64_t real = attr_i(nd, "input_channels", IB * blk) - (IB - 1) * blk;
+    p.tail = std::max(tail, std::clamp<std::int64_t>(real, 0, blk));
   }
   return make_fn("PointwiseDepthwiseConv (NCHWc)", [p](compute_context& ctx) { return nchwc_pointwise_depthwise_compute(p, ctx); });
 }
