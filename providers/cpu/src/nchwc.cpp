@@ -412,7 +412,7 @@ void depthwise_tile_3w(const conv_view& v, const conv_epilogue& ep, std::int64_t
     for (int i = 0; i < NX; ++i) {
       if constexpr (EDGE) x[i] = iw0 + i >= 0 && iw0 + i < IW ? load(xr + (iw0 + i) * blk) : v16{};
       else x[i] = load(xr + (iw0 + i) * blk);
-      if constexpr (S == 1) in_register(x[i]);
+      if constexpr (S == 1) keep_in_register(x[i]);
     }
     const v16 w0 = load(wb + (kh * 3) * blk), w1 = load(wb + (kh * 3 + 1) * blk), w2 = load(wb + (kh * 3 + 2) * blk);
     for (int o = 0; o < NO; ++o) {

@@ -43,7 +43,7 @@ inline v16 widen(v8 v) { return __builtin_shufflevector(v, v8{}, 0, 1, 2, 3, 4, 
 // Keeps `v` in a register: the compiler may not fold its load into the instructions that use it. GCC folded each
 // input pixel of a depthwise tile into the memory operand of the three FMAs that read it, three 512-bit loads where
 // one does, and on a core that loads one 512-bit vector a cycle (AMD Zen 4) the loads, not the FMAs, set the pace.
-[[gnu::always_inline]] inline void in_register(v16& v) {
+[[gnu::always_inline]] inline void keep_in_register(v16& v) {
 #if defined(__AVX512F__)
   asm("" : "+v"(v));
 #else
