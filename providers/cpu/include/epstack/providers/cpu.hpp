@@ -43,19 +43,20 @@ inline constexpr cost_profile default_cost_profile{
     .kernel_us = 8,
     .partition_us = 0,
 };
-/// The same, measured on a core that runs 512-bit instructions as two 256-bit halves (AMD Zen 4, 2 vCPUs; the median
-/// of four calibrations, whose rates varied by up to 25% with this VM's phases): about half the arithmetic rates, and
-/// products streaming their weights from memory at 44 GB/s where oneDNN's reach 33 (mlp_b1's and llm_decode's). The
-/// convolutions' rates are the medians of three calibrations of the tenth session's kernels (tile epilogues in
-/// registers: depthwise 73.5 -> 83 GFLOP/s).
+/// The same, measured on a core that runs 512-bit instructions as two 256-bit halves (AMD Zen 4, 2 vCPUs): about half
+/// the arithmetic rates, and products streaming their weights from memory at 37.5 GB/s where oneDNN's reach 30.6
+/// (mlp_b1's and llm_decode's). The medians of five calibrations of the twelfth session's kernels (four in the VM's
+/// quiet phase, one in its busy phase, where this provider's convolutions lose up to 30% and oneDNN's less): the 3x3
+/// chains run as Winograd at 444 dense-equivalent GFLOP/s (the tenth session's calibrations, in busy phases, had 295),
+/// so that ResNet-50 is estimated at 32.6 ms where it runs in 33.3.
 inline constexpr cost_profile avx512_split_cost_profile{
-    .matmul_gflops = {39.5, 134, 179, 189.5, 195},
-    .conv_gflops = 167,
-    .conv3x3_gflops = 295,
-    .pointwise_gflops = 170,
-    .depthwise_gflops = 83,
-    .stream_gbps = 155,
-    .dram_gbps = 44,
+    .matmul_gflops = {50.8, 172, 206.8, 209.2, 210},
+    .conv_gflops = 210,
+    .conv3x3_gflops = 444,
+    .pointwise_gflops = 199,
+    .depthwise_gflops = 89,
+    .stream_gbps = 169,
+    .dram_gbps = 37.5,
     .node_us = 0.5,
     .kernel_us = 8,
     .partition_us = 0,

@@ -54,16 +54,17 @@ inline constexpr cost_profile default_cost_profile{
     .partition_us = 5,
 };
 /// The same, measured on a core that runs 512-bit instructions as two 256-bit halves (AMD Zen 4, 2 vCPUs; medians of
-/// four calibrations): products streaming their weights from memory reach 33 GB/s, where the CPU provider's reach
-/// 44 (`cpu::avx512_split_cost_profile`), though with operands in cache oneDNN's batch-1 products are faster.
+/// five calibrations, with the CPU provider's): products streaming their weights from memory reach 30.6 GB/s, where
+/// the CPU provider's reach 37.5 (`cpu::avx512_split_cost_profile`), though with operands in cache oneDNN's batch-1
+/// products are faster.
 inline constexpr cost_profile avx512_split_cost_profile{
-    .matmul_gflops = {71, 184, 212, 212, 220},
-    .conv_gflops = 216,
-    .conv3x3_gflops = 229,
-    .pointwise_gflops = 171,
-    .depthwise_gflops = 46,
-    .stream_gbps = 158,
-    .dram_gbps = 33,
+    .matmul_gflops = {72.3, 200.9, 212.4, 216.5, 223.9},
+    .conv_gflops = 220,
+    .conv3x3_gflops = 231,
+    .pointwise_gflops = 184,
+    .depthwise_gflops = 67,
+    .stream_gbps = 168,
+    .dram_gbps = 30.6,
     .node_us = 0.5,
     .kernel_us = 2,
     .partition_us = 5,
