@@ -24,7 +24,7 @@ for bin in "$@"; do
       size = hex($2); name = $0; sub(/^[0-9a-f]+ [0-9a-f]+ [A-Za-z] /, "", name)
       part = "other epstack code (tensors, statuses, messages)"
       if (name ~ /deploy_example|epstack::bench::|^main$/) part = "the program (main, its inputs, stdio)"
-      else if (name ~ /nchwc|dense_tile|dense_segment|depthwise|pointwise|reorder|winograd|epstack::cpu::.*conv/) part = "kernels: blocked-layout convolutions and pools (nchwc.cpp)"
+      else if (name ~ /nchwc|dense_tile|dense_segment|depthwise|pointwise|reorder|winograd|epstack::cpu::.*conv/) part = "kernels: blocked-layout convolutions, pools and reorders (nchwc*.cpp)"
       else if (name ~ /dot_block|dot_rows|combine_rows|small_sgemm|cpu::impl::.*gather/) part = "kernels: matrix-vector products (sgemv.cpp)"
       else if (name ~ /sgemm|pack_[ab]|gemm_prepacked/) part = "kernels: packed sgemm (sgemm.cpp)"
       else if (name ~ /gemm_run|gemm_mv|few_rows_product|for_column_pieces|gemm_parallel|matmul/) part = "kernels: the products (matmul.cpp)"

@@ -1,7 +1,7 @@
 // The blocked-layout (NCHWc) kernels' shared parts: 16-float vectors and the in-register activations, window geometry,
-// and one convolution call's checked operands. Private to the CPU provider: nchwc.cpp (direct convolutions, pools,
-// reorders) and nchwc_winograd.cpp (Winograd convolutions, in a file of their own so that a deployable whose
-// convolutions are all direct links none of them).
+// and one convolution call's checked operands. Private to the CPU provider: nchwc.cpp (direct convolutions),
+// nchwc_pool_reorder.cpp (pools, reorders) and nchwc_winograd.cpp (Winograd convolutions, in a file of their own so
+// that a deployable whose convolutions are all direct links none of them).
 #pragma once
 
 #include "conv_activation.hpp"
