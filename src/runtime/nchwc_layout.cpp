@@ -177,6 +177,11 @@ struct layout_pass {
   std::unordered_map<std::string, std::string> filters;   // original W (+ kind) -> laid-out W
   std::vector<enode> out;
   std::size_t converted = 0;
+  std::vector<node_id> origins;  // the graph's nodes that were converted (enode::origin)
+  void note_converted(const enode& en) {
+    ++converted;
+    if (en.origin != no_id) origins.push_back(en.origin);
+  }
   bool winograd = true;  // 3x3 unit-stride convolutions as Winograd
   std::vector<filter_job> jobs;  // the laid-out filters to write
   bool fuse_depthwise = true;  // 1x1 convolutions into the depthwise convolutions that read them
@@ -333,7 +338,7 @@ struct layout_pass {
     c.outputs = {new_output(en.outputs[0], O)};
     convs[c.outputs[0]] = {kind, wino, KH, KW, Ip, I, has_z};
     out.push_back(std::move(c));
-    ++converted;
+    note_converted(en);
     return true;
   }
 
@@ -359,7 +364,7 @@ struct layout_pass {
     p.inputs = {it->second.name};
     p.outputs = {new_output(en.outputs[0], it->second.channels)};
     out.push_back(std::move(p));
-    ++converted;
+    note_converted(en);
     return true;
   }
 
@@ -397,7 +402,7 @@ struct layout_pass {
     for (std::size_t k = 0; k < tensors; ++k) x.inputs[k] = blocked.at(en.inputs[k]).name;
     x.outputs = {new_output(en.outputs[0], *channels)};
     out.push_back(std::move(x));
-    ++converted;
+    note_converted(en);
     return true;
   }
 
@@ -512,11 +517,16 @@ struct layout_pass {
 }  // namespace
 
 Result<std::size_t> nchwc_layout(model& m, const std::vector<bool>& eligible, optimization_report& rep, bool winograd,
-                                 bool fuse_depthwise) {
+                                 bool fuse_depthwise, std::vector<bool>* rewritten) {
+  const std::size_t before = m.graph.node_count();
+  if (rewritten != nullptr) rewritten->assign(before, false);
   EPSTACK_ASSIGN_OR_RETURN(egraph e, to_egraph(m.graph));
-  layout_pass pass{e, {}, {}, {}, 0, winograd, {}, fuse_depthwise, 0, {}};
+  layout_pass pass{e, {}, {}, {}, 0, {}, winograd, {}, fuse_depthwise, 0, {}};
   pass.run(eligible);
   if (pass.converted == 0) return std::size_t{0};
+  if (rewritten != nullptr)
+    for (node_id n : pass.origins)
+      if (n < before) (*rewritten)[n] = true;
   lay_out_filters(pass.jobs);
   e.index();
   dead_node_elimination(e, rep);  // the original filters and biases, now unread

@@ -347,34 +347,20 @@ Status prepare_onnx_model(session_core::stage& d, const session_options& options
   if (blocked_layout) {
     std::vector<bool> on_cpu(d.m.graph.node_count());
     for (node_id n = 0; n < on_cpu.size(); ++n) on_cpu[n] = d.plan.main.nodes[n].provider == d.plan.cpu_provider;
-    // The choices that gave the CPU provider nodes the layout rewrites are kept for the plan's reader (the others are
-    // made again on the new graph). The rewritten nodes keep their names, and the graph is replaced: by name.
-    std::vector<std::pair<graph_plan::placement_choice, std::vector<std::string>>> before;
+    // The choices that gave the CPU provider nodes the layout rewrote are kept for the plan's reader (the others are
+    // made again on the new graph): the pass says which of the graph's nodes it rewrote, alone or fused into one.
+    std::vector<graph_plan::placement_choice> before;
     for (const auto& c : d.plan.main.choices)
-      if (c.chosen == d.plan.cpu_provider) {
-        std::vector<std::string> names;
-        for (node_id n : c.nodes) names.push_back(d.m.graph.node(n).name);
-        before.emplace_back(c, std::move(names));
-      }
-    EPSTACK_ASSIGN_OR_RETURN(const auto converted, nchwc_layout(d.m, on_cpu, d.report, winograd, fuse_depthwise));
+      if (c.chosen == d.plan.cpu_provider) before.push_back(c);
+    std::vector<bool> rewritten;
+    EPSTACK_ASSIGN_OR_RETURN(const auto converted, nchwc_layout(d.m, on_cpu, d.report, winograd, fuse_depthwise, &rewritten));
     if (converted > 0) {
       // A provider that left its groups for its thread runtime leaves them again: the rewrite assumed it.
       po.yield = d.plan.yielded;
       EPSTACK_ASSIGN_OR_RETURN(d.plan, partition_graph(d.m.graph, providers, po));
-      std::set<std::string_view> rewritten;
-      for (node_id n = 0; n < d.m.graph.node_count(); ++n)
-        if (const auto& nd = d.m.graph.node(n); nd.domain == nchwc_domain) {
-          rewritten.insert(nd.name);
-          // A PointwiseDepthwiseConv is named after its two convolutions, "A+B".
-          if (nd.op_type == "PointwiseDepthwiseConv")
-            for (std::size_t at = 0, plus; at <= nd.name.size(); at = plus + 1) {
-              plus = std::min(nd.name.find('+', at), nd.name.size());
-              rewritten.insert(std::string_view(nd.name).substr(at, plus - at));
-            }
-        }
-      const auto was_rewritten = [&](const std::string& x) { return !x.empty() && rewritten.count(x) > 0; };
-      for (auto& [c, names] : before)
-        if (std::any_of(names.begin(), names.end(), was_rewritten)) d.plan.main.choices_before_layout.push_back(std::move(c));
+      const auto was_rewritten = [&](node_id n) { return n < rewritten.size() && rewritten[n]; };
+      for (auto& c : before)
+        if (std::any_of(c.nodes.begin(), c.nodes.end(), was_rewritten)) d.plan.main.choices_before_layout.push_back(std::move(c));
     }
   }
   const auto is_restored = [&](const partition& part) {

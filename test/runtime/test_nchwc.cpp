@@ -7,6 +7,7 @@
 #include <epstack/provider/cost_model.hpp>
 #include <epstack/providers/cpu.hpp>
 #include <epstack/ir/node_facts.hpp>
+#include <epstack/runtime/optimizer.hpp>
 #include <epstack/runtime/session.hpp>
 
 #include "../support/compare.hpp"
@@ -22,6 +23,7 @@
 #include <cmath>
 #include <map>
 #include <optional>
+#include <set>
 
 using namespace epstack;
 using test::op_counts;
@@ -520,6 +522,52 @@ TEST_CASE("NCHWc: what is not fused into a PointwiseDepthwiseConv, and the optio
   REQUIRE_FALSE(bad.has_value());
   CHECK(bad.code() == errc::invalid_argument);
   CHECK(bad.status().message().find("epstack.cpu_fuse_depthwise") != std::string::npos);
+}
+
+TEST_CASE("NCHWc: the layout pass says which of the graph's nodes it rewrote, fused pairs and names with '+' included") {
+  // A 1x1 convolution fused with the depthwise one that reads it, a MaxPool after them, a Softmax the layout does not
+  // take, and a convolution the pass may not touch (not eligible: another provider's). Names hold '+', as the fused
+  // node's name does ("pw+1+dw+1"): the session once matched the choices made before the layout by these names.
+  graph g("rewritten");
+  g.add_input("x", type_info::tensor_of(element_type::float32, shape::of(std::vector<std::int64_t>{1, 16, 8, 8})));
+  conv_builder b{g, 720, 0.3f};
+  b.conv("pw+1", {"x", b.weight("w1", {32, 16, 1, 1})}, "a", {});
+  b.conv("dw+1", {"a", b.weight("w2", {32, 1, 3, 3})}, "c", attrs({ints("pads", {1, 1, 1, 1}), one("group", 32)}));
+  attribute_list pool;
+  pool.set("kernel_shape", std::vector<std::int64_t>{2, 2});
+  g.add_node(test::op("pool", "MaxPool", pool), {"c"}, {"p"});
+  g.add_node(test::op("soft", "Softmax"), {"p"}, {"s"});
+  b.conv("other", {"s", b.weight("w3", {16, 32, 1, 1})}, "y", {});
+  g.add_output("y");
+  model m;
+  m.opsets = {{"", 13}};
+  m.graph = std::move(g);
+  REQUIRE(infer_shapes(m).is_ok());
+  REQUIRE(m.graph.node_count() == 5);
+  std::vector<bool> eligible(5, true);
+  eligible[4] = false;  // "other"
+  optimization_report rep;
+  std::vector<bool> rewritten{true};
+  auto converted = nchwc_layout(m, eligible, rep, true, true, &rewritten);
+  REQUIRE_MESSAGE(converted.has_value(), converted.status().to_string());
+  CHECK(*converted >= 3);
+  CHECK(rewritten == std::vector<bool>{true, true, true, false, false});
+  std::set<std::string> names;
+  for (node_id n = 0; n < m.graph.node_count(); ++n) names.insert(m.graph.node(n).name);
+  CHECK(names.count("pw+1+dw+1") == 1);
+  CHECK(names.count("other") == 1);
+  // Nothing to rewrite: every flag false, the model unchanged.
+  model none;
+  none.opsets = {{"", 13}};
+  none.graph = graph("none");
+  none.graph.add_input("x", type_info::tensor_of(element_type::float32, shape::of(std::vector<std::int64_t>{1, 16, 8, 8})));
+  none.graph.add_node(test::op("soft", "Softmax"), {"x"}, {"s"});
+  none.graph.add_output("s");
+  REQUIRE(infer_shapes(none).is_ok());
+  auto zero = nchwc_layout(none, std::vector<bool>(1, true), rep, true, true, &rewritten);
+  REQUIRE(zero.has_value());
+  CHECK(*zero == 0);
+  CHECK(rewritten == std::vector<bool>{false});
 }
 
 // 1x1 convolutions to 8 more channels than a multiple of 16 (24: two blocks, 40: three, 56: four): whole tiles of the
