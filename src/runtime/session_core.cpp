@@ -13,7 +13,6 @@
 #include <epstack/runtime/compile_cache.hpp>
 
 #include <algorithm>
-#include <set>
 #include <charconv>
 #include <chrono>
 #include <cstdlib>
