@@ -8,6 +8,7 @@
 // run or the next. Graph outputs are allocated outside the arena (they leave the run).
 #include "session_impl.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <stdexcept>
 
@@ -90,6 +91,20 @@ class frame final : public execution_frame {
       release(const_cast<void*>(x), bytes);
     });
     return tensor::borrow(type, sizes, q, std::move(owner));
+  }
+
+  // An input's arena block for an output of the running step: the value is its block's only holder (graph inputs,
+  // initializers, outer-scope values, provider memory and graph outputs have no block in this frame), the step
+  // reads it once and releases it (no later reader). After the step the output takes a reference to the block
+  // before the input's is dropped, so the block passes from one value to the other.
+  bool lend_input(std::size_t i) override {
+    if (cur_ == nullptr || i >= cur_->inputs.size()) return false;
+    const value_id v = cur_->inputs[i];
+    if (v == no_id || blocks_[v] == nullptr || rc_.mem.refs(blocks_[v]) != 1) return false;
+    if (std::count(cur_->inputs.begin(), cur_->inputs.end(), v) != 1) return false;
+    if (std::find(cur_->release.begin(), cur_->release.end(), v) == cur_->release.end()) return false;
+    ++rc_.lent;
+    return true;
   }
 
   Status run_subgraph(const graph& body, std::span<const ivalue> inputs, std::vector<ivalue>& outputs) override {
@@ -181,11 +196,13 @@ class frame final : public execution_frame {
       Status st;
       const auto t0 = profiling_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
       alloc_ = s.allocator;
+      cur_ = &s;
       try {
         st = (*s.fn)(ctx);
       } catch (const std::exception& e) {
         st = Status(errc::runtime_exception, e.what());
       }
+      cur_ = nullptr;
       alloc_ = nullptr;
       if (profiling_) {
         s.ns->fetch_add(static_cast<std::uint64_t>(
@@ -240,6 +257,7 @@ class frame final : public execution_frame {
   const frame* parent_;
   bool profiling_;
   const provider_binding* alloc_ = nullptr;  // the running step's provider allocator, if it has one
+  const step* cur_ = nullptr;                // the running step (lend_input)
 };
 
 }  // namespace
@@ -337,7 +355,10 @@ session_core::memory_stats session_core::memory() const {
   std::lock_guard lock(impl_->mu);
   memory_stats s;
   s.run_contexts = impl_->idle.size();
-  for (const auto& rc : impl_->idle) s.arena_bytes += rc->mem.reserved_bytes();
+  for (const auto& rc : impl_->idle) {
+    s.arena_bytes += rc->mem.reserved_bytes();
+    s.in_place_outputs += rc->lent;
+  }
   return s;
 }
 

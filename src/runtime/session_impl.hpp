@@ -86,6 +86,11 @@ class arena {
     return p < it->first + it->second.size ? it->first : nullptr;
   }
   void add_ref(std::byte* base) { ++live_.find(base)->second.refs; }
+  /// The values holding the live block at `base`.
+  [[nodiscard]] int refs(std::byte* base) const {
+    const auto it = live_.find(base);
+    return it == live_.end() ? 0 : it->second.refs;
+  }
   void release(std::byte* base) {
     auto it = live_.find(base);
     if (--it->second.refs <= 0) retire(it);
@@ -234,6 +239,7 @@ struct run_context {
   arena mem;
   std::vector<ivalue> env;              // main graph values
   std::vector<std::byte*> blocks;       // main graph: arena block per value
+  std::uint64_t lent = 0;               // inputs whose memory an output took over (frame::lend_input), every run
 };
 
 // Where a value a subgraph uses comes from: (levels up, value id there), or nullopt.

@@ -47,6 +47,14 @@ class execution_frame {
   /// of enclosing graphs that it uses come from the caller's scope. `outputs` receives its graph outputs, owned.
   [[nodiscard]] virtual Status run_subgraph(const graph& body, std::span<const ivalue> inputs,
                                             std::vector<ivalue>& outputs) = 0;
+  /// Whether the call being computed may write an output over the memory of its input `i`: memory the executor
+  /// handed out, held by no other value (no view of it alive), read by no later step, not another input of the call
+  /// too, and neither a graph input, output nor initializer. The executor counts the inputs it lends. False unless an
+  /// executor says so.
+  [[nodiscard]] virtual bool lend_input(std::size_t i) {
+    (void)i;
+    return false;
+  }
 };
 
 /// @brief The inputs and outputs of one call of a compute function, and what it may use while computing them.
@@ -90,6 +98,22 @@ class compute_context {
     check_output(i);
     if (!outputs_[i].is_tensor()) outputs_[i] = tensor();
     return outputs_[i].as_tensor();
+  }
+  /// @brief Output o computed over input i's memory, as ONNX Runtime's kernels that declare `MayInplace(i, o)`: when
+  /// input i is a tensor of `type` and `sizes` whose memory nothing else can see (execution_frame::lend_input) and
+  /// output o does not leave the run, output o is input i itself; otherwise as allocate_output. The kernel must read
+  /// each element of input i before it writes that element of the output, and tells which it got by `data()`.
+  tensor& allocate_output_over_input(std::size_t o, std::size_t i, element_type type, std::span<const std::int64_t> sizes) {
+    check_output(o);
+    const bool persistent = o < persistent_.size() && persistent_[o];
+    if (!persistent && frame_ != nullptr && i < inputs_.size() && inputs_[i].is_tensor()) {
+      const tensor& in = inputs_[i].as_tensor();
+      if (in.type() == type && std::ranges::equal(in.sizes(), sizes) && frame_->lend_input(i)) {
+        outputs_[o] = in;
+        return outputs_[o].as_tensor();
+      }
+    }
+    return allocate_output(o, type, sizes);
   }
   /// Output i as a runtime value (to set a sequence or none).
   ivalue& output_value(std::size_t i) {

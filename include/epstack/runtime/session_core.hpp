@@ -13,6 +13,7 @@
 #include <epstack/provider/binding.hpp>
 #include <epstack/runtime/optimizer.hpp>
 
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -108,6 +109,9 @@ class session_core {
   struct memory_stats {
     std::size_t run_contexts = 0;  ///< arenas (the most runs that were in flight at once)
     std::size_t arena_bytes = 0;   ///< bytes they reserved in all
+    /// Outputs computed over the memory of an input that nothing read afterwards (ONNX Runtime's `MayInplace` reuse),
+    /// over all runs so far.
+    std::uint64_t in_place_outputs = 0;
   };
   [[nodiscard]] memory_stats memory() const;
 
