@@ -825,7 +825,6 @@ Status nchwc_pointwise_depthwise_compute(const pointwise_depthwise_plan& p, comp
   return {};
 }
 
-bool float_input(const graph& g, node_id n) { return in_type(g, n, 0) == element_type::float32; }
 // The 1x1 convolution's activation of a PointwiseDepthwiseConv: attributes pointwise_activation and
 // pointwise_activation_params, as FusedConv's activation and activation_params.
 Result<activation> pointwise_activation(const node& nd) {

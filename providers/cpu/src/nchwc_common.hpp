@@ -6,6 +6,8 @@
 
 #include "conv_activation.hpp"
 
+#include <epstack/ir/node_facts.hpp>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -269,6 +271,9 @@ struct conv_call {
   float* y = nullptr;
   bool empty = false;
 };
+
+// Whether node n's first input is float (what every blocked kernel reads).
+inline bool float_input(const graph& g, node_id n) { return in_type(g, n, 0) == element_type::float32; }
 
 // Reads and checks one call's operands (X, W, B, Sum) and allocates Y.
 Result<conv_call> nchwc_conv_setup(const nchwc_conv_plan& p, compute_context& ctx);

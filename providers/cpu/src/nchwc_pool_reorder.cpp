@@ -236,7 +236,6 @@ Status reorder_output_compute(compute_context& ctx, std::int64_t channels) {
   return {};
 }
 
-bool float_input(const graph& g, node_id n) { return in_type(g, n, 0) == element_type::float32; }
 
 }  // namespace
 }  // namespace impl
