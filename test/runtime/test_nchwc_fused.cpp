@@ -1,0 +1,301 @@
+// The CPU provider's blocked layout, its fused and alternative kernels: a 1x1 convolution fused with the depthwise one
+// that reads it (PointwiseDepthwiseConv), which nodes the layout pass says it rewrote, and Winograd convolutions on the
+// blocked layout; each against the plain layout (NCHW).
+#include "nchwc_support.hpp"
+
+using namespace epstack;
+using namespace epstack::nchwc_test;
+
+// PointwiseDepthwiseConv: a 1x1 convolution and the depthwise convolution that alone reads it, fused (the expansion's
+// rows computed into a buffer of a few rows as the depthwise rows need them). At 1, 2 and 3 threads, against NCHW and
+// bit for bit against the two blocked convolutions unfused (epstack.cpu_fuse_depthwise = 0: the same tile kernels in
+// the same order): channel counts that are not multiples of 16 (24 in; 40 and 144 out: 3 and 9 blocks), one block, 20
+// blocks (sets of 3 or 4, bands of rows), strides 1 and 2 (and 2 across only), rows too wide for the buffer to hold a
+// band's inputs (it slides over 600 and 401 pixels), a dilated 3x3, a 5x3 window with asymmetric pads, pads wider
+// than the window (output rows of padding alone), no biases, Sigmoid on the 1x1 (not an in-register activation) and
+// HardSigmoid on the depthwise one, Relu, Clip and LeakyRelu, two images.
+TEST_CASE("NCHWc: a 1x1 convolution fused with the depthwise convolution that reads it computes what NCHW computes") {
+  struct fused_case {
+    std::int64_t n, cin, m, h, w;
+    std::vector<std::int64_t> strides, pads, dilations, kernel;  // the depthwise window
+    std::string pw_act, dw_act;                                    // activation nodes after each ("": none)
+    bool bias;
+  };
+  const std::vector<fused_case> cases{
+      {1, 24, 144, 20, 20, {1, 1}, {1, 1, 1, 1}, {1, 1}, {3, 3}, "Clip", "Clip", true},
+      {2, 16, 40, 9, 13, {2, 2}, {1, 1, 1, 1}, {1, 1}, {3, 3}, "Relu", "Relu", true},
+      {1, 16, 64, 9, 600, {1, 1}, {1, 1, 1, 1}, {1, 1}, {3, 3}, "LeakyRelu", "", true},
+      {1, 32, 48, 11, 401, {2, 2}, {1, 1, 1, 1}, {1, 1}, {3, 3}, "Relu", "Clip", false},
+      {1, 40, 320, 7, 7, {1, 1}, {1, 1, 1, 1}, {1, 1}, {3, 3}, "Clip", "Clip", true},
+      {1, 16, 32, 12, 12, {1, 1}, {2, 2, 2, 2}, {2, 2}, {3, 3}, "Sigmoid", "HardSigmoid", true},
+      {1, 16, 16, 10, 9, {1, 2}, {2, 0, 2, 2}, {1, 1}, {5, 3}, "", "LeakyRelu", false},
+      {1, 16, 32, 5, 6, {1, 1}, {3, 1, 4, 1}, {1, 1}, {3, 3}, "Relu", "", true},
+  };
+  std::uint64_t seed = 500;
+  for (const auto& fc : cases) {
+    CAPTURE(fc.cin);
+    CAPTURE(fc.m);
+    CAPTURE(fc.h);
+    CAPTURE(fc.w);
+    CAPTURE(fc.strides[0]);
+    graph g("pw_dw");
+    g.add_input("x", type_info::tensor_of(element_type::float32, shape::of(std::vector<std::int64_t>{fc.n, fc.cin, fc.h, fc.w})));
+    g.add_initializer("lo", tensor::scalar(-0.25f));
+    g.add_initializer("hi", tensor::scalar(0.8f));
+    conv_builder b{g, seed, 0.3f};
+    seed += 10;
+    const auto act = [&](const std::string& kind, const std::string& in, const std::string& out) {
+      if (kind.empty()) return in;
+      if (kind == "Clip") g.add_node(test::op(out + "_act", kind), {in, "lo", "hi"}, {out});
+      else g.add_node(test::op(out + "_act", kind), {in}, {out});
+      return out;
+    };
+    std::vector<std::string> pw_in{"x", b.weight("w1", {fc.m, fc.cin, 1, 1})};
+    if (fc.bias) pw_in.push_back(b.weight("b1", {fc.m}));
+    b.conv("pw", pw_in, "a0", {});
+    const std::string a = act(fc.pw_act, "a0", "a");
+    std::vector<std::string> dw_in{a, b.weight("w2", {fc.m, 1, fc.kernel[0], fc.kernel[1]})};
+    if (fc.bias) dw_in.push_back(b.weight("b2", {fc.m}));
+    b.conv("dw", dw_in, "c0",
+           attrs({ints("strides", fc.strides), ints("pads", fc.pads), ints("dilations", fc.dilations), one("group", fc.m)}));
+    const std::string y = act(fc.dw_act, "c0", "y");
+    const model m = model_of(std::move(g), {y.c_str()});
+    const std::vector<named_tensor> in{{"x", zoo::random_tensor({fc.n, fc.cin, fc.h, fc.w}, seed++, 1.0f)}};
+    for (const int threads : {1, 2, 3}) {
+      CAPTURE(threads);
+      session_options so;
+      so.set_intra_op_threads(threads);
+      auto fused = cpu_session::create(m, so);
+      so.set_config(config_keys::cpu_fuse_depthwise, "0");
+      auto unfused = cpu_session::create(m, so);
+      so.set_config(config_keys::cpu_layout, "nchw");
+      auto plain = cpu_session::create(m, so);
+      REQUIRE_MESSAGE(fused.has_value(), fused.status().to_string());
+      REQUIRE_MESSAGE(unfused.has_value(), unfused.status().to_string());
+      REQUIRE_MESSAGE(plain.has_value(), plain.status().to_string());
+      const auto fc_counts = op_counts(fused->get_model().graph);
+      CHECK(fc_counts.at(std::string(pointwise_depthwise)) == 1);
+      CHECK(fc_counts.count(std::string(blocked_conv)) == 0);
+      const auto uc_counts = op_counts(unfused->get_model().graph);
+      CHECK(uc_counts.count(std::string(pointwise_depthwise)) == 0);
+      CHECK(uc_counts.at(std::string(blocked_conv)) == 2);
+      auto r_fused = fused->run(in);
+      auto r_unfused = unfused->run(in);
+      auto r_plain = plain->run(in);
+      REQUIRE_MESSAGE(r_fused.has_value(), r_fused.status().to_string());
+      REQUIRE_MESSAGE(r_unfused.has_value(), r_unfused.status().to_string());
+      REQUIRE_MESSAGE(r_plain.has_value(), r_plain.status().to_string());
+      check_close(*r_fused, *r_plain);
+      REQUIRE((*r_fused)[0].byte_size() == (*r_unfused)[0].byte_size());
+      CHECK(std::memcmp((*r_fused)[0].data(), (*r_unfused)[0].data(), (*r_fused)[0].byte_size()) == 0);
+    }
+  }
+}
+
+// The fusion only where the 1x1's output is read by the depthwise convolution alone: not when it is also a graph
+// output or read by a second convolution, not for a 1x1 with a stride; the option's values.
+TEST_CASE("NCHWc: what is not fused into a PointwiseDepthwiseConv, and the option that turns the fusion off") {
+  const auto build = [](bool pw_output, bool second_reader, bool pw_stride) {
+    graph g("pw_dw_not");
+    g.add_input("x", type_info::tensor_of(element_type::float32, shape::of(std::vector<std::int64_t>{1, 16, 8, 8})));
+    conv_builder b{g, 700, 0.3f};
+    b.conv("pw", {"x", b.weight("w1", {32, 16, 1, 1})}, "a", pw_stride ? attrs({ints("strides", {2, 2})}) : attribute_list{});
+    b.conv("dw", {"a", b.weight("w2", {32, 1, 3, 3})}, "c", attrs({ints("pads", {1, 1, 1, 1}), one("group", 32)}));
+    std::vector<const char*> outs{"c"};
+    if (second_reader) {
+      b.conv("dw2", {"a", b.weight("w3", {32, 1, 3, 3})}, "d", attrs({ints("pads", {1, 1, 1, 1}), one("group", 32)}));
+      outs.push_back("d");
+    }
+    if (pw_output) outs.push_back("a");
+    for (const char* o : outs) g.add_output(o);
+    model m;
+    m.opsets = {{"", 13}};
+    m.graph = std::move(g);
+    return m;
+  };
+  const std::vector<named_tensor> in{{"x", zoo::random_tensor({1, 16, 8, 8}, 701, 1.0f)}};
+  for (const auto& [pw_output, second_reader, pw_stride, fuses] :
+       std::vector<std::tuple<bool, bool, bool, bool>>{{false, false, false, true}, {true, false, false, false},
+                                                       {false, true, false, false}, {false, false, true, false}}) {
+    CAPTURE(pw_output);
+    CAPTURE(second_reader);
+    CAPTURE(pw_stride);
+    const model m = build(pw_output, second_reader, pw_stride);
+    auto blocked = make(m, "nchwc");
+    auto plain = make(m, "nchw");
+    const auto counts = op_counts(blocked.get_model().graph);
+    CHECK(counts.count(std::string(pointwise_depthwise)) == (fuses ? 1u : 0u));
+    auto a = blocked.run(in);
+    auto r = plain.run(in);
+    REQUIRE_MESSAGE(a.has_value(), a.status().to_string());
+    REQUIRE(r.has_value());
+    check_close(*a, *r);
+  }
+  session_options so;
+  so.set_config(config_keys::cpu_fuse_depthwise, "on");
+  auto bad = cpu_session::create(build(false, false, false), so);
+  REQUIRE_FALSE(bad.has_value());
+  CHECK(bad.code() == errc::invalid_argument);
+  CHECK(bad.status().message().find("epstack.cpu_fuse_depthwise") != std::string::npos);
+}
+
+TEST_CASE("NCHWc: the layout pass says which of the graph's nodes it rewrote, fused pairs and names with '+' included") {
+  // A 1x1 convolution fused with the depthwise one that reads it, a MaxPool after them, a Softmax the layout does not
+  // take, and a convolution the pass may not touch (not eligible: another provider's). Names hold '+', as the fused
+  // node's name does ("pw+1+dw+1"): the session once matched the choices made before the layout by these names.
+  graph g("rewritten");
+  g.add_input("x", type_info::tensor_of(element_type::float32, shape::of(std::vector<std::int64_t>{1, 16, 8, 8})));
+  conv_builder b{g, 720, 0.3f};
+  b.conv("pw+1", {"x", b.weight("w1", {32, 16, 1, 1})}, "a", {});
+  b.conv("dw+1", {"a", b.weight("w2", {32, 1, 3, 3})}, "c", attrs({ints("pads", {1, 1, 1, 1}), one("group", 32)}));
+  attribute_list pool;
+  pool.set("kernel_shape", std::vector<std::int64_t>{2, 2});
+  g.add_node(test::op("pool", "MaxPool", pool), {"c"}, {"p"});
+  g.add_node(test::op("soft", "Softmax"), {"p"}, {"s"});
+  b.conv("other", {"s", b.weight("w3", {16, 32, 1, 1})}, "y", {});
+  g.add_output("y");
+  model m;
+  m.opsets = {{"", 13}};
+  m.graph = std::move(g);
+  REQUIRE(infer_shapes(m).is_ok());
+  REQUIRE(m.graph.node_count() == 5);
+  std::vector<bool> eligible(5, true);
+  eligible[4] = false;  // "other"
+  optimization_report rep;
+  std::vector<bool> rewritten{true};
+  auto converted = nchwc_layout(m, eligible, rep, true, true, &rewritten);
+  REQUIRE_MESSAGE(converted.has_value(), converted.status().to_string());
+  CHECK(*converted >= 3);
+  CHECK(rewritten == std::vector<bool>{true, true, true, false, false});
+  std::set<std::string> names;
+  for (node_id n = 0; n < m.graph.node_count(); ++n) names.insert(m.graph.node(n).name);
+  CHECK(names.count("pw+1+dw+1") == 1);
+  CHECK(names.count("other") == 1);
+  // Nothing to rewrite: every flag false, the model unchanged.
+  model none;
+  none.opsets = {{"", 13}};
+  none.graph = graph("none");
+  none.graph.add_input("x", type_info::tensor_of(element_type::float32, shape::of(std::vector<std::int64_t>{1, 16, 8, 8})));
+  none.graph.add_node(test::op("soft", "Softmax"), {"x"}, {"s"});
+  none.graph.add_output("s");
+  REQUIRE(infer_shapes(none).is_ok());
+  auto zero = nchwc_layout(none, std::vector<bool>(1, true), rep, true, true, &rewritten);
+  REQUIRE(zero.has_value());
+  CHECK(*zero == 0);
+  CHECK(rewritten == std::vector<bool>{false});
+}
+
+// Winograd on the blocked layout, F(4x4, 3x3) from 49 tiles of 4x4 and F(2x2, 3x3) from 16 tiles of 2x2: images of
+// odd and even sizes (tiles cut at the right and bottom edges, for both tiles), symmetric, asymmetric, wider than the
+// kernel (an output larger than the input), SAME_UPPER and no padding, channel counts that are not multiples of 16
+// (24 in, 40 out: three output blocks), one output block, five (sets of 3 and 2), runs of tiles across several work
+// items (64 channels on 40x40), 256 input channels (large filters: few runs), ReLU and LeakyRelu fused (Sigmoid is
+// not: the direct kernel), a residual input with Clip, two images, at 1, 2 and 3 threads; against NCHW (the three-pass
+// NCHW Winograd and the im2col kernel). A 9x9 output (25 tiles of 2x2) is F(2x2), 6x6 direct, and 7x7 (16 tiles)
+// direct on a full-width AVX-512 core but F(2x2) on one that splits 512-bit instructions (machine_class).
+TEST_CASE("NCHWc: Winograd 3x3 convolutions on the blocked layout compute what NCHW computes") {
+  struct shape_case {
+    std::int64_t c, m, h, w;
+    std::vector<std::int64_t> pads;  // empty: auto_pad SAME_UPPER
+    std::string act;
+    std::int64_t winograd;  // the convolutions' output tile (0: direct)
+  };
+  const shape_case cases[] = {
+      {24, 40, 9, 11, {1, 1, 1, 1}, "Relu", 2},        {64, 80, 13, 12, {1, 0, 1, 2}, "Relu", 2},
+      {64, 64, 40, 40, {1, 1, 1, 1}, "Relu", 4},       {256, 64, 14, 14, {1, 1, 1, 1}, "Relu", 2},
+      {32, 32, 11, 11, {0, 0, 0, 0}, "Relu", 2},       {48, 32, 7, 7, {1, 1, 1, 1}, "Relu", 0},
+      {48, 32, 6, 6, {1, 1, 1, 1}, "Relu", 0},         {40, 48, 30, 29, {1, 0, 2, 1}, "Relu", 4},
+      {256, 32, 28, 28, {1, 1, 1, 1}, "LeakyRelu", 4}, {32, 16, 31, 31, {0, 0, 0, 0}, "Relu", 4},
+      {32, 32, 20, 20, {2, 2, 2, 2}, "LeakyRelu", 2},  {16, 32, 30, 30, {}, "Relu", 4},
+      {32, 32, 30, 30, {1, 1, 1, 1}, "Sigmoid", 0},
+  };
+  for (const auto& sc : cases) {
+    CAPTURE(sc.c);
+    CAPTURE(sc.m);
+    CAPTURE(sc.h);
+    CAPTURE(sc.w);
+    CAPTURE(sc.act);
+    graph g("wino");
+    g.add_input("x", type_info::tensor_of(element_type::float32, shape::of(std::vector<std::int64_t>{2, sc.c, sc.h, sc.w})));
+    conv_builder b{g, static_cast<std::uint64_t>(900 + sc.c + sc.h), 0.1f};
+    const auto w = [&](std::string name, std::initializer_list<std::int64_t> d) { return b.weight(std::move(name), d); };
+    // a = act(conv(x) + bias); c = clip(conv(a) + a), the second convolution keeping the channels (its residual).
+    b.conv("w1", {"x", w("k1", {sc.m, sc.c, 3, 3}), w("b1", {sc.m})}, "a0",
+           sc.pads.empty() ? attrs({text("auto_pad", "SAME_UPPER")}) : attrs({ints("pads", sc.pads)}));
+    g.add_node(test::op("act", sc.act), {"a0"}, {"a"});
+    b.conv("w2", {"a", w("k2", {sc.m, sc.m, 3, 3})}, "c0", attrs({ints("pads", {1, 1, 1, 1})}));
+    g.add_node(test::op("res", "Add"), {"c0", "a"}, {"c1"});
+    g.add_initializer("lo", tensor::scalar(-0.25f));
+    g.add_initializer("hi", tensor::scalar(0.5f));
+    g.add_node(test::op("clip", "Clip"), {"c1", "lo", "hi"}, {"c"});
+    const model m = model_of(std::move(g), {"a", "c"});
+    const std::vector<named_tensor> in{{"x", zoo::random_tensor({2, sc.c, sc.h, sc.w}, 950 + static_cast<std::uint64_t>(sc.h), 1.0f)}};
+    for (int threads : {1, 2, 3}) check_blocked_matches_plain(m, in, threads, 2);
+    // Each convolution's algorithm, by its output's tiles (the second keeps the first's output size).
+    auto s = make(m, "nchwc");
+    std::map<std::string, std::int64_t> algorithm;
+    for (node_id n = 0; n < s.get_model().graph.node_count(); ++n) {
+      const auto& nd = s.get_model().graph.node(n);
+      if (nd.op_type == "Conv") algorithm[nd.name] = attr_i(nd, "winograd", 0);
+    }
+    const bool split = this_machine_class() == machine_class::avx512_split;
+    const std::int64_t expected = split && sc.h == 7 ? 2 : sc.winograd;
+    CHECK(algorithm.at("w1") == expected);
+    CHECK(algorithm.at("w2") == (sc.act == "Sigmoid" ? 4 : expected));  // Sigmoid was fused into w1 only
+    // The other class's choice, with that class pinned.
+    set_machine_class(split ? machine_class::avx512_full : machine_class::avx512_split);
+    auto other = make(m, "nchwc");
+    set_machine_class(std::nullopt);
+    for (node_id n = 0; n < other.get_model().graph.node_count(); ++n) {
+      const auto& nd = other.get_model().graph.node(n);
+      if (nd.name == "w1") CHECK(attr_i(nd, "winograd", 0) == (!split && sc.h == 7 ? 2 : sc.winograd));
+    }
+  }
+}
+
+// One W behind a Winograd convolution (stride 1) and a direct one (stride 2): each gets its own laid-out filters; and
+// session option epstack.cpu_winograd = 0 keeps every convolution direct (a value other than 0 or 1 is refused).
+TEST_CASE("NCHWc: a filter shared by a Winograd and a direct convolution, and the option that turns Winograd off") {
+  graph g("shared_w");
+  g.add_input("x", type_info::tensor_of(element_type::float32, shape::of(std::vector<std::int64_t>{1, 32, 30, 30})));
+  conv_builder b{g, 77, 0.1f};
+  const std::string k = b.weight("k", {32, 32, 3, 3});
+  b.conv("s1", {"x", k}, "a", attrs({ints("pads", {1, 1, 1, 1})}));
+  b.conv("s2", {"x", k}, "c", attrs({ints("pads", {1, 1, 1, 1}), ints("strides", {2, 2})}));
+  const model m = model_of(std::move(g), {"a", "c"});
+  const std::vector<named_tensor> in{{"x", zoo::random_tensor({1, 32, 30, 30}, 78, 1.0f)}};
+  for (int threads : {1, 2}) check_blocked_matches_plain(m, in, threads, 2);
+  const auto algorithms = [](const cpu_session& s) {
+    std::map<std::string, std::int64_t> r;
+    for (node_id n = 0; n < s.get_model().graph.node_count(); ++n)
+      if (s.get_model().graph.node(n).op_type == "Conv") r[s.get_model().graph.node(n).name] = attr_i(s.get_model().graph.node(n), "winograd", 0);
+    return r;
+  };
+  auto on = make(m, "nchwc");
+  CHECK(algorithms(on) == std::map<std::string, std::int64_t>{{"s1", 4}, {"s2", 0}});
+  // Each runs on its own kernel: the Winograd one takes only nodes with the attribute, the direct one only those without.
+  const auto& og = on.get_model().graph;
+  for (node_id n = 0; n < og.node_count(); ++n) {
+    if (og.node(n).op_type != "Conv") continue;
+    const bool wino = attr_i(og.node(n), "winograd", 0) != 0;
+    CHECK(ops::nchwc_winograd_conv::supports(og, n) == wino);
+    CHECK(ops::nchwc_conv::supports(og, n) == !wino);
+  }
+
+  session_options so;
+  so.set_config(config_keys::cpu_winograd, "0");
+  auto off = cpu_session::create(m, so);
+  REQUIRE_MESSAGE(off.has_value(), off.status().to_string());
+  CHECK(algorithms(*off) == std::map<std::string, std::int64_t>{{"s1", 0}, {"s2", 0}});
+  auto a = on.run(in);
+  auto c = off->run(in);
+  REQUIRE_MESSAGE(a.has_value(), a.status().to_string());
+  REQUIRE_MESSAGE(c.has_value(), c.status().to_string());
+  check_close(*a, *c);
+
+  so.set_config(config_keys::cpu_winograd, "yes");
+  auto bad = cpu_session::create(m, so);
+  REQUIRE_FALSE(bad.has_value());
+  CHECK(bad.code() == errc::invalid_argument);
+  CHECK(bad.status().message().find("epstack.cpu_winograd") != std::string::npos);
+}
