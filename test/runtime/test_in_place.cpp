@@ -3,6 +3,7 @@
 // not a graph input, output or initializer), and the blocked convolutions write Y over a dead residual. Every case
 // checks the numbers, and the count the session reports says whether memory was lent.
 #include <epstack/testing/model_zoo.hpp>
+#include <epstack/ir/node_facts.hpp>
 #include <epstack/providers/cpu.hpp>
 #include <epstack/runtime/session.hpp>
 
@@ -251,21 +252,31 @@ model residual_block(std::int64_t channels, std::int64_t kernel, const std::stri
 
 using cpu_session = session<cpu_provider>;
 
-// Runs `m` blocked (Winograd off: 3x3 layers run the direct kernels) and in NCHW on `threads` threads, twice; the
-// outputs agree, and the blocked session's count of in-place outputs is returned.
-std::uint64_t blocked_in_place(const model& m, int threads) {
+// Runs `m` blocked (Winograd off unless asked for: 3x3 layers run the direct kernels) and in NCHW on `threads` threads,
+// twice; the outputs agree, and the blocked session's count of in-place outputs is returned.
+std::uint64_t blocked_in_place(const model& m, int threads, bool winograd = false) {
   CAPTURE(threads);
   session_options so;
   so.set_intra_op_threads(threads);
-  so.set_config(config_keys::cpu_winograd, "0");
+  so.set_config(config_keys::cpu_winograd, winograd ? "1" : "0");
   so.set_config(config_keys::cpu_layout, "nchwc");
   auto blocked = cpu_session::create(m, so);
   so.set_config(config_keys::cpu_layout, "nchw");
   auto plain = cpu_session::create(m, so);
   REQUIRE_MESSAGE(blocked.has_value(), blocked.status().to_string());
   REQUIRE_MESSAGE(plain.has_value(), plain.status().to_string());
-  // The residual Add went into the blocked convolution.
-  CHECK(test::op_counts(blocked->get_model().graph).count("Add") == (m.graph.find_value("z") != no_id ? 1u : 0u));
+  // The residual Add went into the blocked convolution, which is a Winograd one when asked for.
+  const graph& bg = blocked->get_model().graph;
+  CHECK(test::op_counts(bg).count("Add") == (m.graph.find_value("z") != no_id ? 1u : 0u));
+  int with_sum = 0;
+  for (node_id n = 0; n < bg.node_count(); ++n) {
+    const node& nd = bg.node(n);
+    if (nd.op_type != "Conv" || nd.inputs.size() < 4 || nd.inputs[3] == no_id) continue;
+    ++with_sum;
+    CHECK(nd.domain == "com.epstack.nchwc16");
+    CHECK((attr_i(nd, "winograd", 0) != 0) == winograd);
+  }
+  CHECK(with_sum == 1);
   const std::vector<named_tensor> in{{"x", zoo::random_tensor({1, 16, 9, 9}, 21, 1.0f)}};
   for (int run = 0; run < 2; ++run) {
     auto a = blocked->run(in);
@@ -285,6 +296,7 @@ TEST_CASE("NCHWc: a convolution writes Y over its residual when nothing reads th
   for (int threads : {1, 3}) {
     CHECK(blocked_in_place(residual_block(32, 1, "r", false), threads) == 2);  // two runs, one each
     CHECK(blocked_in_place(residual_block(48, 3, "r", false), threads) == 2);  // a 3x3 one, 3 output blocks
+    CHECK(blocked_in_place(residual_block(48, 3, "r", false), threads, true) == 2);  // the same as Winograd
   }
 }
 
@@ -292,6 +304,7 @@ TEST_CASE("NCHWc: a residual read later, the convolution's own input, or filters
   for (int threads : {1, 3}) {
     CHECK(blocked_in_place(residual_block(32, 1, "r", true), threads) == 0);   // Add(y, r) reads r after the block
     CHECK(blocked_in_place(residual_block(32, 1, "t", false), threads) == 0);  // Conv(t) + t: X is the Sum
+    CHECK(blocked_in_place(residual_block(32, 3, "t", false), threads, true) == 0);  // the same, Winograd
     // 3x3 filters of 480 input channels: 30 blocks x 36 KiB per set of output blocks, more than 1 MiB, two passes
     // (the first stores partial sums in Y, which would be the residual).
     CHECK(blocked_in_place(residual_block(480, 3, "r", false), threads) == 0);

@@ -92,10 +92,11 @@ Result<conv_call> nchwc_conv_setup(const nchwc_conv_plan& p, compute_context& ct
   // Y over the residual in place when nothing reads the residual after this node (ONNX Runtime's NchwcConv declares
   // MayInplace(3, 0)): each tile reads its Sum pixels and writes its Y pixels at the same addresses, one stream of
   // memory instead of two, and Y is written to lines the Sum left in cache (ResNet-50's layer1 residual layers on one
-  // thread 1.17-1.23 -> 1.08-1.10 ms). Only for a dense direct convolution whose filters take one pass over the input
-  // channels (nchwc_conv_compute): a second pass would load back partial sums stored over the residual.
-  const bool in_place = ep.sum != nullptr && p.winograd == 0 && g.kind == conv_kind::dense &&
-                        filter_passes(g.CB, 4 * KH * KW * blk * blk * 4) == 1;
+  // thread 1.17-1.23 -> 1.08-1.10 ms). For Winograd convolutions (the output transform adds each pixel's Sum as it
+  // stores it) and dense direct ones whose filters take one pass over the input channels (nchwc_conv_compute): a
+  // second pass would load back partial sums stored over the residual.
+  const bool in_place = ep.sum != nullptr && (p.winograd != 0 || (g.kind == conv_kind::dense &&
+                                                                 filter_passes(g.CB, 4 * KH * KW * blk * blk * 4) == 1));
   tensor& y = in_place ? ctx.allocate_output_over_input(0, 3, element_type::float32, out_sizes)
                        : ctx.allocate_output(0, element_type::float32, out_sizes);
   c.empty = y.element_count() == 0;
