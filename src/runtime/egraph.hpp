@@ -150,7 +150,7 @@ void fuse_conv_activation(egraph& e, optimization_report& rep);
 void fuse_gelu(egraph& e, optimization_report& rep);
 void fuse_layer_norm(egraph& e, std::int64_t onnx_opset, optimization_report& rep);
 void fuse_skip_layer_norm(egraph& e, optimization_report& rep);
-void fuse_matmul_add(egraph& e, optimization_report& rep);
+void fuse_matmul_add(egraph& e, optimization_report& rep, std::int64_t onnx_opset);
 void fuse_transpose_gemm(egraph& e, optimization_report& rep);
 void rewrite_einsum_matmul(egraph& e, optimization_report& rep);
 

@@ -488,3 +488,110 @@ TEST_CASE("extended: an Einsum that is one matrix product per batch becomes Fuse
   REQUIRE_MESSAGE(b.has_value(), b.status().to_string());
   check_same(*a, *b, 1e-5);
 }
+
+TEST_CASE("extended: MatMul + bias Add becomes Gemm, through Reshape views for an A of higher rank with one unsized dim at most") {
+  std::vector<float> w(8 * 5), bias(5);
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i % 9) * 0.125f - 0.5f;
+  for (std::size_t i = 0; i < bias.size(); ++i) bias[i] = static_cast<float>(i) - 2.0f;
+  graph g("matmul_add");
+  const auto f32 = [](std::vector<dimension> d) { return type_info::tensor_of(element_type::float32, shape(std::move(d))); };
+  g.add_input("x", f32({2, 3, 8}));             // every size known
+  g.add_input("xb", f32({"batch", 3, 8}));      // a dynamic batch: -1 in both Reshapes
+  g.add_input("xs", f32({"batch", "seq", 8}));  // two unsized: left alone
+  g.add_initializer("w", tensor::from<float>(std::vector<std::int64_t>{8, 5}, std::span<const float>(w)));
+  g.add_initializer("b", tensor::from<float>(std::vector<std::int64_t>{5}, std::span<const float>(bias)));
+  g.add_initializer("b_row", tensor::from<float>(std::vector<std::int64_t>{1, 5}, std::span<const float>(bias)));
+  g.add_node(test::op("mm", "MatMul"), {"x", "w"}, {"m"});
+  g.add_node(test::op("add", "Add"), {"b", "m"}, {"y"});  // the bias first
+  g.add_node(test::op("mm_b", "MatMul"), {"xb", "w"}, {"mb"});
+  g.add_node(test::op("add_b", "Add"), {"mb", "b"}, {"yb"});
+  g.add_node(test::op("mm_s", "MatMul"), {"xs", "w"}, {"ms"});
+  g.add_node(test::op("add_s", "Add"), {"ms", "b"}, {"ys"});
+  g.add_node(test::op("mm_r", "MatMul"), {"x", "w"}, {"mr"});
+  g.add_node(test::op("add_r", "Add"), {"mr", "b_row"}, {"yr"});  // a [1, N] bias: a Gemm C, but not through Reshape
+  for (const char* o : {"y", "yb", "ys", "yr"}) g.add_output(o);
+  const model m = wrap(std::move(g));
+  auto plain = make(m, graph_optimization_level::disable);
+  auto all = make(m, graph_optimization_level::all);
+  const auto& og = all.get_model().graph;
+  CHECK(fusion_kinds(all.optimizations())["Gemm"] == 2);
+  const auto ops = op_counts(og);
+  CHECK(ops.at("Gemm") == 2);
+  CHECK(ops.at("Reshape") == 4);
+  CHECK(ops.at("MatMul") == 2);
+  CHECK(ops.at("Add") == 2);
+  bool reported = false;
+  for (const auto& f : all.optimizations().fusions) reported = reported || f == "Gemm: mm_b + add_b (A [batch, 3, 8] as [batch*3, 8])";
+  CHECK(reported);
+  // The flattened product's types: [6, 5] and [batch*3, 5].
+  for (node_id n = 0; n < og.node_count(); ++n) {
+    if (og.node(n).op_type != "Gemm") continue;
+    const auto& t = og.value(og.node(n).outputs[0]).type;
+    REQUIRE(t.dims.has_value());
+    REQUIRE(t.dims->rank() == 2);
+    CHECK((*t.dims)[1].value == 5);
+    if (og.node(n).name == "mm") CHECK((*t.dims)[0].value == 6);
+    else CHECK((*t.dims)[0].param == "batch*3");
+  }
+  for (std::int64_t batch : {2, 1, 0}) {
+    CAPTURE(batch);
+    const std::vector<named_tensor> in{{"x", zoo::random_tensor({2, 3, 8}, 1, 1.0f)},
+                                       {"xb", zoo::random_tensor({batch, 3, 8}, 2, 1.0f)},
+                                       {"xs", zoo::random_tensor({1, 2, 8}, 3, 1.0f)}};
+    auto a = plain.run(in);
+    auto b = all.run(in);
+    REQUIRE_MESSAGE(a.has_value(), a.status().to_string());
+    REQUIRE_MESSAGE(b.has_value(), b.status().to_string());
+    CHECK((*b)[1].sizes()[0] == batch);
+    check_same(*a, *b, 1e-5);
+  }
+}
+
+TEST_CASE("folding and inference repeat until nothing changes: twelve chained shape computations fold whole") {
+  // Each block reshapes to [1, Gather(Shape(h), 1), 8]: inference cannot size a Reshape whose shape is computed, so
+  // each block's Shape folds only after the block before it has (a transformer's per-layer head reshapes).
+  graph g("chain");
+  g.add_input("x", type_info::tensor_of(element_type::float32, shape{1, 4, 8}));
+  g.add_initializer("one", tensor::from<std::int64_t>({}, {1}));
+  g.add_initializer("zero1", tensor::from<std::int64_t>({1}, {0}));
+  g.add_initializer("lead", tensor::from<std::int64_t>({1}, {1}));
+  g.add_initializer("last", tensor::from<std::int64_t>({1}, {8}));
+  std::string h = "x";
+  for (int k = 0; k < 12; ++k) {
+    const std::string p = "b" + std::to_string(k) + "_";
+    g.add_node(test::op(p + "shape", "Shape"), {h}, {p + "s"});
+    g.add_node(test::op(p + "gather", "Gather"), {p + "s", "one"}, {p + "n"});
+    g.add_node(test::op(p + "unsqueeze", "Unsqueeze"), {p + "n", "zero1"}, {p + "n1"});
+    g.add_node(test::op(p + "concat", "Concat", [] {
+                 attribute_list a;
+                 attribute ax;
+                 ax.name = "axis";
+                 ax.value = std::int64_t{0};
+                 a.set(ax);
+                 return a;
+               }()),
+               {"lead", p + "n1", "last"}, {p + "shape_to"});
+    g.add_node(test::op(p + "relu", "Relu"), {h}, {p + "r"});
+    g.add_node(test::op(p + "reshape", "Reshape"), {p + "r", p + "shape_to"}, {p + "h"});
+    h = p + "h";
+  }
+  g.add_output(h);
+  const model m = wrap(std::move(g));
+  auto plain = make(m, graph_optimization_level::disable);
+  auto all = make(m, graph_optimization_level::all);
+  const auto& og = all.get_model().graph;
+  const auto ops = op_counts(og);
+  CHECK(ops.count("Shape") == 0);
+  CHECK(ops.count("Concat") == 0);
+  const auto& t = og.value(og.find_value(h)).type;
+  REQUIRE(t.dims.has_value());
+  REQUIRE(t.dims->is_static());
+  const auto sizes = *t.dims->sizes();
+  CHECK(std::vector<std::int64_t>(sizes.begin(), sizes.end()) == std::vector<std::int64_t>{1, 4, 8});
+  const std::vector<named_tensor> in{{"x", zoo::random_tensor({1, 4, 8}, 4, 1.0f)}};
+  auto a = plain.run(in);
+  auto b = all.run(in);
+  REQUIRE_MESSAGE(a.has_value(), a.status().to_string());
+  REQUIRE_MESSAGE(b.has_value(), b.status().to_string());
+  check_same(*a, *b, 0);
+}
