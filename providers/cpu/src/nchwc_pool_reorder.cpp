@@ -236,7 +236,6 @@ Status reorder_output_compute(compute_context& ctx, std::int64_t channels) {
   return {};
 }
 
-
 }  // namespace
 }  // namespace impl
 
