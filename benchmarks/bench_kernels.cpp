@@ -178,6 +178,11 @@ BENCHMARK(BM_nchwc_conv)
     ->Args({160, 960, 7, 1, 1, 1})     // features.14 expansion
     ->Args({96, 32, 56, 1, 1, 1})      // features.2 projection (to 24 channels, padded to 32)
     ->Args({144, 32, 56, 1, 1, 1})     // features.3 projection
+    ->Args({64, 256, 56, 1, 1, 1})     // resnet50 layer1 1x1 expansion
+    ->Args({256, 64, 56, 1, 1, 1})     // resnet50 layer1 1x1 reduction
+    ->Args({1024, 256, 14, 1, 1, 1})   // resnet50 layer3 1x1 reduction
+    ->Args({128, 128, 56, 3, 2, 1})    // resnet50 layer2.0 3x3 stride 2 (direct)
+    ->Args({512, 512, 7, 3, 1, 1})     // resnet50 layer4 3x3 (direct: too few tiles for Winograd)
     ->Args({576, 96, 14, 1, 1, 1})     // features.13 projection
     ->Args({960, 160, 7, 1, 1, 1})     // features.15 projection
     ->Args({320, 1280, 7, 1, 1, 1})    // features.18
