@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <string_view>
 #include <cmath>
 #include <optional>
@@ -176,11 +177,15 @@ double last_level_cache_bytes() noexcept {
       if (l >= 2 && v > best) best = v;
     }
     if (best > 0) return best;
+    // Without sysfs, cpuid's figure (through sysconf) is believed up to 16 MiB per CPU this machine has: a virtual
+    // machine's cpuid may give the host's whole cache (508 MiB on a 2-vCPU Zen 5 VM whose reads fall to main-memory
+    // speed beyond a few tens of MiB; its batch-1 products were then priced as if their weights stayed in cache).
+    const double cap = 16.0 * 1024 * 1024 * std::max(1u, std::thread::hardware_concurrency());
 #ifdef _SC_LEVEL3_CACHE_SIZE
     const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
-    if (l3 > 0) return static_cast<double>(l3);
+    if (l3 > 0) return std::min(static_cast<double>(l3), cap);
 #endif
-    return 16.0 * 1024 * 1024;
+    return std::min(16.0 * 1024 * 1024, cap);
   }();
   return bytes;
 }
