@@ -47,11 +47,24 @@ constexpr std::int64_t blk = 16;
 constexpr std::int64_t winograd_min_tiles = 17;
 constexpr std::int64_t winograd_min_tiles_split = 16;
 constexpr std::int64_t winograd4_min_tiles = 49;
+
+// W's floats where they lie, aligned or not (a tensor in a mapped file may start at any byte): read through memcpy,
+// which compiles to plain loads. An aligned copy of each unaligned W first cost MobileNetV2's create a copy and the
+// page faults of every filter.
+struct floats_at {
+  const std::byte* p;
+  float operator[](std::int64_t i) const {
+    float f;
+    std::memcpy(&f, p + i * static_cast<std::int64_t>(sizeof(float)), sizeof f);
+    return f;
+  }
+};
+
 // Winograd F(TM x TM, 3x3) filters U = G g G^T (TM = 2: detail::winograd_f23_filter, 4: winograd_f43_filter) of
 // O x I 3x3 filters `src`, written blocked for the CPU provider's kernel (providers/cpu/src/nchwc.cpp): for each of the
 // P = (TM + 2)^2 transformed positions xi, a 1x1 convolution's filters [Op/16][Ip/16][16 in][16 out], i.e.
 // [xi][ob][ib][bi][bo]: every one of `dst`'s P * Op * Ip values, zeros where o >= O or i >= I.
-void winograd_filters(int TM, const float* src, std::int64_t O, std::int64_t I, std::int64_t Op, std::int64_t Ip, float* dst) {
+void winograd_filters(int TM, floats_at src, std::int64_t O, std::int64_t I, std::int64_t Op, std::int64_t Ip, float* dst) {
   // 16 filters (one per output channel of a block) at once, a lane each: the transforms divide, and a vector divides
   // as fast as a scalar.
   typedef float lanes __attribute__((vector_size(blk * sizeof(float))));
@@ -112,14 +125,7 @@ struct filter_job {
   tensor dst;
 
   void run() {
-    // W may sit unaligned in a mapped file: then it is read from an aligned copy.
-    std::vector<float> staged;
-    const float* src = reinterpret_cast<const float*>(source.data());
-    if (reinterpret_cast<std::uintptr_t>(source.data()) % alignof(float) != 0) {
-      staged.resize(source.element_count());
-      std::memcpy(staged.data(), source.data(), source.byte_size());
-      src = staged.data();
-    }
+    const floats_at src{source.data()};
     float* d = reinterpret_cast<float*>(dst.mutable_data());
     const std::int64_t Ip = dst.sizes()[1], KK = KH * KW;
     if (wino != 0) {
