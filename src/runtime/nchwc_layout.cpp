@@ -49,8 +49,8 @@ constexpr std::int64_t winograd_min_tiles_split = 16;
 constexpr std::int64_t winograd4_min_tiles = 49;
 
 // W's floats where they lie, aligned or not (a tensor in a mapped file may start at any byte): read through memcpy,
-// which compiles to plain loads. An aligned copy of each unaligned W first cost MobileNetV2's create a copy and the
-// page faults of every filter.
+// which compiles to plain loads (an aligned copy of each unaligned W, and its page faults, showed in MobileNetV2's
+// create profile).
 struct floats_at {
   const std::byte* p;
   float operator[](std::int64_t i) const {
