@@ -3,6 +3,7 @@
 #include "newer_fields.hpp"
 
 #include <epstack/core/path_rules.hpp>
+#include <epstack/core/weight_memory.hpp>
 
 #include <bit>
 #include <charconv>
@@ -58,9 +59,11 @@ Result<std::pair<std::byte*, std::shared_ptr<mapped_file>>> external_data_resolv
   auto it = files_.find(location);
   if (it == files_.end()) {
     EPSTACK_ASSIGN_OR_RETURN(auto full, resolve_file_in_folder(folder_, location, what));
-    auto mf = mapped_file::open(full);
+    // Kept open: the providers read the weights they lay out with pread (weight_memory.hpp's read_mapped).
+    auto mf = mapped_file::open(full, /*populate=*/false, /*keep_descriptor=*/true);
     if (!mf) return Status(mf.code() == errc::no_such_file ? errc::no_such_file : errc::invalid_graph,
                            what + ": " + mf.status().message());
+    enable_bulk_reads(*mf);
     it = files_.emplace(location, std::move(mf).value()).first;
   }
   const auto& f = it->second;

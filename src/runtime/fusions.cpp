@@ -3,6 +3,7 @@
 #include "egraph.hpp"
 
 #include <epstack/core/thread_pool.hpp>
+#include <epstack/core/weight_memory.hpp>
 #include <epstack/ir/node_facts.hpp>
 
 #include <algorithm>
@@ -126,9 +127,17 @@ void fuse_conv_bn(egraph& e, optimization_report& rep, thread_pool* pool) {
       job.factor[static_cast<std::size_t>(m)] = f;
       nb.typed<float>()[m] = ((b != nullptr ? b->typed<float>()[m] : 0.0f) - mean[m]) * f + beta[m];
     }
-    // The scaled filter's storage, written below: names and types are known from here on. (Its own allocation: carved
-    // out of one with the others, it measured the same, and the ones the blocked layout copies could not be freed.)
-    e.add_init(job.fused, tensor::uninitialized(element_type::float32, w->sizes()));
+    // The scaled filter's storage, written below: names and types are known from here on. Its own allocation (the
+    // blocked layout copies most of them and frees these), on huge pages when large (weight_memory.hpp: a fault per
+    // 4 KiB page was most of ResNet-50's create on a VM).
+    const std::size_t w_bytes = w->byte_size();
+    if (w_bytes >= (std::size_t{1} << 20)) {
+      auto chunk = detail::map_huge_chunk(w_bytes);
+      void* at = chunk.get();
+      e.add_init(job.fused, tensor::borrow(element_type::float32, w->sizes(), at, std::move(chunk)));
+    } else {
+      e.add_init(job.fused, tensor::uninitialized(element_type::float32, w->sizes()));
+    }
     const std::string bname = e.fresh(bn.outputs[0] + "_bias");
     e.add_init(bname, std::move(nb));
     conv.inputs.resize(3);
@@ -161,9 +170,15 @@ void fuse_conv_bn(egraph& e, optimization_report& rep, thread_pool* pool) {
       const std::size_t per = job->w->element_count() / job->factor.size();
       const auto* bytes = reinterpret_cast<const unsigned char*>(job->w->data()) + first * per * sizeof(float);
       float* out = dst + first * per;
-      const bool aligned = reinterpret_cast<std::uintptr_t>(bytes) % alignof(float) == 0;
-      if (!aligned) std::memcpy(out, bytes, (last - first) * per * sizeof(float));
-      const float* from = aligned ? reinterpret_cast<const float*>(bytes) : out;
+      const std::size_t n = (last - first) * per * sizeof(float);
+      // From the model file in one bulk read where it is mapped lazily (not a page fault at a time), then scaled in
+      // place; so is a filter that sits unaligned in a mapping (copied bytewise first).
+      bool in_place = job->w->is_file_backed() && read_mapped(bytes, n, out);
+      if (!in_place && reinterpret_cast<std::uintptr_t>(bytes) % alignof(float) != 0) {
+        std::memcpy(out, bytes, n);
+        in_place = true;
+      }
+      const float* from = in_place ? out : reinterpret_cast<const float*>(bytes);
       for (std::size_t m = first; m < last; ++m, from += per, out += per) {
         const float f = job->factor[m];
         for (std::size_t q = 0; q < per; ++q) out[q] = from[q] * f;

@@ -10,6 +10,7 @@
 // zero for the padded input channels, so the padded lanes (bias 0, activation of 0) never reach a real channel.
 #include "egraph.hpp"
 
+#include <epstack/core/weight_memory.hpp>
 #include <epstack/detail/winograd_f23.hpp>
 #include <epstack/ir/node_facts.hpp>
 #include <epstack/provider/cost_model.hpp>
@@ -102,7 +103,7 @@ bool window_attrs_2d(const node& n) {
   return ap == "NOTSET" || ap == "VALID" || ap == "SAME_UPPER" || ap == "SAME_LOWER";
 }
 tensor zeros(std::span<const std::int64_t> sizes) {
-  tensor t = tensor::uninitialized(element_type::float32, sizes);
+  tensor t = uninitialized_weight(element_type::float32, sizes);
   std::memset(t.mutable_data(), 0, t.byte_size());
   return t;
 }
@@ -125,7 +126,8 @@ struct filter_job {
   tensor dst;
 
   void run() {
-    const floats_at src{source.data()};
+    weight_reader staged;  // W from the model file in one bulk read, not a page fault at a time
+    const floats_at src{staged.read(source)};
     float* d = reinterpret_cast<float*>(dst.mutable_data());
     const std::int64_t Ip = dst.sizes()[1], KK = KH * KW;
     if (wino != 0) {
@@ -309,7 +311,7 @@ struct layout_pass {
       filter_job job{*w, wino, kind, O, I, Op, KH, KW, {}};
       const std::int64_t sizes[] = {Op, wino != 0 || kind == dense ? Ip : I, wino != 0 ? wino + 2 : KH,
                                     wino != 0 ? wino + 2 : KW};
-      tensor nw = tensor::uninitialized(element_type::float32, sizes);
+      tensor nw = uninitialized_weight(element_type::float32, sizes);
       job.dst = nw;  // shares the storage
       jobs.push_back(std::move(job));
       wname = add_tensor(en.inputs[1] + "_nchwc", std::move(nw));

@@ -6,6 +6,7 @@
 #include "session_impl.hpp"
 
 #include <epstack/core/sanitizers.hpp>
+#include <epstack/core/weight_memory.hpp>
 
 #include <algorithm>
 #include <utility>
@@ -44,7 +45,13 @@ Result<std::shared_ptr<const session_core>> session_core::assemble(model m, std:
   d.providers = std::move(providers);
 
   stage st{d.m, d.providers, *d.pool, d.plan, d.functions, d.report, d.context};
-  EPSTACK_RETURN_IF_ERROR(prepare(st));
+  {
+    // The weights the preparation lays out (the blocked layout's filters, the providers' packed copies) share
+    // huge-page chunks (weight_memory.hpp): their first touch is most of a create otherwise.
+    weight_arena weights;
+    weight_arena_scope scope(&weights);
+    EPSTACK_RETURN_IF_ERROR(prepare(st));
+  }
 
   // One function per partition of every graph, numbered in the order of graph_plans().
   const auto plans = std::as_const(d.plan).graph_plans();

@@ -3,6 +3,7 @@
 // session_core::assemble (session_assemble.cpp) runs; the executor that runs the result is executor.cpp.
 #include "session_impl.hpp"
 
+#include <epstack/core/weight_memory.hpp>
 #include <epstack/ep_context/attributes.hpp>
 #include <epstack/deploy/deployment.hpp>
 #include <epstack/ep_context/contexts.hpp>
@@ -55,6 +56,8 @@ placement_timer make_placement_timer(const std::vector<provider_binding>& provid
   return [&providers, pool, deadline](std::size_t p, std::span<const partition> parts) -> double {
     if (parts.empty() || clock::now() >= *deadline || !providers[p].compile) return -1;
     const graph& g = *parts.front().g;
+    // A candidate's copies of its weights die with it: not in the session's arena, where they would stay.
+    weight_arena_scope own_memory(nullptr);
     auto fns = providers[p].compile(parts);
     if (!fns || fns->size() != parts.size()) return -1;
     std::mt19937 rng(1234);

@@ -27,12 +27,16 @@ class mapped_file {
   mapped_file& operator=(const mapped_file&) = delete;
   ~mapped_file() {
     if (data_ != nullptr && size_ != 0) ::munmap(data_, size_);
+    if (fd_ >= 0) ::close(fd_);
   }
 
   /// @brief Maps `path`. no_such_file when it does not exist; invalid_argument when it is not a regular file.
   /// `populate`: map every page now, read-only (for a file about to be read whole: one bulk operation instead of a
   /// fault per page); otherwise the mapping is copy-on-write and pages are mapped on first use (weights).
-  [[nodiscard]] static Result<std::shared_ptr<mapped_file>> open(const std::filesystem::path& path, bool populate = false) {
+  /// `keep_descriptor`: the file stays open while mapped (`descriptor`), for reads besides the mapping
+  /// (weight_memory.hpp's read_mapped).
+  [[nodiscard]] static Result<std::shared_ptr<mapped_file>> open(const std::filesystem::path& path, bool populate = false,
+                                                                 bool keep_descriptor = false) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
       const int err = errno;
@@ -57,7 +61,8 @@ class mapped_file {
       }
       f->data_ = static_cast<std::byte*>(p);
     }
-    ::close(fd);
+    if (keep_descriptor) f->fd_ = fd;
+    else ::close(fd);
     return f;
   }
 
@@ -65,9 +70,12 @@ class mapped_file {
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
   [[nodiscard]] std::span<const std::byte> bytes() const noexcept { return {data_, size_}; }
   [[nodiscard]] const std::filesystem::path& path() const noexcept { return path_; }
+  /// The open file (`open` with keep_descriptor), or -1.
+  [[nodiscard]] int descriptor() const noexcept { return fd_; }
 
  private:
   mapped_file() = default;
+  int fd_ = -1;
   std::byte* data_ = nullptr;
   std::size_t size_ = 0;
   std::filesystem::path path_;

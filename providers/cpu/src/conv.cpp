@@ -15,6 +15,7 @@
 #include "winograd.hpp"
 
 #include <epstack/core/mapped_file.hpp>
+#include <epstack/core/weight_memory.hpp>
 
 #include <memory>
 #include <new>
@@ -734,6 +735,9 @@ Result<conv_plan> make_plan(const graph& gr, node_id n, bool fused) {
     else widen_half(w->typed<bfloat16>(), w_float.typed<float>(), w->element_count());
   }
   const tensor* wf = w_float.empty() ? w : &w_float;
+  // Packing reads W once: from the model file in one bulk read, not a page fault at a time (weight_memory.hpp).
+  weight_reader w_source;
+  const float* w_values = wf != nullptr && wf->type() == element_type::float32 ? w_source.floats(*wf) : nullptr;
   bool im2col_needed = true;
   if (w != nullptr && winograd_available() && wf->type() == element_type::float32 && winograd_shape_ok(p.attrs, w->sizes())) {
     const auto& xt = gr.value(nd.inputs[0]).type;
@@ -741,7 +745,7 @@ Result<conv_plan> make_plan(const graph& gr, node_id n, bool fused) {
     if (xt.dims && xt.dims->rank() == 4 && (*xt.dims)[2].is_known() && (*xt.dims)[3].is_known())
       tiles = (((*xt.dims)[2].value + 1) / 2) * (((*xt.dims)[3].value + 1) / 2);  // about: pads keep the size
     if (tiles < 0 || tiles >= winograd_min_tiles) {
-      p.wino = winograd_pack(wf->typed<float>(), w->sizes()[0], w->sizes()[1]);
+      p.wino = winograd_pack(w_values, w->sizes()[0], w->sizes()[1]);
       im2col_needed = tiles < 0;
       if (!im2col_needed) p.w_sizes.assign(w->sizes().begin(), w->sizes().end());
     }
@@ -752,11 +756,11 @@ Result<conv_plan> make_plan(const graph& gr, node_id n, bool fused) {
     const std::int64_t K = static_cast<std::int64_t>(w->element_count()) / w->sizes()[0];
     p.group_stride = (packed_a_size(Mg, K) + 15) / 16 * 16;
     const std::size_t total = p.group_stride * static_cast<std::size_t>(p.attrs.group);
-    auto* data = static_cast<float*>(epstack::detail::allocate(total * sizeof(float)));
+    auto mem = epstack::allocate_weight_floats(total);
+    float* data = mem.get();
     for (std::int64_t g = 0; g < p.attrs.group; ++g)
-      pack_a(data + g * static_cast<std::int64_t>(p.group_stride), wf->typed<float>() + g * Mg * K, K, false, Mg, K);
-    p.packed_w = std::shared_ptr<const float>(
-        data, [bytes = total * sizeof(float)](const float* q) { epstack::detail::deallocate(const_cast<float*>(q), bytes); });
+      pack_a(data + g * static_cast<std::int64_t>(p.group_stride), w_values + g * Mg * K, K, false, Mg, K);
+    p.packed_w = std::move(mem);
     p.w_sizes.assign(w->sizes().begin(), w->sizes().end());
   }
   // The packed copies are what runs use: the original's pages need not stay in memory.

@@ -9,6 +9,7 @@
 #include "sgemm.hpp"
 
 #include <epstack/core/mapped_file.hpp>
+#include <epstack/core/weight_memory.hpp>
 
 #include <new>
 #include <optional>
@@ -197,8 +198,9 @@ prepacked_b prepack_constant_b(const graph& g, node_id n, bool tb, bool ta = fal
   }
   std::vector<float> widened;
   const float* src = nullptr;
+  weight_reader b_source;  // B from the model file in one bulk read, not a page fault at a time
   if (bt == element_type::float32) {
-    src = b->typed<float>();
+    src = b_source.floats(*b);
   } else {
     widened.resize(b->element_count());
     if (bt == element_type::float16) widen_half(b->typed<float16>(), widened.data(), widened.size());
@@ -206,9 +208,9 @@ prepacked_b prepack_constant_b(const graph& g, node_id n, bool tb, bool ta = fal
     src = widened.data();
   }
   const std::size_t bytes = packed_b_size(r.K, r.N) * sizeof(float);
-  auto* data = static_cast<float*>(epstack::detail::allocate(bytes));
-  pack_b(data, src, b->sizes()[1], tb, r.K, r.N);
-  r.data = std::shared_ptr<const float>(data, [bytes](const float* q) { epstack::detail::deallocate(const_cast<float*>(q), bytes); });
+  auto mem = epstack::allocate_weight_floats(bytes / sizeof(float));
+  pack_b(mem.get(), src, b->sizes()[1], tb, r.K, r.N);
+  r.data = std::move(mem);
   r.source = b->data();
   // The packed copy is what runs use: the original's pages need not stay in memory.
   if (b->is_file_backed()) release_file_pages(b->data(), b->byte_size());

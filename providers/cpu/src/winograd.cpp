@@ -7,6 +7,7 @@
 
 #include "kernel_util.hpp"
 
+#include <epstack/core/weight_memory.hpp>
 #include <epstack/detail/winograd_f23.hpp>
 
 #include <algorithm>
@@ -29,7 +30,8 @@ winograd_weights winograd_pack(const float* w, std::int64_t M, std::int64_t C) {
   r.C = C;
   r.stride = (packed_a_size(M, C) + 15) / 16 * 16;
   const std::size_t bytes = r.stride * 16 * sizeof(float);
-  auto* data = static_cast<float*>(epstack::detail::allocate(bytes));
+  auto mem = epstack::allocate_weight_floats(bytes / sizeof(float));
+  float* data = mem.get();
   // Each filter's 16 transformed values go straight to their places in the 16 packed matrices U[xi] (M x C): no
   // intermediate copy, one pass over the weights. Rows past M in the last panel are zero, as pack_a leaves them.
   for (std::int64_t m = 0; m < M; ++m)
@@ -44,7 +46,7 @@ winograd_weights winograd_pack(const float* w, std::int64_t M, std::int64_t C) {
   for (std::int64_t m = M; m < a_panels(M) * sgemm_mr; ++m)
     for (std::int64_t c = 0; c < C; ++c)
       for (int xi = 0; xi < 16; ++xi) data[xi * static_cast<std::int64_t>(r.stride) + packed_a_offset(M, C, m, c)] = 0.0f;
-  r.data = std::shared_ptr<const float>(data, [bytes](const float* q) { epstack::detail::deallocate(const_cast<float*>(q), bytes); });
+  r.data = std::move(mem);
   return r;
 }
 

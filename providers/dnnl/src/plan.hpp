@@ -4,6 +4,7 @@
 // Private to epstack::dnnl.
 #include "ir.hpp"
 
+#include <epstack/core/weight_memory.hpp>
 #include <epstack/detail/cat.hpp>
 
 #include <algorithm>
@@ -131,14 +132,9 @@ struct damaged_context : std::runtime_error {
   Status status;
 };
 
-// Memory for laid-out weights: 64-byte aligned, and 2 MiB aligned on transparent huge pages from 2 MiB
-// (detail::allocate): a create writes every byte of it once, and 4 KiB pages cost a fault each (llm_prefill's 100 MiB
-// of reordered weights: 25,600 faults, most of the create).
-inline std::shared_ptr<void> aligned_block(std::size_t bytes) {
-  const std::size_t n = std::max<std::size_t>(bytes, 1);
-  void* p = detail::allocate(n);
-  return std::shared_ptr<void>(p, [n](void* q) { detail::deallocate(q, n); });
-}
+// Memory for laid-out weights: from the huge-page chunks of the session create (allocate_weight,
+// weight_memory.hpp): a create writes every byte of it once, and faults on 4 KiB pages were most of llm_prefill's.
+inline std::shared_ptr<void> aligned_block(std::size_t bytes) { return allocate_weight(bytes); }
 
 inline std::atomic<std::uint64_t> weight_reorders{0};
 /// Reorders of values (not constants) planned so far: activation_reorder_count().

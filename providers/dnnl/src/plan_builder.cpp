@@ -74,7 +74,11 @@ int plan_builder::reordered_constant(const tensor& source, const md_t& from, con
   const tensor& plain = plain_of(source);
   verify_source(plain.data(), plain.byte_size());
   auto block = aligned_block(to.get_size());
-  dn::memory src(from, cpu_engine(), const_cast<std::byte*>(plain.data()));
+  // A weight of the model file is read in one bulk copy, not a page fault at a time (weight_memory.hpp); one of a
+  // context binary is reordered from the bytes just verified.
+  weight_reader staged;
+  const std::byte* bytes = source_ == nullptr ? staged.read(plain) : plain.data();
+  dn::memory src(from, cpu_engine(), const_cast<std::byte*>(bytes));
   dn::memory dst(to, cpu_engine(), block.get());
   dn::stream s(cpu_engine());
   dn::reorder(src, dst).execute(s, src, dst);

@@ -1,0 +1,258 @@
+#pragma once
+/// @file weight_memory.hpp
+/// @brief Memory for the weights a session lays out while it is created (packed, blocked and transformed copies of
+/// the model's weights): carved from large chunks backed by transparent huge pages.
+///
+/// A create writes every byte of these copies once, so what it costs is mostly the first touch of fresh pages: one
+/// fault per 4 KiB page. Where faults are dear (a virtual machine with shadow page tables: 3 ms a MiB measured, against
+/// 0.07 ms a MiB on 2 MiB pages) a model's 100 MiB of laid-out weights took most of its create. One allocation per
+/// weight does not get huge pages either: a weight under 2 MiB, or the part of one past its last 2 MiB boundary, is on
+/// 4 KiB pages. Chunks of 64 MiB, 2 MiB aligned and advised as huge pages, shared by every weight of a create, fault
+/// once per 2 MiB and waste at most the unused part of one huge page per chunk (pages never touched cost nothing).
+
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <span>
+#include <stdexcept>
+#include <vector>
+
+#include <epstack/core/mapped_file.hpp>
+#include <epstack/core/tensor.hpp>
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+namespace epstack {
+
+namespace detail {
+/// `bytes` rounded up to 2 MiB, 2 MiB aligned, advised as transparent huge pages; unmapped with the last owner.
+[[nodiscard, gnu::noinline, gnu::cold]] inline std::shared_ptr<std::byte> map_huge_chunk(std::size_t bytes) {
+  constexpr std::size_t huge_page = huge_page_bytes;
+  const std::size_t size = (bytes + huge_page - 1) / huge_page * huge_page;
+#if defined(__linux__)
+  // Mapped with a huge page of slack, then trimmed to a 2 MiB aligned range (mmap aligns to 4 KiB only).
+  void* m = ::mmap(nullptr, size + huge_page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) throw std::bad_alloc();
+  const auto base = reinterpret_cast<std::uintptr_t>(m);
+  const std::uintptr_t aligned = (base + huge_page - 1) / huge_page * huge_page;
+  if (aligned > base) ::munmap(m, aligned - base);
+  if (const std::uintptr_t tail = base + size + huge_page - (aligned + size); tail != 0)
+    ::munmap(reinterpret_cast<void*>(aligned + size), tail);
+  auto* p = reinterpret_cast<std::byte*>(aligned);
+  ::madvise(p, size, MADV_HUGEPAGE);
+  return std::shared_ptr<std::byte>(p, [size](std::byte* q) { ::munmap(q, size); });
+#else
+  auto* p = static_cast<std::byte*>(::operator new(size, std::align_val_t{huge_page}));
+  return std::shared_ptr<std::byte>(p, [](std::byte* q) { ::operator delete(q, std::align_val_t{huge_page}); });
+#endif
+}
+}  // namespace detail
+
+/// @brief A bump allocator over huge-page chunks for the weights one session create lays out. Each block keeps its
+/// chunk alive (the blocks of a chunk are freed together, when the last of them is); the arena itself may go first.
+/// Thread-safe. Memory is never reused within the arena: it is for what lives as long as the session.
+class weight_arena {
+ public:
+  /// Size of a chunk; a block larger than half of it gets a chunk of its own.
+  static constexpr std::size_t chunk_bytes = std::size_t{64} << 20;
+  /// Alignment of every block.
+  static constexpr std::size_t alignment = 64;
+
+  weight_arena() = default;
+  weight_arena(const weight_arena&) = delete;
+  weight_arena& operator=(const weight_arena&) = delete;
+
+  /// @brief `bytes` (at least 1) of uninitialised memory, 64-byte aligned, alive while the returned pointer or a copy
+  /// of it is. Throws std::bad_alloc when the system has no memory for a chunk.
+  [[nodiscard, gnu::noinline, gnu::cold]] std::shared_ptr<void> allocate(std::size_t bytes) {
+    const std::size_t n = round_up(bytes == 0 ? 1 : bytes, alignment);
+    std::lock_guard lock(mu_);
+    if (n > chunk_bytes / 2) {
+      auto own = new_chunk(n);
+      blocks_ += 1;
+      return own;
+    }
+    if (!chunk_ || size_ - used_ < n) {
+      chunk_ = new_chunk(chunk_bytes);
+      size_ = chunk_bytes;
+      used_ = 0;
+    }
+    std::byte* p = chunk_.get() + used_;
+    used_ += n;
+    blocks_ += 1;
+    return std::shared_ptr<void>(chunk_, p);
+  }
+
+  /// @brief A buffer of at least `bytes` for reading a weight about to be laid out (weight_reader), valid until the
+  /// next call; one buffer for the whole create, so its pages are touched once. For the thread the arena is current on.
+  [[nodiscard, gnu::noinline, gnu::cold]] std::byte* staging(std::size_t bytes) {
+    std::lock_guard lock(mu_);
+    if (bytes > staging_bytes_) {
+      staging_.reset();
+      staging_ = detail::map_huge_chunk(bytes);
+      staging_bytes_ = (bytes + huge_page - 1) / huge_page * huge_page;
+    }
+    return staging_.get();
+  }
+
+  /// Blocks handed out so far.
+  [[nodiscard]] std::size_t blocks() const {
+    std::lock_guard lock(mu_);
+    return blocks_;
+  }
+  /// Chunks mapped so far (one per large block, plus the shared ones).
+  [[nodiscard]] std::size_t chunks() const {
+    std::lock_guard lock(mu_);
+    return chunks_;
+  }
+
+ private:
+  static constexpr std::size_t huge_page = detail::huge_page_bytes;
+  [[nodiscard]] static constexpr std::size_t round_up(std::size_t n, std::size_t to) noexcept {
+    return (n + to - 1) / to * to;
+  }
+
+  std::shared_ptr<std::byte> new_chunk(std::size_t bytes) {
+    chunks_ += 1;
+    return detail::map_huge_chunk(bytes);
+  }
+
+  mutable std::mutex mu_;
+  std::shared_ptr<std::byte> chunk_, staging_;
+  std::size_t used_ = 0, size_ = 0, blocks_ = 0, chunks_ = 0, staging_bytes_ = 0;
+};
+
+namespace detail {
+/// The arena of the session create running on this thread (weight_arena_scope), or null.
+inline thread_local weight_arena* current_weight_arena = nullptr;
+}  // namespace detail
+
+/// @brief Makes `arena` the one `allocate_weight` uses on this thread until the scope ends (null: none, for copies
+/// that do not live as long as the session, such as the candidates timed by placement by measure).
+class weight_arena_scope {
+ public:
+  explicit weight_arena_scope(weight_arena* arena) noexcept : previous_(detail::current_weight_arena) {
+    detail::current_weight_arena = arena;
+  }
+  ~weight_arena_scope() { detail::current_weight_arena = previous_; }
+  weight_arena_scope(const weight_arena_scope&) = delete;
+  weight_arena_scope& operator=(const weight_arena_scope&) = delete;
+
+ private:
+  weight_arena* previous_;
+};
+
+/// @brief Memory for a weight laid out for a kernel, alive while the result is: from the arena of the create running
+/// on this thread, or an allocation of its own (a plan made at run time, a thread the create did not start on).
+/// 64-byte aligned, uninitialised.
+[[nodiscard, gnu::noinline, gnu::cold]] inline std::shared_ptr<void> allocate_weight(std::size_t bytes) {
+  if (auto* a = detail::current_weight_arena) return a->allocate(bytes);
+  const std::size_t n = bytes == 0 ? 1 : bytes;
+  return std::shared_ptr<void>(detail::allocate(n), [n](void* q) { detail::deallocate(q, n); });
+}
+
+/// @brief `allocate_weight` as floats.
+[[nodiscard]] inline std::shared_ptr<float> allocate_weight_floats(std::size_t count) {
+  auto m = allocate_weight(count * sizeof(float));
+  auto* p = static_cast<float*>(m.get());
+  return std::shared_ptr<float>(std::move(m), p);
+}
+
+namespace detail {
+// The files of enable_bulk_reads (a few: a model and its external data files). An entry whose file is gone is
+// skipped (another mapping may since occupy its range) and dropped at the next registration.
+struct bulk_read_files {
+  std::mutex mu;
+  std::vector<std::weak_ptr<const mapped_file>> files;
+  static bulk_read_files& get() {
+    static bulk_read_files r;
+    return r;
+  }
+};
+}  // namespace detail
+
+/// @brief Makes the lazily mapped file `f` (opened with keep_descriptor) one `read_mapped` reads from: a model's
+/// external data file, whose weights the providers lay out at create. Kept while `f` lives.
+inline void enable_bulk_reads(const std::shared_ptr<const mapped_file>& f) {
+  if (!f || f->descriptor() < 0 || f->size() == 0) return;
+  auto& r = detail::bulk_read_files::get();
+  std::lock_guard lock(r.mu);
+  std::erase_if(r.files, [](const std::weak_ptr<const mapped_file>& w) { return w.expired(); });
+  r.files.push_back(f);
+}
+
+/// @brief Copies the `n` bytes at `p` (inside a file given to `enable_bulk_reads`) to `dst` with pread, a bulk copy
+/// from the page cache, instead of reading them through the mapping: a fault per 4 KiB page, which under a
+/// hypervisor's shadow page tables reads at 1.3 GB/s where pread copies at 5 (measured, a VM of 2026-11). For a
+/// kernel about to lay a weight out, so only for an unmodified mapping (as release_file_pages). false when
+/// [p, p + n) is not in one such file or the read fails: the caller reads the mapping instead. The caller holds the
+/// mapping (a tensor borrowing it) while this runs.
+[[nodiscard, gnu::noinline, gnu::cold]] inline bool read_mapped(const void* p, std::size_t n, void* dst) noexcept {
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  std::shared_ptr<const mapped_file> file;
+  {
+    auto& r = detail::bulk_read_files::get();
+    std::lock_guard lock(r.mu);
+    for (const auto& w : r.files)
+      if (auto f = w.lock(); f && a - reinterpret_cast<std::uintptr_t>(f->data()) < f->size()) {
+        file = std::move(f);
+        break;
+      }
+  }
+  if (!file) return false;
+  const std::uintptr_t offset = a - reinterpret_cast<std::uintptr_t>(file->data());
+  if (n > file->size() - offset) return false;
+  auto* out = static_cast<char*>(dst);
+  std::size_t done = 0;
+  while (done < n) {
+    const ::ssize_t got = ::pread(file->descriptor(), out + done, n - done, static_cast<::off_t>(offset + done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return false;
+    done += static_cast<std::size_t>(got);
+  }
+  return true;
+}
+
+/// @brief The bytes a kernel reads as it lays a weight out. A weight in a lazily mapped model file is read with one
+/// bulk copy into a buffer (read_mapped: the create's staging buffer, or one of this object's own) rather
+/// than faulted in through the mapping a page at a time; any other is read in place. The bytes stay valid while this
+/// object lives and `read` is not called again (on this object, or on another of the same create's thread).
+class weight_reader {
+ public:
+  [[nodiscard, gnu::noinline, gnu::cold]] const std::byte* read(const tensor& t) {
+    if (!t.is_file_backed() || t.byte_size() < min_bytes) return t.data();
+    const std::size_t n = t.byte_size();
+    std::byte* buf = nullptr;
+    if (auto* a = detail::current_weight_arena) {
+      buf = a->staging(n);
+    } else {
+      own_ = detail::map_huge_chunk(n);
+      buf = own_.get();
+    }
+    return read_mapped(t.data(), n, buf) ? buf : t.data();
+  }
+  /// `read` as floats.
+  [[nodiscard]] const float* floats(const tensor& t) { return reinterpret_cast<const float*>(read(t)); }
+
+ private:
+  /// Below this a weight is read in place (a few pages: the copy would not pay).
+  static constexpr std::size_t min_bytes = std::size_t{64} << 10;
+  std::shared_ptr<std::byte> own_;
+};
+
+/// @brief An uninitialised tensor (not strings) in `allocate_weight`'s memory: a weight laid out by a pass.
+[[nodiscard]] inline tensor uninitialized_weight(element_type type, std::span<const std::int64_t> sizes) {
+  const auto n = element_count(sizes);
+  if (!n || !is_valid(type) || type == element_type::string || *n < 0 ||
+      static_cast<std::size_t>(*n) > (std::size_t{1} << 62) / 16)
+    throw std::length_error("weight: invalid sizes or element type");
+  auto m = allocate_weight(storage_bytes(type, static_cast<std::size_t>(*n)));
+  void* p = m.get();
+  return tensor::borrow(type, sizes, p, std::move(m));
+}
+
+}  // namespace epstack

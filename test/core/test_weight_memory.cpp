@@ -1,0 +1,151 @@
+// Memory for laid-out weights (weight_memory.hpp): the create's huge-page arena, and reading mapped weights in bulk.
+#include <epstack/core/mapped_file.hpp>
+#include <epstack/core/weight_memory.hpp>
+
+#include "../support/temp_dir.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+using namespace epstack;
+
+TEST_CASE("the weight arena hands out aligned, disjoint blocks from shared huge-page chunks") {
+  weight_arena arena;
+  std::vector<std::shared_ptr<void>> blocks;
+  const std::size_t sizes[] = {1, 100, 4096, 1u << 20, 3u << 20, 0};
+  for (const auto n : sizes) blocks.push_back(arena.allocate(n));
+  CHECK(arena.blocks() == 6);
+  CHECK(arena.chunks() == 1);  // all of them fit in one chunk
+  for (std::size_t k = 0; k < blocks.size(); ++k) {
+    CHECK(reinterpret_cast<std::uintptr_t>(blocks[k].get()) % weight_arena::alignment == 0);
+    std::memset(blocks[k].get(), static_cast<int>(k + 1), std::max<std::size_t>(sizes[k], 1));
+  }
+  // Disjoint: each still holds what was written to it.
+  for (std::size_t k = 0; k < blocks.size(); ++k) {
+    const auto* b = static_cast<const unsigned char*>(blocks[k].get());
+    const std::size_t n = std::max<std::size_t>(sizes[k], 1);
+    CHECK(b[0] == k + 1);
+    CHECK(b[n - 1] == k + 1);
+  }
+  // A block larger than half a chunk gets its own; the shared chunk goes on serving small ones.
+  auto big = arena.allocate(weight_arena::chunk_bytes / 2 + 1);
+  CHECK(arena.chunks() == 2);
+  CHECK(reinterpret_cast<std::uintptr_t>(big.get()) % detail::huge_page_bytes == 0);
+  auto small = arena.allocate(64);
+  CHECK(arena.chunks() == 2);
+  // One that does not fit what is left of the shared chunk starts a new one.
+  auto rest = arena.allocate(weight_arena::chunk_bytes / 2);
+  auto more = arena.allocate(weight_arena::chunk_bytes / 2);
+  CHECK(arena.chunks() == 3);
+  static_cast<unsigned char*>(more.get())[weight_arena::chunk_bytes / 2 - 1] = 7;
+}
+
+TEST_CASE("weight blocks outlive their arena") {
+  std::shared_ptr<void> kept;
+  {
+    weight_arena arena;
+    kept = arena.allocate(1000);
+    auto gone = arena.allocate(1000);
+  }
+  auto* p = static_cast<float*>(kept.get());
+  for (int i = 0; i < 250; ++i) p[i] = static_cast<float>(i);
+  CHECK(p[249] == 249.0f);
+}
+
+TEST_CASE("allocate_weight uses the arena of the scope on this thread, and its own memory outside one") {
+  weight_arena arena;
+  {
+    weight_arena_scope scope(&arena);
+    auto a = allocate_weight(128);
+    auto f = allocate_weight_floats(10);
+    CHECK(arena.blocks() == 2);
+    {
+      weight_arena_scope none(nullptr);  // placement by measure: copies that die with their candidate
+      auto c = allocate_weight(128);
+      CHECK(arena.blocks() == 2);
+      CHECK(c != nullptr);
+    }
+    auto d = allocate_weight(64);
+    CHECK(arena.blocks() == 3);
+    const std::int64_t sizes[] = {3, 5};
+    tensor t = uninitialized_weight(element_type::float32, sizes);
+    CHECK(arena.blocks() == 4);
+    CHECK(t.element_count() == 15);
+    CHECK(t.byte_size() == 60);
+    t.typed<float>()[14] = 2.5f;
+    CHECK(t.view<float>()[14] == 2.5f);
+    const std::int64_t bad[] = {-1, 2};
+    CHECK_THROWS_AS((void)uninitialized_weight(element_type::float32, bad), std::length_error);
+    CHECK_THROWS_AS((void)uninitialized_weight(element_type::string, sizes), std::length_error);
+  }
+  auto outside = allocate_weight(128);
+  CHECK(arena.blocks() == 4);
+  CHECK(reinterpret_cast<std::uintptr_t>(outside.get()) % tensor_alignment == 0);
+}
+
+TEST_CASE("mapped weights are read in bulk with the bytes the mapping holds") {
+  test::temp_dir dir;
+  std::vector<float> v(300000);  // 1.2 MB: over weight_reader's in-place limit
+  std::iota(v.begin(), v.end(), 0.5f);
+  test::write_file(dir / "w.bin", std::string_view(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float)));
+  auto f = mapped_file::open(dir / "w.bin", false, /*keep_descriptor=*/true);
+  REQUIRE(f.has_value());
+  const std::byte* base = (*f)->data();
+  CHECK((*f)->descriptor() >= 0);
+  // Not read in bulk until enabled.
+  std::vector<unsigned char> one(16);
+  CHECK_FALSE(read_mapped(base, one.size(), one.data()));
+  enable_bulk_reads(*f);
+  // A mapping without its descriptor cannot be.
+  auto closed = mapped_file::open(dir / "w.bin");
+  REQUIRE(closed.has_value());
+  CHECK((*closed)->descriptor() == -1);
+  enable_bulk_reads(*closed);
+  CHECK_FALSE(read_mapped((*closed)->data(), one.size(), one.data()));
+
+  // A range inside the mapping, at an unaligned offset.
+  std::vector<unsigned char> out(1001);
+  REQUIRE(read_mapped(base + 7, out.size(), out.data()));
+  CHECK(std::memcmp(out.data(), base + 7, out.size()) == 0);
+  // Its last byte, and nothing past it.
+  REQUIRE(read_mapped(base + (*f)->size() - 1, 1, out.data()));
+  CHECK(out[0] == static_cast<unsigned char>(base[(*f)->size() - 1]));
+  CHECK_FALSE(read_mapped(base + (*f)->size() - 4, 8, out.data()));
+  // Memory that is no mapped file's.
+  CHECK_FALSE(read_mapped(v.data(), 16, out.data()));
+
+  const std::int64_t sizes[] = {300000};
+  tensor mapped = tensor::borrow_file(element_type::float32, sizes, const_cast<std::byte*>(base), *f);
+  {
+    weight_reader r;  // no arena: its own buffer
+    const float* got = r.floats(mapped);
+    CHECK(reinterpret_cast<const std::byte*>(got) != base);
+    CHECK(std::memcmp(got, v.data(), v.size() * sizeof(float)) == 0);
+  }
+  {
+    weight_arena arena;
+    weight_arena_scope scope(&arena);
+    weight_reader r;  // the arena's staging buffer
+    const float* got = r.floats(mapped);
+    CHECK(std::memcmp(got, v.data(), v.size() * sizeof(float)) == 0);
+    CHECK(arena.blocks() == 0);  // staging is not a block
+  }
+  // A tensor that is not file-backed, or a small one, is read in place.
+  tensor own = tensor::uninitialized(element_type::float32, sizes);
+  weight_reader r;
+  CHECK(r.read(own) == own.data());
+  const std::int64_t few[] = {4};
+  tensor small = tensor::borrow_file(element_type::float32, few, const_cast<std::byte*>(base), *f);
+  CHECK(r.read(small) == base);
+
+  // Once the mapping is gone its range is no longer known.
+  const void* was = base;
+  mapped = tensor();
+  small = tensor();
+  f = Status(errc::fail, "released");
+  CHECK_FALSE(read_mapped(was, 16, out.data()));
+}
