@@ -125,8 +125,8 @@ struct filter_job {
   std::int64_t O, I, Op, KH, KW;
   tensor dst;
 
-  void run() {
-    weight_reader staged;  // W from the model file in one bulk read, not a page fault at a time
+  // `staged`: W from the model file in one bulk read, not a page fault at a time.
+  void run(weight_reader& staged) {
     const floats_at src{staged.read(source)};
     float* d = reinterpret_cast<float*>(dst.mutable_data());
     const std::int64_t Ip = dst.sizes()[1], KK = KH * KW;
@@ -163,14 +163,18 @@ void lay_out_filters(std::vector<filter_job>& jobs) {
   std::exception_ptr failed;  // the first job that threw (out of memory): rethrown here, never out of a thread
   const auto work = [&] {
     try {
-      for (std::size_t k; (k = next.fetch_add(1, std::memory_order_relaxed)) < jobs.size();) jobs[k].run();
+      weight_reader staged;  // one staging buffer for all of this thread's jobs
+      for (std::size_t k; (k = next.fetch_add(1, std::memory_order_relaxed)) < jobs.size();) jobs[k].run(staged);
     } catch (...) {
       next = jobs.size();
       const std::lock_guard lock(failed_lock);
       if (!failed) failed = std::current_exception();
     }
   };
-  const std::size_t threads =
+  // A small model's filters are laid out on this thread: starting one costs more than they do.
+  std::size_t total = 0;
+  for (const auto& j : jobs) total += j.dst.byte_size();
+  const std::size_t threads = total < (std::size_t{1} << 20) ? 1 :
       std::min<std::size_t>(std::max(1u, std::thread::hardware_concurrency()), jobs.size());
   std::vector<std::thread> helpers;
   for (std::size_t t = 1; t < threads; ++t) helpers.emplace_back(work);

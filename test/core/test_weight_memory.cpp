@@ -149,3 +149,19 @@ TEST_CASE("mapped weights are read in bulk with the bytes the mapping holds") {
   f = Status(errc::fail, "released");
   CHECK_FALSE(read_mapped(was, 16, out.data()));
 }
+
+TEST_CASE("a create's first MiB of weights takes ordinary allocations, then chunks") {
+  weight_arena arena;
+  auto a = arena.allocate(1000);
+  auto b = arena.allocate(100000);
+  CHECK(arena.chunks() == 0);
+  CHECK(arena.blocks() == 2);
+  auto c = arena.allocate(weight_arena::small_limit);  // past the first MiB
+  CHECK(arena.chunks() == 1);
+  auto d = arena.allocate(10);  // once there is a chunk, small blocks come from it
+  CHECK(arena.chunks() == 1);
+  CHECK(arena.blocks() == 4);
+  // The chunk's blocks follow one another.
+  CHECK(static_cast<std::byte*>(d.get()) == static_cast<std::byte*>(c.get()) + weight_arena::small_limit);
+  for (auto* p : {a.get(), b.get(), c.get(), d.get()}) CHECK(reinterpret_cast<std::uintptr_t>(p) % 64 == 0);
+}

@@ -61,6 +61,8 @@ class weight_arena {
   static constexpr std::size_t chunk_bytes = std::size_t{64} << 20;
   /// Alignment of every block.
   static constexpr std::size_t alignment = 64;
+  /// What a create lays out before its first chunk: ordinary allocations.
+  static constexpr std::size_t small_limit = std::size_t{1} << 20;
 
   weight_arena() = default;
   weight_arena(const weight_arena&) = delete;
@@ -71,10 +73,15 @@ class weight_arena {
   [[nodiscard, gnu::noinline, gnu::cold]] std::shared_ptr<void> allocate(std::size_t bytes) {
     const std::size_t n = round_up(bytes == 0 ? 1 : bytes, alignment);
     std::lock_guard lock(mu_);
+    blocks_ += 1;
+    // The first MiB a create lays out gets ordinary allocations: a small model's few weights would otherwise cost
+    // a mapping, its unmapping and the zeroing of a whole 2 MiB page, in a create of 1-2 ms (mixed_ops).
+    if (small_bytes_ + n <= small_limit && !chunk_) {
+      small_bytes_ += n;
+      return std::shared_ptr<void>(detail::allocate(n), [n](void* q) { detail::deallocate(q, n); });
+    }
     if (n > chunk_bytes / 2) {
-      auto own = new_chunk(n);
-      blocks_ += 1;
-      return own;
+      return new_chunk(n);
     }
     if (!chunk_ || size_ - used_ < n) {
       chunk_ = new_chunk(chunk_bytes);
@@ -83,7 +90,6 @@ class weight_arena {
     }
     std::byte* p = chunk_.get() + used_;
     used_ += n;
-    blocks_ += 1;
     return std::shared_ptr<void>(chunk_, p);
   }
 
@@ -123,7 +129,7 @@ class weight_arena {
 
   mutable std::mutex mu_;
   std::shared_ptr<std::byte> chunk_, staging_;
-  std::size_t used_ = 0, size_ = 0, blocks_ = 0, chunks_ = 0, staging_bytes_ = 0;
+  std::size_t used_ = 0, size_ = 0, blocks_ = 0, chunks_ = 0, staging_bytes_ = 0, small_bytes_ = 0;
 };
 
 namespace detail {
@@ -220,7 +226,8 @@ inline void enable_bulk_reads(const std::shared_ptr<const mapped_file>& f) {
 /// @brief The bytes a kernel reads as it lays a weight out. A weight in a lazily mapped model file is read with one
 /// bulk copy into a buffer (read_mapped: the create's staging buffer, or one of this object's own) rather
 /// than faulted in through the mapping a page at a time; any other is read in place. The bytes stay valid while this
-/// object lives and `read` is not called again (on this object, or on another of the same create's thread).
+/// object lives and `read` is not called again (on this object, or on another of the same create's thread). Keep one
+/// for a series of weights: its buffer is reused.
 class weight_reader {
  public:
   [[nodiscard, gnu::noinline, gnu::cold]] const std::byte* read(const tensor& t) {
@@ -230,7 +237,11 @@ class weight_reader {
     if (auto* a = detail::current_weight_arena) {
       buf = a->staging(n);
     } else {
-      own_ = detail::map_huge_chunk(n);
+      if (n > own_bytes_) {
+        own_.reset();
+        own_ = detail::map_huge_chunk(n);
+        own_bytes_ = n;
+      }
       buf = own_.get();
     }
     return read_mapped(t.data(), n, buf) ? buf : t.data();
@@ -241,7 +252,8 @@ class weight_reader {
  private:
   /// Below this a weight is read in place (a few pages: the copy would not pay).
   static constexpr std::size_t min_bytes = std::size_t{64} << 10;
-  std::shared_ptr<std::byte> own_;
+  std::shared_ptr<std::byte> own_;  // reused by the next read that fits
+  std::size_t own_bytes_ = 0;
 };
 
 /// @brief An uninitialised tensor (not strings) in `allocate_weight`'s memory: a weight laid out by a pass.
