@@ -1,7 +1,11 @@
-// Loading models into the IR, against protobuf alone parsing the same bytes (Google Benchmark).
+// Loading models into the IR, against protobuf alone parsing the same bytes (Google Benchmark). And what a create's
+// memory costs on this machine (weight_memory.hpp): the first touch of fresh pages, 4 KiB against 2 MiB ones, one
+// allocation per weight against the create's arena; and reading a model's weights through a fresh mapping of its file
+// against pread into one buffer (a 64 MiB file written to the temporary folder).
 //   bench_load [benchmark flags]     models from EPSTACK_SHARED_MODELS (default: build/shared-models)
 //   bench_load --rss MODEL           load MODEL once and print peak RSS against its initializer bytes
 #include <epstack/core/mapped_file.hpp>
+#include <epstack/core/weight_memory.hpp>
 #include <epstack/onnx/onnx_io.hpp>
 
 #include <onnx/onnx_pb.h>
@@ -15,7 +19,12 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <fstream>
 #include <string>
+#include <vector>
+
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <sys/resource.h>
 
@@ -77,6 +86,112 @@ void epstack_load(benchmark::State& state, const fs::path& p) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(fs::file_size(p)));
 }
 
+// ---- What a create's memory costs: counters in GB/s of bytes written or read.
+
+constexpr std::size_t touch_bytes = std::size_t{96} << 20;
+// The sizes of llm_decode's laid-out weights (6 layers of 3, 1, 4 and 4 MiB, and a 16 MiB classifier): 91 MiB.
+std::vector<std::size_t> weight_sizes() {
+  std::vector<std::size_t> v;
+  for (int l = 0; l < 6; ++l)
+    for (std::size_t s : {512u * 1536u * 4u, 512u * 512u * 4u, 512u * 2048u * 4u, 2048u * 512u * 4u}) v.push_back(s);
+  v.push_back(512u * 8000u * 4u);
+  return v;
+}
+void set_rate(benchmark::State& state, std::size_t bytes) {
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(bytes) * static_cast<double>(state.iterations()) / 1e9,
+                                              benchmark::Counter::kIsRate);
+}
+
+// 96 MiB of fresh anonymous memory written once, on 4 KiB pages (a plain mapping) or 2 MiB ones (map_huge_chunk).
+void first_touch(benchmark::State& state, bool huge) {
+  for (auto _ : state) {
+    if (huge) {
+      auto c = epstack::detail::map_huge_chunk(touch_bytes);
+      std::memset(c.get(), 1, touch_bytes);
+      benchmark::DoNotOptimize(c.get());
+    } else {
+      void* p = ::mmap(nullptr, touch_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (p == MAP_FAILED) {
+        state.SkipWithError("mmap failed");
+        return;
+      }
+      std::memset(p, 1, touch_bytes);
+      benchmark::DoNotOptimize(p);
+      ::munmap(p, touch_bytes);
+    }
+  }
+  set_rate(state, touch_bytes);
+}
+
+// A create's laid-out weights written once: one allocation each (detail::allocate, as before the arena) or the arena.
+void lay_out(benchmark::State& state, bool arena) {
+  const auto sizes = weight_sizes();
+  std::size_t total = 0;
+  for (auto s : sizes) total += s;
+  for (auto _ : state) {
+    epstack::weight_arena a;
+    epstack::weight_arena_scope scope(arena ? &a : nullptr);
+    std::vector<std::shared_ptr<void>> blocks;
+    for (auto s : sizes) {
+      blocks.push_back(epstack::allocate_weight(s));
+      std::memset(blocks.back().get(), 1, s);
+    }
+    benchmark::DoNotOptimize(blocks.data());
+  }
+  set_rate(state, total);
+}
+
+// A 64 MiB weights file, mapped afresh and read through the mapping, or read with pread (read_mapped) into the
+// create's staging buffer, in llm_decode's weight sizes.
+struct weights_file {
+  fs::path path = fs::temp_directory_path() / ("epstack-bench-weights-" + std::to_string(::getpid()) + ".bin");
+  std::size_t bytes = 0;
+  weights_file() {
+    std::vector<char> chunk(std::size_t{1} << 20, 3);
+    std::ofstream f(path, std::ios::binary);
+    for (int i = 0; i < 64; ++i) f.write(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+    bytes = std::size_t{64} << 20;
+  }
+  ~weights_file() {
+    std::error_code ec;
+    fs::remove(path, ec);
+  }
+};
+void read_weights(benchmark::State& state, bool bulk) {
+  static weights_file file;
+  std::vector<std::size_t> sizes;  // as many of llm_decode's weights, in order, as the file holds
+  std::size_t done = 0;
+  for (auto s : weight_sizes())
+    if (done + s <= file.bytes) {
+      sizes.push_back(s);
+      done += s;
+    }
+  std::size_t total = 0;
+  for (auto s : sizes) total += s;
+  for (auto _ : state) {
+    auto f = epstack::mapped_file::open(file.path, false, /*keep_descriptor=*/true);
+    if (!f) {
+      state.SkipWithError(f.status().to_string().c_str());
+      return;
+    }
+    epstack::enable_bulk_reads(*f);
+    epstack::weight_arena a;
+    epstack::weight_arena_scope scope(&a);
+    epstack::weight_reader reader;
+    std::size_t at = 0;
+    unsigned sum = 0;
+    for (auto s : sizes) {
+      const std::int64_t n[] = {static_cast<std::int64_t>(s / 4)};
+      const auto t = epstack::tensor::borrow_file(epstack::element_type::float32, n, (*f)->data() + at, *f);
+      const auto* b = reinterpret_cast<const unsigned char*>(bulk ? reader.read(t) : t.data());
+      for (std::size_t i = 0; i < s; i += 64) sum += b[i];
+      at += s;
+    }
+    benchmark::DoNotOptimize(sum);
+  }
+  set_rate(state, total);
+}
+
 int rss_probe(const char* path) {
   const long before = peak_rss_kib();
   auto m = epstack::load_model(path);
@@ -110,6 +225,12 @@ int main(int argc, char** argv) {
         ->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark((std::string("epstack_load/") + name).c_str(), epstack_load, p)->Unit(benchmark::kMillisecond);
   }
+  benchmark::RegisterBenchmark("first_touch/4KiB_pages", first_touch, false)->Unit(benchmark::kMillisecond)->UseRealTime();
+  benchmark::RegisterBenchmark("first_touch/2MiB_pages", first_touch, true)->Unit(benchmark::kMillisecond)->UseRealTime();
+  benchmark::RegisterBenchmark("lay_out_weights/allocation_each", lay_out, false)->Unit(benchmark::kMillisecond)->UseRealTime();
+  benchmark::RegisterBenchmark("lay_out_weights/arena", lay_out, true)->Unit(benchmark::kMillisecond)->UseRealTime();
+  benchmark::RegisterBenchmark("read_weights/through_mapping", read_weights, false)->Unit(benchmark::kMillisecond)->UseRealTime();
+  benchmark::RegisterBenchmark("read_weights/pread", read_weights, true)->Unit(benchmark::kMillisecond)->UseRealTime();
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
