@@ -44,6 +44,16 @@ TEST_CASE("the weight arena hands out aligned, disjoint blocks from shared huge-
   static_cast<unsigned char*>(more.get())[weight_arena::chunk_bytes / 2 - 1] = 7;
 }
 
+TEST_CASE("a weight size no allocation can hold is refused, not wrapped") {
+  weight_arena arena;
+  CHECK_THROWS_AS((void)arena.allocate(~std::size_t{0}), std::bad_alloc);
+  CHECK_THROWS_AS((void)arena.allocate(~std::size_t{0} - 30), std::bad_alloc);
+  CHECK_THROWS_AS((void)detail::map_huge_chunk(~std::size_t{0} - 1), std::bad_alloc);
+  weight_arena_scope scope(&arena);
+  CHECK_THROWS_AS((void)allocate_weight(~std::size_t{0}), std::bad_alloc);
+  CHECK(arena.blocks() == 0);
+}
+
 TEST_CASE("weight blocks outlive their arena") {
   std::shared_ptr<void> kept;
   {

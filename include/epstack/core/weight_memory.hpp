@@ -4,8 +4,8 @@
 /// the model's weights): carved from large chunks backed by transparent huge pages.
 ///
 /// A create writes every byte of these copies once, so what it costs is mostly the first touch of fresh pages: one
-/// fault per 4 KiB page. Where faults are dear (a virtual machine with shadow page tables: 3 ms a MiB measured, against
-/// 0.07 ms a MiB on 2 MiB pages) a model's 100 MiB of laid-out weights took most of its create. One allocation per
+/// fault per 4 KiB page. Where faults are dear (a virtual machine with shadow page tables: 3.3-4.3 ms a MiB, against
+/// 0.09 on 2 MiB pages, by bench_load's first_touch) a model's 100 MiB of laid-out weights took most of its create. One allocation per
 /// weight does not get huge pages either: a weight under 2 MiB, or the part of one past its last 2 MiB boundary, is on
 /// 4 KiB pages. Chunks of 64 MiB, 2 MiB aligned and advised as huge pages, shared by every weight of a create, fault
 /// once per 2 MiB and waste at most the unused part of one huge page per chunk (pages never touched cost nothing).
@@ -29,9 +29,12 @@
 namespace epstack {
 
 namespace detail {
+/// The largest request the weight allocators take (a size from a model is untrusted: none may wrap when rounded).
+inline constexpr std::size_t max_weight_bytes = std::size_t{1} << 48;
 /// `bytes` rounded up to 2 MiB, 2 MiB aligned, advised as transparent huge pages; unmapped with the last owner.
 [[nodiscard, gnu::noinline, gnu::cold]] inline std::shared_ptr<std::byte> map_huge_chunk(std::size_t bytes) {
   constexpr std::size_t huge_page = huge_page_bytes;
+  if (bytes > max_weight_bytes) throw std::bad_alloc();  // rounding below must not wrap
   const std::size_t size = (bytes + huge_page - 1) / huge_page * huge_page;
 #if defined(__linux__)
   // Mapped with a huge page of slack, then trimmed to a 2 MiB aligned range (mmap aligns to 4 KiB only).
@@ -71,6 +74,7 @@ class weight_arena {
   /// @brief `bytes` (at least 1) of uninitialised memory, 64-byte aligned, alive while the returned pointer or a copy
   /// of it is. Throws std::bad_alloc when the system has no memory for a chunk.
   [[nodiscard, gnu::noinline, gnu::cold]] std::shared_ptr<void> allocate(std::size_t bytes) {
+    if (bytes > detail::max_weight_bytes) throw std::bad_alloc();
     const std::size_t n = round_up(bytes == 0 ? 1 : bytes, alignment);
     std::lock_guard lock(mu_);
     blocks_ += 1;
