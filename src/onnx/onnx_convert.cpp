@@ -59,11 +59,12 @@ Result<std::pair<std::byte*, std::shared_ptr<mapped_file>>> external_data_resolv
   auto it = files_.find(location);
   if (it == files_.end()) {
     EPSTACK_ASSIGN_OR_RETURN(auto full, resolve_file_in_folder(folder_, location, what));
-    // Kept open: the providers read the weights they lay out with pread (weight_memory.hpp's read_mapped).
+    // Kept open when large (and while few are): the providers read the weights they lay out with pread
+    // (weight_memory.hpp's read_mapped).
     auto mf = mapped_file::open(full, /*populate=*/false, /*keep_descriptor=*/true);
     if (!mf) return Status(mf.code() == errc::no_such_file ? errc::no_such_file : errc::invalid_graph,
                            what + ": " + mf.status().message());
-    enable_bulk_reads(*mf);
+    (void)enable_bulk_reads(*mf);
     it = files_.emplace(location, std::move(mf).value()).first;
   }
   const auto& f = it->second;

@@ -40,6 +40,8 @@ node_compiler compile_one(const provider_binding& p) {
     part.nodes = {n};
     part.inputs.assign(g.node(n).inputs.begin(), g.node(n).inputs.end());
     part.outputs.assign(g.node(n).outputs.begin(), g.node(n).outputs.end());
+    // Its function is run once (constant folding) and dropped: its copies of weights are not the session's.
+    weight_arena_scope own_memory(nullptr);
     EPSTACK_ASSIGN_OR_RETURN(auto fns, compile(std::span<const partition>(&part, 1)));
     if (fns.size() != 1) return Status(errc::ep_fail, "compile returned no function for node " + g.describe(n));
     return std::move(fns.front());

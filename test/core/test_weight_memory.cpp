@@ -109,13 +109,20 @@ TEST_CASE("mapped weights are read in bulk with the bytes the mapping holds") {
   // Not read in bulk until enabled.
   std::vector<unsigned char> one(16);
   CHECK_FALSE(read_mapped(base, one.size(), one.data()));
-  enable_bulk_reads(*f);
+  CHECK(enable_bulk_reads(*f));
   // A mapping without its descriptor cannot be.
   auto closed = mapped_file::open(dir / "w.bin");
   REQUIRE(closed.has_value());
   CHECK((*closed)->descriptor() == -1);
-  enable_bulk_reads(*closed);
+  CHECK_FALSE(enable_bulk_reads(*closed));
   CHECK_FALSE(read_mapped((*closed)->data(), one.size(), one.data()));
+  // Nor a small file: its descriptor is closed at once.
+  test::write_file(dir / "small.bin", std::string_view(reinterpret_cast<const char*>(v.data()), 4096));
+  auto small_file = mapped_file::open(dir / "small.bin", false, true);
+  REQUIRE(small_file.has_value());
+  CHECK_FALSE(enable_bulk_reads(*small_file));
+  CHECK((*small_file)->descriptor() == -1);
+  CHECK_FALSE(read_mapped((*small_file)->data(), 16, one.data()));
 
   // A range inside the mapping, at an unaligned offset.
   std::vector<unsigned char> out(1001);
@@ -174,4 +181,32 @@ TEST_CASE("a create's first MiB of weights takes ordinary allocations, then chun
   // The chunk's blocks follow one another.
   CHECK(static_cast<std::byte*>(d.get()) == static_cast<std::byte*>(c.get()) + weight_arena::small_limit);
   for (auto* p : {a.get(), b.get(), c.get(), d.get()}) CHECK(reinterpret_cast<std::uintptr_t>(p) % 64 == 0);
+}
+
+TEST_CASE("a model with a file per tensor keeps at most 64 of them open") {
+  test::temp_dir dir;
+  std::vector<std::shared_ptr<mapped_file>> files;
+  int kept = 0;
+  for (int i = 0; i < 80; ++i) {
+    const auto p = dir / ("t" + std::to_string(i) + ".bin");
+    test::write_file(p, "x");
+    std::filesystem::resize_file(p, std::size_t{1} << 20);  // sparse: 1 MiB without writing it
+    auto f = mapped_file::open(p, false, true);
+    REQUIRE(f.has_value());
+    if (enable_bulk_reads(*f)) ++kept;
+    else CHECK((*f)->descriptor() == -1);
+    files.push_back(*f);
+  }
+  CHECK(kept == 64);
+  // The first and the last are read either way: in bulk, or by the caller through the mapping.
+  unsigned char b[2] = {};
+  CHECK(read_mapped(files.front()->data(), 2, b));
+  CHECK(b[0] == 'x');
+  CHECK_FALSE(read_mapped(files.back()->data(), 2, b));
+  CHECK(static_cast<unsigned char>(files.back()->data()[0]) == 'x');
+  // Once files are gone their places go to others.
+  files.clear();
+  auto again = mapped_file::open(dir / "t0.bin", false, true);
+  REQUIRE(again.has_value());
+  CHECK(enable_bulk_reads(*again));
 }

@@ -72,6 +72,11 @@ class mapped_file {
   [[nodiscard]] const std::filesystem::path& path() const noexcept { return path_; }
   /// The open file (`open` with keep_descriptor), or -1.
   [[nodiscard]] int descriptor() const noexcept { return fd_; }
+  /// Closes the file kept open by `open` with keep_descriptor (the mapping stays). Before the mapping is shared.
+  void close_descriptor() noexcept {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
 
  private:
   mapped_file() = default;

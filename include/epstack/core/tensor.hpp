@@ -130,7 +130,9 @@ class tensor {
   }
 
   /// @brief Borrows `data` inside a file mapped privately by `owner` (a mapped_file): as `borrow`, and the pages may
-  /// be dropped from memory once read (see `is_file_backed`).
+  /// be dropped from memory once read (see `is_file_backed`). Such a tensor is read-only: the providers lay weights
+  /// out from the file itself (weight_memory.hpp's read_mapped), so a write through it would not reach them; to
+  /// change an initializer loaded from a file, replace it with a tensor of its own.
   [[nodiscard]] static tensor borrow_file(element_type type, std::span<const std::int64_t> sizes, void* data,
                                           std::shared_ptr<const void> owner) {
     tensor t = borrow(type, sizes, data, std::move(owner));

@@ -103,6 +103,7 @@ class weight_arena {
     std::lock_guard lock(mu_);
     if (bytes > staging_bytes_) {
       staging_.reset();
+      staging_bytes_ = 0;
       staging_ = detail::map_huge_chunk(bytes);
       staging_bytes_ = (bytes + huge_page - 1) / huge_page * huge_page;
     }
@@ -185,14 +186,25 @@ struct bulk_read_files {
 };
 }  // namespace detail
 
-/// @brief Makes the lazily mapped file `f` (opened with keep_descriptor) one `read_mapped` reads from: a model's
-/// external data file, whose weights the providers lay out at create. Kept while `f` lives.
-inline void enable_bulk_reads(const std::shared_ptr<const mapped_file>& f) {
-  if (!f || f->descriptor() < 0 || f->size() == 0) return;
-  auto& r = detail::bulk_read_files::get();
-  std::lock_guard lock(r.mu);
-  std::erase_if(r.files, [](const std::weak_ptr<const mapped_file>& w) { return w.expired(); });
-  r.files.push_back(f);
+/// @brief Makes the lazily mapped file `f` (just opened with keep_descriptor, not yet shared) one `read_mapped` reads
+/// from: a model's external data file, whose weights the providers lay out at create. Kept while `f` lives. Only
+/// files of at least 1 MiB, and at most 64 at once in the process: the others' descriptors are closed here (a model
+/// saved with a file per tensor has thousands, beyond the process's limit of open files), and their weights are read
+/// through the mapping. Returns whether `f` was taken.
+inline bool enable_bulk_reads(const std::shared_ptr<mapped_file>& f) {
+  constexpr std::size_t min_bytes = std::size_t{1} << 20, max_files = 64;
+  if (!f || f->descriptor() < 0) return false;
+  if (f->size() >= min_bytes) {
+    auto& r = detail::bulk_read_files::get();
+    std::lock_guard lock(r.mu);
+    std::erase_if(r.files, [](const std::weak_ptr<const mapped_file>& w) { return w.expired(); });
+    if (r.files.size() < max_files) {
+      r.files.push_back(f);
+      return true;
+    }
+  }
+  f->close_descriptor();
+  return false;
 }
 
 /// @brief Copies the `n` bytes at `p` (inside a file given to `enable_bulk_reads`) to `dst` with pread, a bulk copy
@@ -235,7 +247,7 @@ inline void enable_bulk_reads(const std::shared_ptr<const mapped_file>& f) {
 class weight_reader {
  public:
   [[nodiscard, gnu::noinline, gnu::cold]] const std::byte* read(const tensor& t) {
-    if (!t.is_file_backed() || t.byte_size() < min_bytes) return t.data();
+    if (!t.is_file_backed() || t.byte_size() < min_bytes || t.byte_size() > max_bytes) return t.data();
     const std::size_t n = t.byte_size();
     std::byte* buf = nullptr;
     if (auto* a = detail::current_weight_arena) {
@@ -243,6 +255,7 @@ class weight_reader {
     } else {
       if (n > own_bytes_) {
         own_.reset();
+        own_bytes_ = 0;
         own_ = detail::map_huge_chunk(n);
         own_bytes_ = n;
       }
@@ -256,6 +269,9 @@ class weight_reader {
  private:
   /// Below this a weight is read in place (a few pages: the copy would not pay).
   static constexpr std::size_t min_bytes = std::size_t{64} << 10;
+  /// Above this too: a staging copy of a weight this large (an LLM's 2 GB output projection) would add its size to
+  /// the create's peak memory, where the mapping's pages can be dropped.
+  static constexpr std::size_t max_bytes = std::size_t{256} << 20;
   std::shared_ptr<std::byte> own_;  // reused by the next read that fits
   std::size_t own_bytes_ = 0;
 };
