@@ -13,7 +13,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-
+#include <limits>
 
 namespace epstack::cli {
 namespace fs = std::filesystem;
@@ -75,13 +75,8 @@ verdict check_graph(const fuzz::generated& g, const session_options& so) {
   return {"ok", ""};
 }
 
-/// `f()` in a child process within `limit_s` seconds; a crash or a time-out is a finding.
-template <class F>
-verdict isolated(F&& f, int limit_s) {
-  const auto r = run_in_child([&] {
-    const verdict v = f();
-    return v.kind + "\t" + one_line(v.detail) + "\n";
-  }, limit_s);
+/// A verdict from its line written by a child, or a finding: the child crashed or ran past `limit_s` seconds.
+verdict from_child(const child_result& r, int limit_s) {
   const auto tab = r.text.find('\t');
   if (r.timed_out) return {"finding", "hangs: no result after " + std::to_string(limit_s) + " s"};
   if (!r.finished) return {"finding", r.why(limit_s)};
@@ -89,6 +84,15 @@ verdict isolated(F&& f, int limit_s) {
   std::string detail = r.text.substr(tab + 1);
   while (!detail.empty() && detail.back() == '\n') detail.pop_back();
   return {r.text.substr(0, tab), detail};
+}
+
+/// `f()` in a child process within `limit_s` seconds; a crash or a time-out is a finding.
+template <class F>
+verdict isolated(F&& f, int limit_s) {
+  return from_child(run_in_child([&] {
+    const verdict v = f();
+    return v.kind + "\t" + one_line(v.detail) + "\n";
+  }, limit_s), limit_s);
 }
 
 /// A finding as a backend-suite case: the model, its inputs, the CPU provider's outputs (computed in a child, the
@@ -145,12 +149,16 @@ int fuzz_with(const args& a, const std::string& stack) {
   const bool verbose = a.flag("--verbose");
   const auto t0 = std::chrono::steady_clock::now();
   long long ran = 0, findings = 0, invalid = 0, nodes = 0;
-  for (std::uint64_t s = seed;; ++s) {
-    if (graphs >= 0 && ran >= graphs) break;
-    if (seconds >= 0 && std::chrono::steady_clock::now() - t0 >= std::chrono::seconds(seconds)) break;
+  // The graphs run in worker children, many to a child: a crash or a hang is a finding of its graph alone.
+  const auto count = graphs >= 0 ? static_cast<std::size_t>(graphs) : std::numeric_limits<std::size_t>::max();
+  run_in_workers(count, [&](std::size_t i) {
+    const verdict v = check_graph<S>(fuzz::generate_graph(seed + i), *so);
+    return v.kind + "\t" + one_line(v.detail) + "\n";
+  }, [&](std::size_t i, const child_result& r) {
+    const std::uint64_t s = seed + i;
     const auto g = fuzz::generate_graph(s);
     nodes += static_cast<long long>(g.m.graph.node_count());
-    const auto v = isolated([&] { return check_graph<S>(g, *so); }, 120);
+    const verdict v = from_child(r, 120);
     ++ran;
     if (verbose) std::cout << s << " " << v.kind << " " << g.summary << (v.detail.empty() ? "" : ": " + v.detail) << "\n";
     if (v.kind == "invalid") {
@@ -163,7 +171,8 @@ int fuzz_with(const args& a, const std::string& stack) {
       std::cout << "FINDING seed " << s << " (" << g.summary << "): " << v.detail << "\n  written to " << dir.string()
                 << "\n";
     }
-  }
+    return seconds < 0 || std::chrono::steady_clock::now() - t0 < std::chrono::seconds(seconds);
+  }, 120);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::cout << "fuzz-providers: stack " << stack << ", seeds " << seed << ".." << seed + static_cast<std::uint64_t>(ran) - 1
             << ": " << ran << " graphs (" << nodes << " nodes) in " << static_cast<long long>(secs) << " s, " << findings

@@ -405,13 +405,9 @@ std::string one_line(std::string s) {
   return s;
 }
 
-/// One case in a child process: a crash or running past `limit_s` seconds is an error of that case.
-template <class S>
-outcome run_isolated(const fs::path& c, const session_options& so, const case_options& co, int limit_s) {
-  const auto r = run_in_child([&] {
-    const outcome o = run_case<S>(c, so, co);
-    return o.result + "\t" + std::to_string(o.offloaded) + "\t" + one_line(o.reason) + "\n";
-  }, limit_s);
+/// The outcome of a case from its line written by a worker child (run_in_workers), or why there is none: a crash
+/// or running past `limit_s` seconds is an error of that case.
+outcome from_child(const child_result& r, int limit_s) {
   const auto& text = r.text;
   const auto tab = text.find('\t');
   const auto tab2 = tab == std::string::npos ? tab : text.find('\t', tab + 1);
@@ -536,11 +532,8 @@ int test_runner_with(const args& a, const fs::path& root) {
   std::map<std::string, tally> per_suite;
   std::vector<std::string> unexpected_failures, unexpected_passes, failures;
   std::set<std::string> seen;
-  for (const auto& c : cases) {
+  const auto record = [&](const case_ref& c, const outcome& o) {
     const std::string key = c.suite + "/" + c.name;
-    if (filter && key.find(*filter) == std::string::npos) continue;
-    seen.insert(key);
-    const auto o = a.flag("--no-isolate") ? run_case<S>(c.dir, *so, co) : run_isolated<S>(c.dir, *so, co, limit_s);
     auto& t = per_suite[c.suite];
     ++t.total;
     (o.result == "pass" ? t.pass : o.result == "fail" ? t.fail : t.error)++;
@@ -552,6 +545,25 @@ int test_runner_with(const args& a, const fs::path& root) {
     const bool listed = expected.contains(key);
     if (o.result != "pass" && !listed) unexpected_failures.push_back(key);
     if (o.result == "pass" && listed) unexpected_passes.push_back(key);
+  };
+  std::vector<const case_ref*> todo;
+  for (const auto& c : cases) {
+    const std::string key = c.suite + "/" + c.name;
+    if (filter && key.find(*filter) == std::string::npos) continue;
+    seen.insert(key);
+    todo.push_back(&c);
+  }
+  if (a.flag("--no-isolate")) {
+    for (const auto* c : todo) record(*c, run_case<S>(c->dir, *so, co));
+  } else {
+    // Cases run in worker children, many to a child: a crash or a hang ends only its case.
+    run_in_workers(todo.size(), [&](std::size_t i) {
+      const outcome o = run_case<S>(todo[i]->dir, *so, co);
+      return o.result + "\t" + std::to_string(o.offloaded) + "\t" + one_line(o.reason) + "\n";
+    }, [&](std::size_t i, const child_result& r) {
+      record(*todo[i], from_child(r, limit_s));
+      return true;
+    }, limit_s);
   }
   if (auto w = a.get("--write-expected")) {
     std::ofstream f(*w, std::ios::trunc);

@@ -7,17 +7,24 @@
 #include <epstack/runtime/session.hpp>
 
 #include "../support/temp_dir.hpp"
+#include "../../tools/child.hpp"
 
 #include <doctest/doctest.h>
 
 #include <array>
+#include <chrono>
+#include <csignal>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <sstream>
+#include <stdexcept>
 #include <string>
+#include <thread>
+#include <vector>
 
 using namespace epstack;
 namespace fs = std::filesystem;
@@ -466,6 +473,51 @@ TEST_CASE("epstack test-runner: pass, fail and error per case, a report, a summa
   auto missing = epstack_cli("test-runner " + (dir / "nothing").string() + " --skip-missing");
   CHECK(missing.code == 77);
   CHECK(missing.out.find("SKIP") != std::string::npos);
+}
+
+TEST_CASE("run_in_workers: many jobs to a child, a crash, a hang or an exception ends only its job, results in order") {
+  // Job 2 aborts, job 4 runs past the 1 s limit, job 5 throws; the others return their child's process id.
+  std::vector<cli::child_result> got;
+  std::vector<std::size_t> order;
+  cli::run_in_workers(8, [](std::size_t i) -> std::string {
+    if (i == 2) {
+      std::signal(SIGABRT, SIG_DFL);  // doctest's crash report would print from the child
+      std::abort();
+    }
+    if (i == 4) std::this_thread::sleep_for(std::chrono::seconds(5));
+    if (i == 5) throw std::runtime_error("job five\nfailed");
+    return std::to_string(::getpid());
+  }, [&](std::size_t i, const cli::child_result& r) {
+    order.push_back(i);
+    got.push_back(r);
+    return true;
+  }, 1);
+  REQUIRE(order == std::vector<std::size_t>{0, 1, 2, 3, 4, 5, 6, 7});
+  for (std::size_t i : {0, 1, 3, 6, 7}) {
+    CHECK(got[i].finished);
+    CHECK(got[i].text != std::to_string(::getpid()));  // in a child, never the test's process
+  }
+  CHECK(got[0].text == got[1].text);  // one child for jobs until one ends it
+  CHECK(got[3].text != got[1].text);  // a new child after the crash
+  CHECK_FALSE(got[2].finished);
+  CHECK(got[2].signal == SIGABRT);
+  CHECK(got[2].why(1).find("crashed: signal") == 0);
+  CHECK_FALSE(got[4].finished);
+  CHECK(got[4].timed_out);
+  CHECK(got[4].why(1) == "timed out after 1 s");
+  CHECK(got[6].text != got[3].text);  // the hung child was killed
+  CHECK(got[5].finished);
+  CHECK(got[5].text == "exception: job five\nfailed");  // framed: a text may hold newlines
+  CHECK(got[6].text == got[7].text);  // the exception did not end its child
+
+  // done() returning false stops the run (with no end: the count may be unbounded).
+  std::size_t seen = 0;
+  cli::run_in_workers(std::numeric_limits<std::size_t>::max(), [](std::size_t i) { return std::to_string(i); },
+                      [&](std::size_t i, const cli::child_result& r) {
+                        CHECK(r.text == std::to_string(i));
+                        return ++seen < 5;
+                      }, 10);
+  CHECK(seen == 5);
 }
 
 TEST_CASE("epstack test-runner --constant-weights makes a node's weight inputs constants with the data set's values") {
