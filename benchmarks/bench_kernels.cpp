@@ -242,6 +242,7 @@ BENCHMARK(BM_matmul)
     ->Args({1, 512, 8000})     // llm_decode lm_head
     ->Args({1, 4096, 4096})    // a batch-1 product over 64 MiB of weights, beyond the last-level cache
     ->Args({64, 1024, 4096})   // mlp_b64
+    ->Args({64, 4096, 4096})   // mlp_b64 fc2
     ->Args({256, 1024, 1024})  // the placement calibration's product
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
@@ -269,6 +270,8 @@ BENCHMARK(BM_matmul_dynamic)
     ->ArgNames({"h", "m", "k", "n", "tb"})
     ->Args({12, 1, 64, 256, 1})   // decode attention scores: Q [12,1,64] x K^T
     ->Args({12, 1, 256, 64, 0})   // decode attention values: P [12,1,256] x V [12,256,64]
+    ->Args({12, 128, 64, 128, 0}) // bert attention scores: Q [12,128,64] x K^T [12,64,128]
+    ->Args({12, 128, 128, 64, 0}) // bert attention values: P [12,128,128] x V [12,128,64]
     ->Args({1, 1, 4096, 1024, 0}) // a batch-1 product of activations
     ->Args({1, 2, 1024, 1024, 1}) // two rows against a transposed operand
     ->Args({1, 4, 1024, 1024, 0}) // four rows

@@ -14,6 +14,22 @@ md_t plan_builder::matrix_md(const dims& d, bool trans) {
   return strided(d, strides);
 }
 
+namespace {
+
+// A strided view as a matmul operand. Its leading size-1 (batch) dims take the stride of an outermost dim, the
+// view's whole extent, not strided()'s row-major one: oneDNN 2.6.3's brgemm matmul refuses a view whose size-1 batch
+// dim has a stride inside the others' ([1,12,128,64] with strides [768,64,768,1], BERT's heads read in place) and
+// falls back to gemm:jit: bert_base_seq128's P x V took 0.28 ms a call, 0.11 ms on brgemm (ONEDNN_VERBOSE=1).
+md_t operand_view(const dims& d, const dims& st) {
+  dims s = *strides_of(strided(d, st));
+  std::int64_t extent = 1;
+  for (std::size_t i = 0; i < d.size(); ++i) extent = std::max(extent, s[i] * std::max<std::int64_t>(d[i], 1));
+  for (std::size_t i = 0; i < d.size() && d[i] == 1; ++i) s[i] = extent;
+  return md_t(d, dt::f32, s);
+}
+
+}  // namespace
+
 Status plan_builder::matmul(const ir_op& op) {
   dims a = dims_of(op.in[0]), b = dims_of(op.in[1]);
   const dims a0 = a, b0 = b;
@@ -55,7 +71,7 @@ Status plan_builder::matmul(const ir_op& op) {
     if (const auto st = strides_of(md_of(s)); st && !collapse && dims_of(v).size() == logical.size() && md_of(s) != plain(dims_of(v))) {
       dims vs = *st;
       if (trans) std::swap(vs[vs.size() - 1], vs[vs.size() - 2]);
-      return alias(s, strided(logical, vs));
+      return alias(s, operand_view(logical, vs));
     }
     return alias(as_plain(s, dims_of(v)), matrix_md(logical, trans));
   };
