@@ -139,6 +139,28 @@ BENCHMARK(BM_conv)
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 
+// ResNet-50's 1x1 expansions (conv3) as the model runs them: the residual added in the kernel (input Sum) and Relu.
+void BM_nchwc_conv_sum(benchmark::State& state) {
+  const auto cin = state.range(0), cout = state.range(1), hw = state.range(2);
+  node n = conv_node(1, 1, 1, false);
+  n.domain = "com.epstack.nchwc16";
+  n.since_version = 1;
+  n.attributes.set("activation", std::string("Relu"));
+  auto b = one_node::make<ops::nchwc_conv>(std::move(n), {{random({1, cin, hw, hw}, 1), false}, {random({cout, cin, 1, 1}, 2), true},
+                                                          {random({cout}, 3), true}, {random({1, cout, hw, hw}, 4), false}});
+  b->run(state);
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(cout * cin * hw * hw), benchmark::Counter::kIsIterationInvariantRate,
+                                                 benchmark::Counter::kIs1000);
+}
+BENCHMARK(BM_nchwc_conv_sum)
+    ->ArgNames({"cin", "cout", "hw"})
+    ->Args({64, 256, 56})    // layer1 conv3
+    ->Args({128, 512, 28})   // layer2 conv3
+    ->Args({256, 1024, 14})  // layer3 conv3
+    ->Args({512, 2048, 7})   // layer4 conv3
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
 // The blocked-layout (NCHWc) convolution the optimiser writes for the CPU provider, on X already blocked: channels in
 // (a multiple of 16), channels out, input size, kernel, stride, groups (= channels: depthwise), with a fused Clip(0, 6)
 // as MobileNetV2's layers have. The data's values do not matter to the time.
@@ -181,6 +203,8 @@ BENCHMARK(BM_nchwc_conv)
     ->Args({64, 256, 56, 1, 1, 1})     // resnet50 layer1 1x1 expansion
     ->Args({256, 64, 56, 1, 1, 1})     // resnet50 layer1 1x1 reduction
     ->Args({1024, 256, 14, 1, 1, 1})   // resnet50 layer3 1x1 reduction
+    ->Args({256, 1024, 14, 1, 1, 1})   // resnet50 layer3 1x1 expansion (conv3)
+    ->Args({128, 512, 28, 1, 1, 1})    // resnet50 layer2 1x1 expansion (conv3)
     ->Args({128, 128, 56, 3, 2, 1})    // resnet50 layer2.0 3x3 stride 2 (direct)
     ->Args({512, 512, 7, 3, 1, 1})     // resnet50 layer4 3x3 (direct: too few tiles for Winograd)
     ->Args({576, 96, 14, 1, 1, 1})     // features.13 projection
