@@ -2,16 +2,17 @@
 // Runs a function in a child process with a time limit, so that a crash or a hang of what it runs (a test case, a
 // fuzzed graph) is reported instead of ending the tool. The parent runs no OpenMP or oneDNN work before forking.
 // run_in_workers does the same for a sequence of jobs with one child for many jobs: a fork costs 40 ms on a virtual
-// machine with shadow page tables and 170 ms under AddressSanitizer, more than most test cases take.
+// machine with shadow page tables and about 190 ms under AddressSanitizer, more than most test cases take.
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <cstring>
 #include <cstddef>
+#include <cstring>
 #include <exception>
 #include <functional>
 #include <iostream>
 #include <string>
+#include <string_view>
 
 #include <csignal>
 #include <poll.h>
@@ -115,7 +116,9 @@ inline bool write_all(int fd, const std::string& s) {
 /// Runs jobs 0 .. count-1 in order, in child processes, one child running jobs until one of them crashes or runs
 /// past `limit_s` seconds: that job's result says so, and a new child goes on with the next job. `job(i)` runs in a
 /// child and returns its text; `done(i, result)` runs in the parent once for each job, in order, and returns false to
-/// stop (the child is killed). Jobs share their child's process, so a job must not depend on what an earlier one left.
+/// stop (the child is killed; so it is when done() throws). A job's seconds count from the previous job's done(). Jobs
+/// share their child's process, so a job must not depend on what an earlier one left: a caller that finds something
+/// runs that job again in a process of its own (run_in_child) to tell.
 inline void run_in_workers(std::size_t count, const std::function<std::string(std::size_t)>& job,
                            const std::function<bool(std::size_t, const child_result&)>& done, int limit_s) {
   std::size_t next = 0;
@@ -157,63 +160,99 @@ inline void run_in_workers(std::size_t count, const std::function<std::string(st
       ::_exit(0);
     }
     ::close(fds[1]);
-    std::string buf;
-    bool stop = false, timed_out = false;
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(limit_s);
-    for (;;) {
-      // Every complete frame in the buffer.
-      for (;;) {
-        const auto nl = buf.find('\n');
-        if (nl == std::string::npos) break;
-        std::size_t i = 0, len = 0;
-        const auto sp = buf.find(' ');
-        if (sp == std::string::npos || sp > nl) break;
-        try {
-          i = std::stoull(buf.substr(0, sp));
-          len = std::stoull(buf.substr(sp + 1, nl - sp - 1));
-        } catch (...) {
-          break;
-        }
-        if (buf.size() < nl + 1 + len) break;
-        child_result r;
-        r.text = buf.substr(nl + 1, len);
-        r.finished = !r.text.empty();
-        buf.erase(0, nl + 1 + len);
-        if (i != next) continue;  // never happens: the child runs the jobs in order
-        ++next;
-        deadline = std::chrono::steady_clock::now() + std::chrono::seconds(limit_s);
-        if (!done(i, r)) {
-          stop = true;
-          break;
+    // The child is killed (unless it ended) and reaped however the loop below ends: done() may throw.
+    struct reaper {
+      pid_t pid;
+      int fd;
+      int status = 0;
+      bool reaped = false;
+      void finish(bool kill) {
+        if (reaped) return;
+        reaped = true;
+        ::close(fd);
+        if (kill) ::kill(pid, SIGKILL);
+        while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
         }
       }
-      if (stop || next >= count) break;
+      ~reaper() { finish(true); }
+    } child{pid, fds[0]};
+    std::string buf, broken;
+    bool stop = false, timed_out = false, ended = false;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(limit_s);
+    // Hands every complete frame in `buf` to done(); a frame that is not "<next> <bytes>\n" breaks the protocol.
+    const auto take_frames = [&] {
+      const auto number = [](std::string_view t, std::size_t& v) {
+        if (t.empty() || t.size() > 18) return false;
+        v = 0;
+        for (char ch : t) {
+          if (ch < '0' || ch > '9') return false;
+          v = v * 10 + static_cast<std::size_t>(ch - '0');
+        }
+        return true;
+      };
+      while (!stop && next < count) {
+        const auto nl = buf.find('\n');
+        if (nl == std::string::npos) {
+          if (buf.size() > 40) broken = "a malformed result from the worker process";
+          return;
+        }
+        const auto sp = buf.find(' ');
+        std::size_t i = 0, len = 0;
+        if (sp == std::string::npos || sp > nl || !number(std::string_view(buf).substr(0, sp), i) ||
+            !number(std::string_view(buf).substr(sp + 1, nl - sp - 1), len) || i != next) {
+          broken = "a malformed result from the worker process";
+          return;
+        }
+        if (buf.size() - (nl + 1) < len) return;  // the rest is on its way
+        child_result r;
+        r.text = buf.substr(nl + 1, len);
+        r.finished = true;
+        buf.erase(0, nl + 1 + len);
+        ++next;
+        if (!done(i, r)) stop = true;
+        // The next job's time starts now: done() may itself take long (a fuzzer finding is written in a child).
+        deadline = std::chrono::steady_clock::now() + std::chrono::seconds(limit_s);
+      }
+    };
+    const auto read_some = [&] {
+      char chunk[4096];
+      for (;;) {
+        const auto got = ::read(child.fd, chunk, sizeof chunk);
+        if (got > 0) buf.append(chunk, static_cast<std::size_t>(got));
+        else if (got < 0 && errno == EINTR) continue;
+        else if (got == 0) ended = true;
+        else broken = "read: " + std::string(std::strerror(errno));
+        return;
+      }
+    };
+    for (;;) {
+      take_frames();
+      if (stop || next >= count || ended || !broken.empty()) break;
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+      pollfd p{child.fd, POLLIN, 0};
+      // Past the deadline, what is already in the pipe is still read before the job is called hung.
+      const int n = ::poll(&p, 1, static_cast<int>(std::clamp<long long>(left, 0, 1000)));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        broken = "poll: " + std::string(std::strerror(errno));
+        break;
+      }
+      if (n > 0) {
+        read_some();
+        continue;
+      }
       if (left <= 0) {
         timed_out = true;
         break;
       }
-      pollfd p{fds[0], POLLIN, 0};
-      const int n = ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 1000)));
-      if (n < 0 && errno != EINTR) break;
-      if (n <= 0) continue;
-      char chunk[4096];
-      const auto got = ::read(fds[0], chunk, sizeof chunk);
-      if (got < 0 && errno == EINTR) continue;
-      if (got <= 0) break;  // the child ended
-      buf.append(chunk, static_cast<std::size_t>(got));
     }
-    ::close(fds[0]);
-    if (stop || timed_out) ::kill(pid, SIGKILL);
-    int status = 0;
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    if (stop) return;
-    if (next >= count) return;
-    // The child ended (or was killed) inside job `next`.
+    child.finish(!ended);
+    if (stop || next >= count) return;
+    // The child ended, hung or broke the protocol inside job `next`.
     child_result r;
-    r.timed_out = timed_out;
-    if (WIFSIGNALED(status) && !timed_out) r.signal = WTERMSIG(status);
+    r.timed_out = timed_out && broken.empty();
+    r.error = broken;
+    if (ended && WIFSIGNALED(child.status)) r.signal = WTERMSIG(child.status);
     if (!done(next++, r)) return;
   }
 }

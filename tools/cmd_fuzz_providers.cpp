@@ -95,9 +95,15 @@ verdict isolated(F&& f, int limit_s) {
   }, limit_s), limit_s);
 }
 
+/// What the graph of a finding gives when it runs in a fresh process (a worker child ran others before it).
+std::string alone_text(const verdict& alone) {
+  return alone.kind == "ok" ? "no finding (what a graph before it left in the worker process?)"
+                            : alone.kind + (alone.detail.empty() ? "" : ": " + alone.detail);
+}
+
 /// A finding as a backend-suite case: the model, its inputs, the CPU provider's outputs (computed in a child, the
 /// CPU provider may be the side that fails) and a note of what was found.
-void write_finding(const fs::path& dir, std::uint64_t seed, const fuzz::generated& g, const verdict& v,
+void write_finding(const fs::path& dir, std::uint64_t seed, const fuzz::generated& g, const verdict& v, const verdict& alone,
                    const session_options& so, const std::string& stack) {
   std::error_code ec;
   fs::create_directories(dir / "test_data_set_0", ec);
@@ -115,6 +121,7 @@ void write_finding(const fs::path& dir, std::uint64_t seed, const fuzz::generate
   }, 120);
   std::ofstream note(dir / "finding.txt");
   note << "seed " << seed << ": " << g.summary << "\n" << v.detail << "\n"
+       << "in a process of its own: " << alone_text(alone) << "\n"
        << "reproduce: epstack fuzz-providers --seed " << seed << " --graphs 1 --providers " << stack << "\n"
        << "       or: epstack test-runner " << dir.string() << " --providers " << stack << "\n";
 }
@@ -167,9 +174,11 @@ int fuzz_with(const args& a, const std::string& stack) {
     } else if (v.kind != "ok") {
       ++findings;
       const fs::path dir = out / ("seed-" + std::to_string(s));
-      write_finding(dir, s, g, v, *so, stack);
-      std::cout << "FINDING seed " << s << " (" << g.summary << "): " << v.detail << "\n  written to " << dir.string()
-                << "\n";
+      // Again in a process of its own: the worker child had run other graphs before this one.
+      const verdict alone = isolated([&] { return check_graph<S>(g, *so); }, 120);
+      write_finding(dir, s, g, v, alone, *so, stack);
+      std::cout << "FINDING seed " << s << " (" << g.summary << "): " << v.detail << "\n  in a process of its own: "
+                << alone_text(alone) << "\n  written to " << dir.string() << "\n";
     }
     return seconds < 0 || std::chrono::steady_clock::now() - t0 < std::chrono::seconds(seconds);
   }, 120);

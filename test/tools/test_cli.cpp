@@ -12,6 +12,7 @@
 #include <doctest/doctest.h>
 
 #include <array>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cmath>
@@ -25,6 +26,9 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 using namespace epstack;
 namespace fs = std::filesystem;
@@ -476,24 +480,33 @@ TEST_CASE("epstack test-runner: pass, fail and error per case, a report, a summa
 }
 
 TEST_CASE("run_in_workers: many jobs to a child, a crash, a hang or an exception ends only its job, results in order") {
-  // Job 2 aborts, job 4 runs past the 1 s limit, job 5 throws; the others return their child's process id.
+  // Job 2 aborts, 4 runs past the 1 s limit, 5 throws, 8-10 take 0.6 s each (under the limit, which counts per job),
+  // 11 exits without a result, 12 returns nothing; the others return their child's process id. done() takes 1.2 s
+  // over job 6: job 7's result, waiting in the pipe by then, is still its result.
   std::vector<cli::child_result> got;
   std::vector<std::size_t> order;
-  cli::run_in_workers(8, [](std::size_t i) -> std::string {
+  cli::run_in_workers(14, [](std::size_t i) -> std::string {
     if (i == 2) {
       std::signal(SIGABRT, SIG_DFL);  // doctest's crash report would print from the child
       std::abort();
     }
     if (i == 4) std::this_thread::sleep_for(std::chrono::seconds(5));
     if (i == 5) throw std::runtime_error("job five\nfailed");
+    if (i >= 8 && i <= 10) std::this_thread::sleep_for(std::chrono::milliseconds(600));
+    if (i == 11) ::_exit(0);
+    if (i == 12) return {};
     return std::to_string(::getpid());
   }, [&](std::size_t i, const cli::child_result& r) {
     order.push_back(i);
     got.push_back(r);
+    if (i == 6) std::this_thread::sleep_for(std::chrono::milliseconds(1200));
     return true;
   }, 1);
-  REQUIRE(order == std::vector<std::size_t>{0, 1, 2, 3, 4, 5, 6, 7});
-  for (std::size_t i : {0, 1, 3, 6, 7}) {
+  std::vector<std::size_t> all(14);
+  for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
+  REQUIRE(order == all);
+  for (std::size_t i : {0, 1, 3, 6, 7, 8, 9, 10, 13}) {
+    CAPTURE(i);
     CHECK(got[i].finished);
     CHECK(got[i].text != std::to_string(::getpid()));  // in a child, never the test's process
   }
@@ -508,7 +521,15 @@ TEST_CASE("run_in_workers: many jobs to a child, a crash, a hang or an exception
   CHECK(got[6].text != got[3].text);  // the hung child was killed
   CHECK(got[5].finished);
   CHECK(got[5].text == "exception: job five\nfailed");  // framed: a text may hold newlines
-  CHECK(got[6].text == got[7].text);  // the exception did not end its child
+  CHECK(got[6].text == got[7].text);  // the exception did not end its child, nor did done()'s 1.2 s
+  CHECK(got[10].text == got[6].text);  // three jobs of 0.6 s under a 1 s limit
+  CHECK_FALSE(got[11].finished);
+  CHECK_FALSE(got[11].timed_out);
+  CHECK(got[11].signal == 0);
+  CHECK(got[11].why(1) == "the child process exited without a result");
+  CHECK(got[12].finished);  // an empty result is a result
+  CHECK(got[12].text.empty());
+  CHECK(got[13].text != got[10].text);  // a new child after the exit
 
   // done() returning false stops the run (with no end: the count may be unbounded).
   std::size_t seen = 0;
@@ -518,6 +539,13 @@ TEST_CASE("run_in_workers: many jobs to a child, a crash, a hang or an exception
                         return ++seen < 5;
                       }, 10);
   CHECK(seen == 5);
+
+  // done() throwing: the exception reaches the caller, and the child is killed and reaped (no child is left).
+  CHECK_THROWS_AS(cli::run_in_workers(std::numeric_limits<std::size_t>::max(), [](std::size_t) { return std::string("x"); },
+                                      [](std::size_t, const cli::child_result&) -> bool { throw std::runtime_error("done"); }, 10),
+                  std::runtime_error);
+  CHECK(::waitpid(-1, nullptr, WNOHANG) == -1);
+  CHECK(errno == ECHILD);
 }
 
 TEST_CASE("epstack test-runner --constant-weights makes a node's weight inputs constants with the data set's values") {

@@ -24,7 +24,7 @@ md_t operand_view(const dims& d, const dims& st) {
   dims s = *strides_of(strided(d, st));
   std::int64_t extent = 1;
   for (std::size_t i = 0; i < d.size(); ++i) extent = std::max(extent, s[i] * std::max<std::int64_t>(d[i], 1));
-  for (std::size_t i = 0; i < d.size() && d[i] == 1; ++i) s[i] = extent;
+  for (std::size_t i = 0; i + 2 < d.size() && d[i] == 1; ++i) s[i] = extent;  // batch dims only, never a matrix's
   return md_t(d, dt::f32, s);
 }
 

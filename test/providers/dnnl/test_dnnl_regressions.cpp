@@ -448,3 +448,68 @@ TEST_CASE("normalisations of any rank compile, a ConvTranspose oneDNN cannot exp
     same_as_cpu(m, {{"x", zoo::random_tensor({1, 1, 3, 3}, 86, 1.0f)}}, 0);
   }
 }
+
+// Attention's products read Q, K and V in place as strided views of [N,S,H,D] (a Reshape and a Transpose of each
+// projection). For one image those views have a size-1 batch dim, whose stride the matmul lowering now sets to the
+// view's extent so that oneDNN 2.6.3 takes them to brgemm (it ran gemm:jit on BERT's heads): the values must not
+// change, for one image and for two (where the batch dim is real), Q x K^T with its scale and P x V alike.
+TEST_CASE("attention's products over transposed views of the heads compute every value, batch 1 and 2") {
+  constexpr std::int64_t S = 16, H = 4, D = 8;
+  model m;
+  m.opsets = {{"", 13}};
+  auto& g = m.graph;
+  g.set_name("attention_views");
+  for (const char* in : {"q", "k", "v"}) g.add_input(in, f32(shape{dimension("N"), S, H * D}));
+  g.add_initializer("heads", tensor::from<std::int64_t>({4}, {0, 0, H, D}));
+  g.add_initializer("merged", tensor::from<std::int64_t>({3}, {0, 0, H * D}));
+  g.add_initializer("scale", tensor::from<float>({}, {0.125f}));
+  const auto perm = [](std::vector<std::int64_t> p) {
+    attribute_list a;
+    a.set("perm", std::move(p));
+    return a;
+  };
+  g.add_node(op("rq", "Reshape"), {"q", "heads"}, {"q4"});
+  g.add_node(op("rk", "Reshape"), {"k", "heads"}, {"k4"});
+  g.add_node(op("rv", "Reshape"), {"v", "heads"}, {"v4"});
+  g.add_node(op("tq", "Transpose", perm({0, 2, 1, 3})), {"q4"}, {"qh"});  // [N,H,S,D]
+  g.add_node(op("tk", "Transpose", perm({0, 2, 3, 1})), {"k4"}, {"kt"});  // [N,H,D,S]
+  g.add_node(op("tv", "Transpose", perm({0, 2, 1, 3})), {"v4"}, {"vh"});  // [N,H,S,D]
+  g.add_node(op("qk", "MatMul"), {"qh", "kt"}, {"scores"});
+  g.add_node(op("scaled", "Mul"), {"scores", "scale"}, {"s2"});
+  g.add_node(op("softmax", "Softmax", [] {
+    attribute_list a;
+    a.set("axis", std::int64_t{-1});
+    return a;
+  }()), {"s2"}, {"p"});
+  g.add_node(op("pv", "MatMul"), {"p", "vh"}, {"ctx"});
+  g.add_node(op("tc", "Transpose", perm({0, 2, 1, 3})), {"ctx"}, {"c4"});
+  g.add_node(op("rc", "Reshape"), {"c4", "merged"}, {"y"});
+  g.add_output("scores", f32(shape{dimension("N"), H, S, S}));
+  g.add_output("y", f32(shape{dimension("N"), S, H * D}));
+  for (std::int64_t n : {1, 2}) {
+    CAPTURE(n);
+    const auto q = zoo::random_tensor({n, S, H * D}, 81, 1.0f), k = zoo::random_tensor({n, S, H * D}, 82, 1.0f),
+               v = zoo::random_tensor({n, S, H * D}, 83, 1.0f);
+    // The scores in double precision: scores[b,h,i,j] = sum_d q[b,i,h,d] k[b,j,h,d].
+    std::vector<double> want;
+    const float *qp = q.typed<float>(), *kp = k.typed<float>();
+    for (std::int64_t b = 0; b < n; ++b)
+      for (std::int64_t h = 0; h < H; ++h)
+        for (std::int64_t i = 0; i < S; ++i)
+          for (std::int64_t j = 0; j < S; ++j) {
+            double acc = 0;
+            for (std::int64_t d = 0; d < D; ++d)
+              acc += double(qp[(b * S + i) * H * D + h * D + d]) * double(kp[(b * S + j) * H * D + h * D + d]);
+            want.push_back(acc);
+          }
+    auto s = dnnl_session::create(m, level(graph_optimization_level::all));
+    REQUIRE_MESSAGE(s.has_value(), s.status().to_string());
+    const auto on_dnnl = dnnl_nodes(*s);
+    CHECK(std::find(on_dnnl.begin(), on_dnnl.end(), "qk") != on_dnnl.end());
+    CHECK(std::find(on_dnnl.begin(), on_dnnl.end(), "pv") != on_dnnl.end());
+    auto got = s->run({{"q", q}, {"k", k}, {"v", v}});
+    REQUIRE_MESSAGE(got.has_value(), got.status().to_string());
+    check_values((*got)[0], want);
+    same_as_cpu(m, {{"q", q}, {"k", k}, {"v", v}}, 2);
+  }
+}
