@@ -75,6 +75,9 @@ verdict check_graph(const fuzz::generated& g, const session_options& so) {
   return {"ok", ""};
 }
 
+/// A verdict as the line a child writes (from_child reads it back).
+std::string verdict_line(const verdict& v) { return v.kind + "\t" + one_line(v.detail) + "\n"; }
+
 /// A verdict from its line written by a child, or a finding: the child crashed or ran past `limit_s` seconds.
 verdict from_child(const child_result& r, int limit_s) {
   const auto tab = r.text.find('\t');
@@ -89,10 +92,7 @@ verdict from_child(const child_result& r, int limit_s) {
 /// `f()` in a child process within `limit_s` seconds; a crash or a time-out is a finding.
 template <class F>
 verdict isolated(F&& f, int limit_s) {
-  return from_child(run_in_child([&] {
-    const verdict v = f();
-    return v.kind + "\t" + one_line(v.detail) + "\n";
-  }, limit_s), limit_s);
+  return from_child(run_in_child([&] { return verdict_line(f()); }, limit_s), limit_s);
 }
 
 /// What the graph of a finding gives when it runs in a fresh process (a worker child ran others before it).
@@ -158,10 +158,8 @@ int fuzz_with(const args& a, const std::string& stack) {
   long long ran = 0, findings = 0, invalid = 0, nodes = 0;
   // The graphs run in worker children, many to a child: a crash or a hang is a finding of its graph alone.
   const auto count = graphs >= 0 ? static_cast<std::size_t>(graphs) : std::numeric_limits<std::size_t>::max();
-  run_in_workers(count, [&](std::size_t i) {
-    const verdict v = check_graph<S>(fuzz::generate_graph(seed + i), *so);
-    return v.kind + "\t" + one_line(v.detail) + "\n";
-  }, [&](std::size_t i, const child_result& r) {
+  run_in_workers(count, [&](std::size_t i) { return verdict_line(check_graph<S>(fuzz::generate_graph(seed + i), *so)); },
+                 [&](std::size_t i, const child_result& r) {
     const std::uint64_t s = seed + i;
     const auto g = fuzz::generate_graph(s);
     nodes += static_cast<long long>(g.m.graph.node_count());

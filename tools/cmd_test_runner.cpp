@@ -546,33 +546,33 @@ int test_runner_with(const args& a, const fs::path& root) {
     if (o.result != "pass" && !listed) unexpected_failures.push_back(key);
     if (o.result == "pass" && listed) unexpected_passes.push_back(key);
   };
-  std::vector<const case_ref*> todo;
+  std::vector<const case_ref*> to_run;
   for (const auto& c : cases) {
     const std::string key = c.suite + "/" + c.name;
     if (filter && key.find(*filter) == std::string::npos) continue;
     seen.insert(key);
-    todo.push_back(&c);
+    to_run.push_back(&c);
   }
   if (a.flag("--no-isolate")) {
-    for (const auto* c : todo) record(*c, run_case<S>(c->dir, *so, co));
+    for (const auto* c : to_run) record(*c, run_case<S>(c->dir, *so, co));
   } else {
     // Cases run in worker children, many to a child: a crash or a hang ends only its case. A case that does not pass
     // runs again in a process of its own, as every case once did, and that result counts: a worker had run other
     // cases before it.
     const auto case_line = [&](std::size_t i) {
-      const outcome o = run_case<S>(todo[i]->dir, *so, co);
+      const outcome o = run_case<S>(to_run[i]->dir, *so, co);
       return o.result + "\t" + std::to_string(o.offloaded) + "\t" + one_line(o.reason) + "\n";
     };
-    run_in_workers(todo.size(), case_line, [&](std::size_t i, const child_result& r) {
+    run_in_workers(to_run.size(), case_line, [&](std::size_t i, const child_result& r) {
       outcome o = from_child(r, limit_s);
       if (o.result != "pass") {
         outcome alone = from_child(run_in_child([&] { return case_line(i); }, limit_s), limit_s);
         if (alone.result != o.result)
-          std::cout << "note: " << todo[i]->suite << "/" << todo[i]->name << ": " << o.result
+          std::cout << "note: " << to_run[i]->suite << "/" << to_run[i]->name << ": " << o.result
                     << " after other cases in a worker process, " << alone.result << " in a process of its own (counted)\n";
         o = std::move(alone);
       }
-      record(*todo[i], o);
+      record(*to_run[i], o);
       return true;
     }, limit_s);
   }
