@@ -513,3 +513,93 @@ TEST_CASE("attention's products over transposed views of the heads compute every
     same_as_cpu(m, {{"q", q}, {"k", k}, {"v", v}}, 2);
   }
 }
+
+// A product whose sole reader is a Transpose keeping the last dim is written in the transposed order (the Transpose
+// is then a view and no reorder runs). Each form is checked in double precision: the Transpose as the partition's
+// output, after fused post-ops (a full-size Add and a Relu), other permutations of the batch dims, and the forms
+// that must keep the plain product (a product that is also an output, a Transpose of the matrix dims).
+TEST_CASE("a product written in its Transpose's order computes every value") {
+  constexpr std::int64_t B1 = 2, B2 = 3, M = 5, K = 7, N = 6;
+  struct form {
+    const char* name;
+    std::vector<std::int64_t> perm;
+    bool add = false, relu = false, product_out = false;
+    std::uint64_t reorders;  // of activations: a full-size Add copies its addend into the product's memory (a sum
+                             // post-op); a Transpose that is not a view reorders
+  };
+  const std::vector<form> forms{
+      {"heads merged", {0, 2, 1, 3}, false, false, false, 0},
+      {"after a full-size Add and a Relu", {0, 2, 1, 3}, true, true, false, 1},
+      {"batch dims swapped", {1, 0, 2, 3}, false, true, false, 0},
+      {"rows outermost", {2, 1, 0, 3}, true, false, false, 1},
+      {"a cycle of the batch and row dims", {1, 2, 0, 3}, false, false, false, 0},
+      {"the other cycle", {2, 0, 1, 3}, false, true, false, 0},
+      {"the product is an output too", {0, 2, 1, 3}, false, false, true, 1},
+      {"matrix dims swapped", {0, 1, 3, 2}, false, false, false, 1},
+  };
+  const auto a = zoo::random_tensor({B1, B2, M, K}, 91, 1.0f), b = zoo::random_tensor({B1, B2, K, N}, 92, 1.0f),
+             c = zoo::random_tensor({B1, B2, M, N}, 93, 1.0f);
+  for (const auto& f : forms) {
+    CAPTURE(std::string(f.name));
+    model m;
+    m.opsets = {{"", 13}};
+    auto& g = m.graph;
+    g.set_name("transposed_product");
+    g.add_input("a", f32(shape{B1, B2, M, K}));
+    g.add_input("b", f32(shape{B1, B2, K, N}));
+    g.add_input("c", f32(shape{B1, B2, M, N}));
+    std::string v = "p";
+    g.add_node(op("mm", "MatMul"), {"a", "b"}, {"p"});
+    if (f.add) g.add_node(op("add", "Add"), {v, "c"}, {"pa"}), v = "pa";
+    if (f.relu) g.add_node(op("relu", "Relu"), {v}, {"pr"}), v = "pr";
+    attribute_list pa;
+    pa.set("perm", f.perm);
+    g.add_node(op("tr", "Transpose", pa), {v}, {"y"});
+    const std::vector<std::int64_t> in{B1, B2, M, N};
+    shape ys;
+    for (const auto p : f.perm) ys.push_back(dimension(in[static_cast<std::size_t>(p)]));
+    g.add_output("y", f32(ys));
+    if (f.product_out) g.add_output("p", f32(shape{B1, B2, M, N}));
+    // The product and its post-ops in double precision, then permuted.
+    std::vector<double> prod(static_cast<std::size_t>(B1 * B2 * M * N));
+    const float *ap = a.typed<float>(), *bp = b.typed<float>(), *cp = c.typed<float>();
+    for (std::int64_t z = 0; z < B1 * B2; ++z)
+      for (std::int64_t i = 0; i < M; ++i)
+        for (std::int64_t j = 0; j < N; ++j) {
+          double acc = 0;
+          for (std::int64_t k = 0; k < K; ++k) acc += double(ap[(z * M + i) * K + k]) * double(bp[(z * K + k) * N + j]);
+          prod[static_cast<std::size_t>((z * M + i) * N + j)] = acc;
+        }
+    std::vector<double> post = prod;
+    for (std::size_t i = 0; i < post.size(); ++i) {
+      if (f.add) post[i] += double(cp[i]);
+      if (f.relu) post[i] = std::max(post[i], 0.0);
+    }
+    std::vector<double> want(post.size());
+    const std::int64_t st[4] = {B2 * M * N, M * N, N, 1};
+    std::int64_t od[4];
+    for (std::size_t i = 0; i < 4; ++i) od[i] = in[static_cast<std::size_t>(f.perm[i])];
+    std::size_t o = 0;
+    for (std::int64_t i0 = 0; i0 < od[0]; ++i0)
+      for (std::int64_t i1 = 0; i1 < od[1]; ++i1)
+        for (std::int64_t i2 = 0; i2 < od[2]; ++i2)
+          for (std::int64_t i3 = 0; i3 < od[3]; ++i3) {
+            const std::int64_t idx[4] = {i0, i1, i2, i3};
+            std::int64_t off = 0;
+            for (std::size_t d = 0; d < 4; ++d) off += idx[d] * st[f.perm[d]];
+            want[o++] = post[static_cast<std::size_t>(off)];
+          }
+    const std::uint64_t before = dnnl_ep::activation_reorder_count();
+    auto s = dnnl_session::create(m, level(graph_optimization_level::all));
+    REQUIRE_MESSAGE(s.has_value(), s.status().to_string());
+    const auto on_dnnl = dnnl_nodes(*s);
+    CHECK(std::find(on_dnnl.begin(), on_dnnl.end(), "mm") != on_dnnl.end());
+    CHECK(std::find(on_dnnl.begin(), on_dnnl.end(), "tr") != on_dnnl.end());
+    auto got = s->run({{"a", a}, {"b", b}, {"c", c}});
+    REQUIRE_MESSAGE(got.has_value(), got.status().to_string());
+    CHECK(dnnl_ep::activation_reorder_count() - before == f.reorders);
+    check_values((*got)[0], want);
+    if (f.product_out) check_values((*got)[1], prod);
+    same_as_cpu(m, {{"a", a}, {"b", b}, {"c", c}}, 2);
+  }
+}
