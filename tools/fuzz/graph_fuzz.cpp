@@ -408,7 +408,22 @@ class gen {
       out.back() = x.d[x.d.size() - 2];
       if (volume(out) > max_volume) return false;
       const std::string t = node("Transpose", {x.name}, a)[0];
-      add(node("MatMul", {x.name, t})[0], out);
+      const std::string y = node("MatMul", {x.name, t})[0];
+      if (out.size() >= 3 && chance(40)) {
+        // Attention's heads merged back: the product's batch and row dims permuted, its last dim kept (the oneDNN
+        // provider then writes the product in the permuted order, lower_matmul.cpp transposed_dst).
+        dims back(out.size() - 1);
+        std::iota(back.begin(), back.end(), 0);
+        for (std::size_t i = back.size(); i > 1; --i) std::swap(back[i - 1], back[static_cast<std::size_t>(pick(static_cast<int>(i)))]);
+        back.push_back(static_cast<std::int64_t>(out.size() - 1));
+        attribute_list pa;
+        pa.set("perm", back);
+        dims tout(out.size());
+        for (std::size_t i = 0; i < out.size(); ++i) tout[i] = out[static_cast<std::size_t>(back[i])];
+        add(node("Transpose", {y}, pa)[0], tout);
+        return true;
+      }
+      add(y, out);
       return true;
     }
     const std::int64_t n = 1 + pick(24);
