@@ -420,7 +420,15 @@ class gen {
         pa.set("perm", back);
         dims tout(out.size());
         for (std::size_t i = 0; i < out.size(); ++i) tout[i] = out[static_cast<std::size_t>(back[i])];
-        add(node("Transpose", {y}, pa)[0], tout);
+        std::string z = y;
+        if (chance(50)) {  // a post-op between: a broadcast or full-size Add or Mul (the scores' scale, a mask)
+          dims cd = out;
+          const int form = pick(3);
+          if (form == 0) cd = {out.back()};
+          else if (form == 1) std::fill(cd.begin(), cd.end() - 1, std::int64_t{1});
+          z = node(chance(50) ? "Add" : "Mul", {y, constant(random(cd, 1.0f))})[0];
+        }
+        add(node("Transpose", {z}, pa)[0], tout);
         return true;
       }
       add(y, out);

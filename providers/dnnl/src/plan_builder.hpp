@@ -292,9 +292,10 @@ class plan_builder {
   static md_t matrix_md(const dims& d, bool trans);
 
   Status matmul(const ir_op& op);
-  /// The strides that write a product of dims `eo` in the order of its sole reader, a Transpose that keeps the last
-  /// dim; empty when there is no such reader.
-  dims transposed_dst(const ir_op& op, const dims& eo, const dims& onnx_out, bool collapse) const;
+  /// The strides that write a product of dims `eo` in the order of its sole reader, a Transpose that swaps the batch
+  /// dim next to the rows with them (attention's heads merged back), and whose post-ops are element-wise or a sum;
+  /// empty otherwise.
+  dims transposed_dst(const ir_op& op, const dims& eo, const dims& onnx_out, bool collapse);
 
   Status pool(const ir_op& op);
 
