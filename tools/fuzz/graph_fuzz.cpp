@@ -410,8 +410,9 @@ class gen {
       const std::string t = node("Transpose", {x.name}, a)[0];
       const std::string y = node("MatMul", {x.name, t})[0];
       if (out.size() >= 3 && chance(40)) {
-        // Attention's heads merged back: the product's batch and row dims permuted, its last dim kept (the oneDNN
-        // provider then writes the product in the permuted order, lower_matmul.cpp transposed_dst).
+        // Attention's heads merged back: the product's batch and row dims permuted, its last dim kept (for the order
+        // (.., n-2, n-3, n-1) the oneDNN provider writes the product in the Transpose's order, lower_matmul.cpp
+        // transposed_dst; for the others it must not).
         dims back(out.size() - 1);
         std::iota(back.begin(), back.end(), 0);
         for (std::size_t i = back.size(); i > 1; --i) std::swap(back[i - 1], back[static_cast<std::size_t>(pick(static_cast<int>(i)))]);
@@ -421,7 +422,8 @@ class gen {
         dims tout(out.size());
         for (std::size_t i = 0; i < out.size(); ++i) tout[i] = out[static_cast<std::size_t>(back[i])];
         std::string z = y;
-        if (chance(50)) {  // a post-op between: a broadcast or full-size Add or Mul (the scores' scale, a mask)
+        if (chance(50)) {  // a post-op between: an Add or Mul by a row of N values (rank 1 or the product's) or by
+                           // a full-size constant (the scores' scale, a mask)
           dims cd = out;
           const int form = pick(3);
           if (form == 0) cd = {out.back()};

@@ -40,10 +40,6 @@ dims plan_builder::transposed_dst(const ir_op& op, const dims& eo, const dims& o
   // and a broadcast binary post-op (a Mul by a row of N values) crashed in its jit kernel.
   for (const post_op& p : op.posts)
     if (p.binary && (p.alg != alg::binary_add || dims_of(p.src1) != onnx_out)) return {};
-  std::vector<bool> seen(n);
-  for (const std::int64_t p : t->perm)
-    if (p < 0 || p >= static_cast<std::int64_t>(n) || seen[static_cast<std::size_t>(p)]) return {};
-    else seen[static_cast<std::size_t>(p)] = true;
   // Only the heads merged back: the batch dim next to the rows swapped with them, (.., n-2, n-3, n-1). oneDNN 2.6.3's
   // brgemm takes that destination (acbd); with another order and a batch dim larger than 1 it runs gemm:jit, slower
   // than brgemm and a reorder ([2,12,128,64]: 147-180 us against 125-127).
@@ -157,8 +153,7 @@ Status plan_builder::matmul(const ir_op& op) {
   args.insert(args.end(), post_args.begin(), post_args.end());
   add_step(dn::matmul(pd), std::move(args), pd);
   dims res_dims = onnx_out;
-  const bool written_transposed = !out_strides.empty() && md_of(t) == dst_md;
-  int res = written_transposed ? t : alias(as_plain(t, eo), plain(onnx_out));
+  int res = !out_strides.empty() ? t : alias(as_plain(t, eo), plain(onnx_out));  // t's md is dst_md
   if (!fused) res = unfused_posts(posts, res, res_dims);
   define(op.out, res, res_dims);
   return {};
