@@ -84,6 +84,49 @@ TEST_CASE("an opset 18 model of IR 10 loads, with inferred shapes and the new op
   CHECK((*y.dims)[1].value == 4);
 }
 
+// The expanded AffineGrid-20's pattern: an If (opset 20) whose branch outputs carry no types, and whose branch for
+// the other rank splits a size of 5 into 4 parts (num_outputs), which cannot be done. That branch never runs; onnx
+// and ONNX Runtime infer the Split without failing, and the kernel refuses it at run time only if it does run.
+TEST_CASE("an If whose untaken branch holds a Split that cannot be done loads, its output typed from the other branch") {
+  for (const std::int64_t size : {5, 6}) {  // 5 or 6 into 4 parts of 2 leave -1 or 0 for the last
+    CAPTURE(size);
+    onnx::ModelProto m = test::relu_model();
+    set_opset(m, 20, 9);
+    auto* g = m.mutable_graph();
+    g->clear_node();
+    g->clear_input();
+    g->clear_output();
+    test::set_tensor_type(g->add_input(), "cond", onnx::TensorProto::BOOL, {});
+    test::set_tensor_type(g->add_input(), "x", onnx::TensorProto::FLOAT, {size});
+    auto* out = g->add_output();
+    out->set_name("y");
+    out->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+    auto* iff = test::add_node(g, "if", "If", {"cond"}, {"y"});
+    auto* then_a = iff->add_attribute();
+    then_a->set_name("then_branch");
+    then_a->set_type(onnx::AttributeProto::GRAPH);
+    auto* tg = then_a->mutable_g();
+    tg->set_name("then");
+    tg->add_output()->set_name("t0");  // no type, as the expanded function writes it
+    auto* split = test::add_node(tg, "split", "Split", {"x"}, {"t0", "t1", "t2", "t3"});
+    auto* num = split->add_attribute();
+    num->set_name("num_outputs");
+    num->set_type(onnx::AttributeProto::INT);
+    num->set_i(4);
+    auto* else_a = iff->add_attribute();
+    else_a->set_name("else_branch");
+    else_a->set_type(onnx::AttributeProto::GRAPH);
+    auto* eg = else_a->mutable_g();
+    eg->set_name("else");
+    eg->add_output()->set_name("e");
+    test::add_node(eg, "same", "Identity", {"x"}, {"e"});
+    auto r = load_bytes(m);
+    REQUIRE_MESSAGE(r.has_value(), r.status().to_string());
+    const auto& y = r->graph.value(r->graph.find_value("y")).type;
+    CHECK(y.elem == element_type::float32);
+  }
+}
+
 TEST_CASE("every operator version of opset 27 resolves: since_version from the schema table") {
   auto m = test::relu_model();
   set_opset(m, 27, 13);

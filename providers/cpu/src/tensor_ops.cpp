@@ -321,6 +321,7 @@ struct split_params {
   int version = 13;
   std::int64_t axis = 0;
   std::optional<std::vector<std::int64_t>> split_attr;
+  bool num_outputs = false;  // opset 18's attribute: parts of ceil(dim / n), the last one smaller
 };
 
 Status split_run(compute_context& ctx, const split_params& sp) {
@@ -338,9 +339,16 @@ Status split_run(compute_context& ctx, const split_params& sp) {
     parts = *sp.split_attr;
   } else {
     const auto nn = static_cast<std::int64_t>(n);
-    if (dim % nn != 0 && sp.version < 18)
+    const std::int64_t chunk = (dim + nn - 1) / nn;
+    if (!sp.num_outputs && dim % nn != 0)
       return invalid(cat("axis ", num(sp.axis), " of size ", num(dim), " cannot be split into ", num(nn), " equal parts"));
-    const std::int64_t chunk = (dim + nn - 1) / nn;  // opset 18: the last part is smaller
+    // num_outputs (opset 18): parts of ceil(dim / n), the last one smaller. As in ONNX Runtime, every part holds an
+    // element (2 into 3 parts leaves none for the third; 5 or 6 into 4 parts of 2, -1 or 0 for the last): such a
+    // split is refused, not given empty outputs.
+    if (sp.num_outputs && (nn > dim || dim - chunk * (nn - 1) <= 0))
+      return invalid(cat("num_outputs ", num(nn), ": axis ", num(sp.axis), " of size ", num(dim), " cannot be split into ",
+                         num(nn), " parts of ", num(chunk), " and a last one of at least 1 (", num(dim - chunk * (nn - 1)),
+                         " remain for it)"));
     for (std::size_t i = 0; i < n; ++i) parts.push_back(std::min(chunk, std::max<std::int64_t>(dim - chunk * static_cast<std::int64_t>(i), 0)));
   }
   if (parts.size() != n)
@@ -586,6 +594,7 @@ Result<compute_function> split::compile(const graph& g, node_id n) {
   sp.version = nd.since_version;
   sp.axis = attr_i(nd, "axis", 0);
   if (sp.version < 13 && has_attr(nd, "split")) sp.split_attr = attr_ints(nd, "split");
+  sp.num_outputs = sp.version >= 18 && has_attr(nd, "num_outputs");
   if (sp.version >= 18 && has_attr(nd, "num_outputs") &&
       attr_i(nd, "num_outputs", 0) != static_cast<std::int64_t>(nd.outputs.size()))
     return invalid(cat("num_outputs is ", num(attr_i(nd, "num_outputs", 0)), " but the node has ",

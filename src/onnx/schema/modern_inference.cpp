@@ -214,10 +214,13 @@ void split18(InferenceContext& ctx) {  // Split-18: 'split' input or 'num_output
     const auto n = static_cast<std::int64_t>(ctx.getNumOutputs());
     if (n == 0) return;
     const std::int64_t each = num != nullptr ? (d.dim_value() + n - 1) / n : d.dim_value() / n;
-    // Without num_outputs the parts are equal; a dimension that does not divide is the kernel's error at run time
-    // (it may sit in a branch of an If that never runs, as in the expanded AffineGrid-20): the sizes stay unknown.
+    // Without num_outputs the parts are equal; with it, the last one is what remains. A dimension they do not fit
+    // (one that does not divide; with num_outputs, one too short for them: 5 or 6 into 4 leave -1 or 0 for the last)
+    // is the kernel's error at run time, as in ONNX Runtime: the node may sit in a branch of an If that never runs,
+    // as the expanded AffineGrid-20's 2-D Split of a 3-D size does. The sizes stay unknown.
     if (num != nullptr || d.dim_value() % n == 0)
       for (std::int64_t i = 0; i < n; ++i) parts.push_back(i + 1 < n ? each : d.dim_value() - each * (n - 1));
+    if (num != nullptr && (n > d.dim_value() || (!parts.empty() && parts.back() <= 0))) parts.clear();
   }
   for (std::size_t o = 0; o < ctx.getNumOutputs(); ++o) {
     auto* s = ctx.getOutputType(o)->mutable_tensor_type()->mutable_shape();

@@ -167,6 +167,33 @@ TEST_CASE("Split rejects uneven equal parts and part sizes that do not add up") 
   expect_error<ops::split>(op("Split", 13, 2).set("axis", std::int64_t{1}), {in(x)}, "axis 1 is out of range for rank 1");
 }
 
+TEST_CASE("Split-18 with num_outputs: parts of ceil(d / n), the last smaller, every part holding an element (as ONNX Runtime)") {
+  const auto split18 = [](std::size_t n) { return op("Split", 18, n).set("num_outputs", static_cast<std::int64_t>(n)); };
+  auto seven = run_kernel<ops::split>(split18(4), {in(f32({7}, iota_f(7)))});
+  REQUIRE(seven.has_value());
+  check_tensor<float>((*seven)[0].as_tensor(), {2}, {0, 1});
+  check_tensor<float>((*seven)[2].as_tensor(), {2}, {4, 5});
+  check_tensor<float>((*seven)[3].as_tensor(), {1}, {6});
+  auto ten = run_kernel<ops::split>(split18(4), {in(f32({2, 10}, iota_f(20)))});
+  REQUIRE(!ten.has_value());  // axis 0 (size 2) into 4: refused
+  auto cols = run_kernel<ops::split>(split18(4).set("axis", std::int64_t{1}), {in(f32({2, 10}, iota_f(20)))});
+  REQUIRE(cols.has_value());
+  check_tensor<float>((*cols)[1].as_tensor(), {2, 3}, {3, 4, 5, 13, 14, 15});
+  check_tensor<float>((*cols)[3].as_tensor(), {2, 1}, {9, 19});
+  auto even = run_kernel<ops::split>(split18(4), {in(f32({8}, iota_f(8)))});
+  REQUIRE(even.has_value());
+  for (std::size_t k = 0; k < 4; ++k) CHECK(sizes_of((*even)[k].as_tensor()) == i64s{2});
+  // Parts of 2 leave -1 (5 into 4) or 0 (6 into 4) for the last; 2 into 3 leaves nothing for the third: ONNX Runtime
+  // refuses these splits, and so does the kernel, rather than give empty outputs.
+  expect_error<ops::split>(split18(4), {in(f32({5}, iota_f(5)))},
+                           "num_outputs 4: axis 0 of size 5 cannot be split into 4 parts of 2 and a last one of at least 1 (-1 remain for it)");
+  expect_error<ops::split>(split18(4), {in(f32({6}, iota_f(6)))}, "(0 remain for it)");
+  expect_error<ops::split>(split18(3), {in(f32({2}, iota_f(2)))}, "num_outputs 3: axis 0 of size 2 cannot be split into 3 parts of 1");
+  expect_error<ops::split>(split18(3), {in(f32({0}, {}))}, "num_outputs 3: axis 0 of size 0");
+  // Without num_outputs or a split input, opset 18 splits into equal parts, as before.
+  expect_error<ops::split>(op("Split", 18, 2), {in(f32({5}, iota_f(5)))}, "axis 0 of size 5 cannot be split into 2 equal parts");
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Slice
 
