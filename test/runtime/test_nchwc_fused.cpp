@@ -188,10 +188,10 @@ TEST_CASE("NCHWc: the layout pass says which of the graph's nodes it rewrote, fu
 // Winograd on the blocked layout, F(4x4, 3x3) from 49 tiles of 4x4 and F(2x2, 3x3) from 16 tiles of 2x2: images of
 // odd and even sizes (tiles cut at the right and bottom edges, for both tiles), symmetric, asymmetric, wider than the
 // kernel (an output larger than the input), SAME_UPPER and no padding, channel counts that are not multiples of 16
-// (24 in, 40 out: three output blocks), one output block, five (sets of 3 and 2), runs of tiles across several work
-// items (64 channels on 40x40), 256 input channels (large filters: few runs), ReLU and LeakyRelu fused (Sigmoid is
-// not: the direct kernel), a residual input with Clip, two images, at 1, 2 and 3 threads; against NCHW (the three-pass
-// NCHW Winograd and the im2col kernel). A 9x9 output (25 tiles of 2x2) is F(2x2), 6x6 direct, and 7x7 (16 tiles)
+// (24 in, 40 out: three output blocks), one output block, five (sets of 3 and 2), ten and nine (three sets), runs of
+// tiles across several work items (64 channels on 40x40), 256 input channels (large filters: few runs), ReLU and
+// LeakyRelu fused (Sigmoid is not: the direct kernel), a residual input with Clip, two images, at 1, 2 and 3
+// threads; against NCHW (the three-pass NCHW Winograd and the im2col kernel). A 9x9 output (25 tiles of 2x2) is F(2x2), 6x6 direct, and 7x7 (16 tiles)
 // direct on a full-width AVX-512 core but F(2x2) on one that splits 512-bit instructions (machine_class).
 TEST_CASE("NCHWc: Winograd 3x3 convolutions on the blocked layout compute what NCHW computes") {
   struct shape_case {
@@ -208,6 +208,9 @@ TEST_CASE("NCHWc: Winograd 3x3 convolutions on the blocked layout compute what N
       {256, 32, 28, 28, {1, 1, 1, 1}, "LeakyRelu", 4}, {32, 16, 31, 31, {0, 0, 0, 0}, "Relu", 4},
       {32, 32, 20, 20, {2, 2, 2, 2}, "LeakyRelu", 2},  {16, 32, 30, 30, {}, "Relu", 4},
       {32, 32, 30, 30, {1, 1, 1, 1}, "Sigmoid", 0},
+      // Three sets of output blocks or more: at 3 threads, V is transformed once for all items (at 1 and 2, each
+      // thread transforms the runs of its items).
+      {32, 160, 12, 12, {1, 1, 1, 1}, "Relu", 2},     {24, 144, 28, 27, {1, 1, 1, 1}, "Relu", 4},
   };
   for (const auto& sc : cases) {
     CAPTURE(sc.c);

@@ -683,28 +683,6 @@ pointwise_depthwise_split split_pointwise_depthwise(std::int64_t N, std::int64_t
   return best;
 }
 
-// A buffer of this thread's, kept from call to call (a few rows of an expansion: it stays in the core's cache).
-// Null when it cannot be had.
-float* thread_rows(std::size_t floats) {
-  struct buffer {
-    float* p = nullptr;
-    std::size_t n = 0;
-    buffer() = default;
-    buffer(const buffer&) = delete;
-    buffer& operator=(const buffer&) = delete;
-    ~buffer() { std::free(p); }
-  };
-  thread_local buffer b;
-  if (b.n < floats) {
-    std::free(b.p);
-    b.n = 0;
-    b.p = static_cast<float*>(std::aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64));
-    if (b.p == nullptr) return nullptr;
-    b.n = floats;
-  }
-  return b.p;
-}
-
 Status nchwc_pointwise_depthwise_compute(const pointwise_depthwise_plan& p, compute_context& ctx) {
   constexpr std::string_view op = "PointwiseDepthwiseConv (NCHWc)";
   const tensor& x = ctx.input(0);

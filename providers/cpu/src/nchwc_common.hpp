@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -279,5 +280,28 @@ inline bool float_input(const graph& g, node_id n) { return in_type(g, n, 0) == 
 Result<conv_call> nchwc_conv_setup(const nchwc_conv_plan& p, compute_context& ctx);
 // A Winograd convolution (nchwc_winograd.cpp).
 Status nchwc_winograd_compute(const nchwc_conv_plan& p, compute_context& ctx);
+
+// A buffer of this thread's, kept from call to call: what a kernel writes there stays in the core's cache, and no
+// other core holds its lines (the rows of a fused expansion, the transformed input of a Winograd run). Null when it
+// cannot be had. One per thread, for one kernel at a time.
+inline float* thread_rows(std::size_t floats) {
+  struct buffer {
+    float* p = nullptr;
+    std::size_t n = 0;
+    buffer() = default;
+    buffer(const buffer&) = delete;
+    buffer& operator=(const buffer&) = delete;
+    ~buffer() { std::free(p); }
+  };
+  thread_local buffer b;
+  if (b.n < floats) {
+    std::free(b.p);
+    b.n = 0;
+    b.p = static_cast<float*>(std::aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64));
+    if (b.p == nullptr) return nullptr;
+    b.n = floats;
+  }
+  return b.p;
+}
 
 }  // namespace epstack::cpu::impl::nchwc

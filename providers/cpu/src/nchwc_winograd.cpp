@@ -2,6 +2,8 @@
 // optimiser's layout pass transformed (src/runtime/nchwc_layout.cpp).
 #include "nchwc_common.hpp"
 
+#include <atomic>
+
 namespace epstack::cpu::impl::nchwc {
 namespace {
 
@@ -55,12 +57,13 @@ inline void wino_out_1d(const v16* m, v16* o) {
   }
 }
 
-// The tiles of tile row `ty` of one channel block (plane `x`, IH x IW blocked pixels) to V (P planes `xs` floats
-// apart; tile t of this block at v + t * blk).
+// Tiles [t0, t0 + n) of one channel block (plane `x`, IH x IW blocked pixels) to V (P planes `xs` floats apart;
+// tile t0 + i at v + i * blk).
 template <int TM>
-void wino_input_row(const wino_geom& g, const float* x, std::int64_t ty, float* v, std::int64_t xs) {
+void wino_input_run(const wino_geom& g, const float* x, std::int64_t t0, std::int64_t n, float* v, std::int64_t xs) {
   constexpr int L = TM + 2;
-  for (std::int64_t tx = 0; tx < g.TW; ++tx) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int64_t ty = (t0 + i) / g.TW, tx = (t0 + i) % g.TW;
     v16 t[L][L];  // t[row][column] after the transform along each row
     const std::int64_t c0 = TM * tx - g.pl;
     for (int k = 0; k < L; ++k) {
@@ -72,12 +75,12 @@ void wino_input_row(const wino_geom& g, const float* x, std::int64_t ty, float* 
       }
       wino_in_1d<TM>(d, t[k]);
     }
-    float* out = v + (ty * g.TW + tx) * blk;
+    float* out = v + i * blk;
     for (int j = 0; j < L; ++j) {
       v16 col[L], u[L];
       for (int k = 0; k < L; ++k) col[k] = t[k][j];
       wino_in_1d<TM>(col, u);
-      for (int i = 0; i < L; ++i) store(out + (i * L + j) * xs, u[i]);
+      for (int q = 0; q < L; ++q) store(out + (q * L + j) * xs, u[q]);
     }
   }
 }
@@ -198,50 +201,92 @@ Status wino_conv_compute(const conv_geom& cg, const float* px, const float* u, c
   const std::int64_t runs = (T + run - 1) / run;
   const std::int64_t items = groups * runs;
   const std::int64_t p_item = P * nb_max * run * blk;
-  // One image at a time: the scratch (V, and each item's products) is one image's, whatever the batch.
-  tensor vbuf = ctx.scratch(element_type::float32, static_cast<std::size_t>(v_image));
-  tensor pbuf = ctx.scratch(element_type::float32, static_cast<std::size_t>(items * p_item));
-  float* pv = vbuf.typed<float>();
-  float* pp = pbuf.typed<float>();
   const std::int64_t u_xi = g.MB * g.CB * blk * blk, u_ob = g.CB * blk * blk;
-  for (std::int64_t n = 0; n < cg.N; ++n) {
+  // Where V is made. With at most two threads or two sets of output blocks, each item transforms its own run of
+  // tiles into a buffer of its thread's (the thread's next item, the next set on the same run, reuses it): V is
+  // written where the same core wrote it the call before, and read by the core that wrote it. Transformed once for
+  // all items into a scratch V (shared with other nodes, read by both threads), its stores ran at 13-20 GB/s:
+  // 65-120 us a call of ResNet-50's 3x3 layers, 13-43 us when done twice in a row. Now those layers take 4.6-5.3
+  // ms of the network's run in all, 6.3-6.6 before (three interleaved pairs). The cost is transforming a run once
+  // per thread that uses it: here up to twice (at 14x14 and 28x28 each thread has a set of all tiles). With more
+  // threads and sets, V is transformed once for all items, in parallel, as before.
+  const bool local_v = std::min(threads, groups) <= 2;
+  const std::int64_t v_run = P * g.CB * run * blk;  // one run's V: [xi][cb][tile][16]
+  const auto item_cost = static_cast<std::size_t>(run * g.CB * nb_max * P * blk * blk);
+  // One image at a time: the scratch (V, and each item's products) is one image's, whatever the batch.
+  tensor vbuf, pbuf;
+  float* pv = nullptr;
+  float* pp = nullptr;
+  if (!local_v) {
+    vbuf = ctx.scratch(element_type::float32, static_cast<std::size_t>(v_image));
+    pbuf = ctx.scratch(element_type::float32, static_cast<std::size_t>(items * p_item));
+    pv = vbuf.typed<float>();
+    pp = pbuf.typed<float>();
+  }
+  // Item ii's products from V (`vx` floats between its P planes, `vcb` between input blocks, tile t0 at v0), then
+  // their output transform.
+  const auto item = [&](std::int64_t ii, const float* v0, std::int64_t vx, std::int64_t vcb, float* p, const float* sum, float* y) {
+    const std::int64_t rn = ii % runs, grp = ii / runs;
+    const std::int64_t ob0 = grp * per_group + std::min(grp, wider);
+    const int nb = static_cast<int>(per_group + (grp < wider ? 1 : 0));
+    const std::int64_t t0 = rn * run, len = std::min(T, t0 + run) - t0;
+    const std::int64_t ps = nb * len * blk;  // floats between the P products in p
+    for (std::int64_t xi = 0; xi < P; ++xi) {
+      const float* v = v0 + xi * vx;
+      const float* uu = u + xi * u_xi + ob0 * u_ob;
+      float* q = p + xi * ps;
+      switch (nb) {
+        case 4: wino_product_run<4>(v, vcb, uu, u_ob, g.CB, q, len * blk, len); break;
+        case 3: wino_product_run<3>(v, vcb, uu, u_ob, g.CB, q, len * blk, len); break;
+        case 2: wino_product_run<2>(v, vcb, uu, u_ob, g.CB, q, len * blk, len); break;
+        default: wino_product_run<1>(v, vcb, uu, u_ob, g.CB, q, len * blk, len); break;
+      }
+    }
+    for (int b = 0; b < nb; ++b) wino_output_run<TM>(g, p + b * len * blk, ps, ob0 + b, t0, len, ep, sum, y);
+  };
+  std::atomic<bool> no_memory{false};
+  for (std::int64_t n = 0; n < cg.N && !no_memory; ++n) {
     const float* x = px + n * in_image;
     float* y = py + n * out_image;
     const float* sum = ep.sum != nullptr ? ep.sum + n * out_image : nullptr;
-    // (1) V[xi][cb][t][16], tile rows of channel blocks across the threads.
+    if (local_v) {
+      parallel_items(ctx, static_cast<std::size_t>(items), item_cost, [&](std::size_t i0, std::size_t i1) {
+        float* buf = thread_rows(static_cast<std::size_t>(v_run + p_item));
+        if (buf == nullptr) {
+          no_memory = true;
+          return;
+        }
+        std::int64_t have = -1;  // the run whose V the buffer holds
+        for (std::size_t i = i0; i < i1; ++i) {
+          const auto ii = static_cast<std::int64_t>(i);
+          const std::int64_t rn = ii % runs, t0 = rn * run, len = std::min(T, t0 + run) - t0;
+          const std::int64_t vcb = len * blk, vx = g.CB * vcb;
+          if (have != rn)
+            for (std::int64_t cb = 0; cb < g.CB; ++cb) wino_input_run<TM>(g, x + cb * g.IH * g.IW * blk, t0, len, buf + cb * vcb, vx);
+          have = rn;
+          item(ii, buf, vx, vcb, buf + v_run, sum, y);
+        }
+      });
+      continue;
+    }
+    // (1) V[xi][cb][t][16], rows of tiles of channel blocks across the threads.
     parallel_items(ctx, static_cast<std::size_t>(g.CB * g.TH), static_cast<std::size_t>(g.TW * P * blk * 2),
                    [&](std::size_t r0, std::size_t r1) {
                      for (std::size_t r = r0; r < r1; ++r) {
                        const std::int64_t cb = static_cast<std::int64_t>(r) / g.TH, ty = static_cast<std::int64_t>(r) % g.TH;
-                       wino_input_row<TM>(g, x + cb * g.IH * g.IW * blk, ty, pv + cb * T * blk, v_plane);
+                       wino_input_run<TM>(g, x + cb * g.IH * g.IW * blk, ty * g.TW, g.TW, pv + cb * T * blk + ty * g.TW * blk, v_plane);
                      }
                    });
     // (2, 3) Each item's products, then their output transform.
-    parallel_items(ctx, static_cast<std::size_t>(items), static_cast<std::size_t>(run * g.CB * nb_max * P * blk * blk),
-                   [&](std::size_t i0, std::size_t i1) {
-                     for (std::size_t i = i0; i < i1; ++i) {
-                       const auto ii = static_cast<std::int64_t>(i);
-                       const std::int64_t rn = ii % runs, grp = ii / runs;
-                       const std::int64_t ob0 = grp * per_group + std::min(grp, wider);
-                       const int nb = static_cast<int>(per_group + (grp < wider ? 1 : 0));
-                       const std::int64_t t0 = rn * run, len = std::min(T, t0 + run) - t0;
-                       float* p = pp + ii * p_item;
-                       const std::int64_t ps = nb * len * blk;  // floats between the P products in p
-                       for (std::int64_t xi = 0; xi < P; ++xi) {
-                         const float* v = pv + xi * v_plane + t0 * blk;
-                         const float* uu = u + xi * u_xi + ob0 * u_ob;
-                         float* q = p + xi * ps;
-                         switch (nb) {
-                           case 4: wino_product_run<4>(v, T * blk, uu, u_ob, g.CB, q, len * blk, len); break;
-                           case 3: wino_product_run<3>(v, T * blk, uu, u_ob, g.CB, q, len * blk, len); break;
-                           case 2: wino_product_run<2>(v, T * blk, uu, u_ob, g.CB, q, len * blk, len); break;
-                           default: wino_product_run<1>(v, T * blk, uu, u_ob, g.CB, q, len * blk, len); break;
-                         }
-                       }
-                       for (int b = 0; b < nb; ++b) wino_output_run<TM>(g, p + b * len * blk, ps, ob0 + b, t0, len, ep, sum, y);
-                     }
-                   });
+    parallel_items(ctx, static_cast<std::size_t>(items), item_cost, [&](std::size_t i0, std::size_t i1) {
+      for (std::size_t i = i0; i < i1; ++i) {
+        const auto ii = static_cast<std::int64_t>(i);
+        item(ii, pv + ii % runs * run * blk, v_plane, T * blk, pp + ii * p_item, sum, y);
+      }
+    });
   }
+  if (no_memory)
+    return Status(errc::fail, cat("Conv (NCHWc, Winograd): no memory for a buffer of ", std::to_string((v_run + p_item) * 4), " bytes"));
   return {};
 }
 
