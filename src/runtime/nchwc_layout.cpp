@@ -13,7 +13,6 @@
 #include <epstack/core/weight_memory.hpp>
 #include <epstack/detail/winograd_f23.hpp>
 #include <epstack/ir/node_facts.hpp>
-#include <epstack/provider/cost_model.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -35,18 +34,14 @@ constexpr std::int64_t blk = 16;
 // (28x28 and larger: 4x fewer multiplications than a direct kernel), else F(2x2, 3x3) over at least 16 tiles of 2x2
 // (2.25x fewer). Per layer of ResNet-50 (2 threads): 64x56x56 0.21-0.29 ms as F(4x4), 0.35 as F(2x2), 0.49 as the NCHW
 // Winograd of conv.cpp between reorders, about 0.48 direct; 128x28x28 0.22-0.28 against 0.28-0.29; at 256x14x14 F(2x2)
-// wins (0.32 against 0.36-0.38: 16 tiles of 4x4 cover 16x16, and 9 MiB of transformed filters are read per call);
-// 512x7x7 (16 tiles of 2x2, its transformed filters 16 MiB) 0.52 as F(2x2) against 0.67 direct. Whole model
-// 19.3 -> 17.2 ms with F(2x2) alone, 2-2.5% less with F(4x4) (3 interleaved pairs, in a slower phase of this VM).
-// Since the direct kernel takes all input channels per pass, the 7x7 layers run as fast direct (ResNet-50 18.00
-// against 18.15 ms, 3 interleaved pairs) and their create is 5% shorter (52.7-59.5 against 57.3-62.2 ms: 28 MiB of
-// laid-out filters instead of 50 MiB transformed, 12 MB less peak memory): F(2x2) takes more than 16 tiles, so an
-// output of 8x8 or less (its tiles 2x2 or cut by the edge) runs direct.
-// On a core that splits 512-bit instructions in two halves (machine_class::avx512_split, AMD Zen 4) arithmetic costs
-// twice what it does on Zen 5 against the same memory, and F(2x2)'s 2.25x fewer multiplications win at 7x7 too:
-// ResNet-50 32.6-32.7 against 33.5-33.7 ms (3 interleaved rounds), for 12 MB more peak memory.
-constexpr std::int64_t winograd_min_tiles = 17;
-constexpr std::int64_t winograd_min_tiles_split = 16;
+// wins (0.32 against 0.36-0.38: 16 tiles of 4x4 cover 16x16, and 9 MiB of transformed filters are read per call).
+// 512x7x7 (16 tiles of 2x2, its transformed filters 16 MiB against 9 MiB laid out for the direct kernel): F(2x2)
+// since each Winograd item transforms its own tiles (nchwc_winograd.cpp), 0.61-0.66 ms against 0.83-0.90 direct,
+// the network 0.5-0.9 ms faster (three interleaved profiled pairs, Zen 5); before, with V transformed into shared
+// scratch, the two were even on Zen 5 and the direct kernel was kept there (12 MB less peak memory, 5% shorter
+// create). On Zen 4 (splitting 512-bit instructions in two) F(2x2) won at 7x7 then too: 32.6-32.7 against 33.5-33.7.
+// An output of 6x6 or less (9 tiles or fewer) runs direct.
+constexpr std::int64_t winograd_min_tiles = 16;
 constexpr std::int64_t winograd4_min_tiles = 49;
 
 // W's floats where they lie, aligned or not (a tensor in a mapped file may start at any byte): read through memcpy,
@@ -299,8 +294,7 @@ struct layout_pass {
       const auto tiles = [&](std::int64_t tm) { return ((od[2].value + tm - 1) / tm) * ((od[3].value + tm - 1) / tm); };
       if ((act.empty() || act == "Relu" || act == "Clip" || act == "LeakyRelu") && od[2].is_known() && od[3].is_known()) {
         if (tiles(4) >= winograd4_min_tiles) wino = 4;
-        else if (tiles(2) >= (this_machine_class() == machine_class::avx512_split ? winograd_min_tiles_split
-                                                                                   : winograd_min_tiles))
+        else if (tiles(2) >= winograd_min_tiles)
           wino = 2;
       }
     }
