@@ -63,9 +63,9 @@ TEST_CASE("NCHWc: convolutions, pools and element-wise chains in the blocked lay
 
 // Rows wide enough for whole tiles with every tap inside the input (the kernels' fast path, strides 1 and 2): a first
 // layer 7x7/2 on 130x130, a dense 3x3/2 and a 5x5/1 (not a Winograd shape), with 1, 2 and 3 output blocks (tiles of
-// 24, 12 and 8 pixels), depthwise 3x3/1 (its own tile) and one dilated along H only, reorders in and out of several
-// runs of pixels (full 16x16 tiles transposed in registers, partial ones and partial blocks), at 1 and 2 threads,
-// against NCHW.
+// 24, 12 and 8 pixels) and a 3x3/2 with 8 (two sets), depthwise 3x3/1 (its own tile) and one dilated along H only,
+// reorders in and out of several runs of pixels (full 16x16 tiles transposed in registers, partial ones and partial
+// blocks), at 1, 2 and 3 threads, against NCHW.
 TEST_CASE("NCHWc: whole tiles inside wide rows, strides 1 and 2, first layer and dense") {
   graph g("wide");
   g.add_input("img", type_info::tensor_of(element_type::float32, shape::of(std::vector<std::int64_t>{1, 3, 130, 130})));
@@ -78,6 +78,9 @@ TEST_CASE("NCHWc: whole tiles inside wide rows, strides 1 and 2, first layer and
   conv("s2", {"a", w("w2", {32, 16, 3, 3}), w("b2", {32})}, "b", attrs({ints("strides", {2, 2}), ints("pads", {1, 1, 1, 1})}));
   conv("k5", {"b", w("w3", {48, 32, 5, 5})}, "c0", attrs({ints("pads", {2, 2, 2, 2})}));
   g.add_node(test::op("leaky", "LeakyRelu"), {"c0"}, {"c"});  // fused: the dense tiles' LeakyRelu epilogue
+  // Two sets of output blocks: at 1 and 2 threads each thread pads its own copy of X, once per call however many
+  // chunks it takes; at 3 threads (and for the one-set layers above at 2) the threads share one copy.
+  conv("s2w", {"c", w("w7", {128, 48, 3, 3}), w("b7", {128})}, "s", attrs({ints("strides", {2, 2}), ints("pads", {1, 1, 1, 1})}));
   conv("dw", {"c", w("w4", {48, 1, 3, 3}), w("b4", {48})}, "d", attrs({ints("pads", {1, 1, 1, 1}), one("group", 48)}));
   conv("dwh", {"d", w("w5", {48, 1, 3, 3})}, "e", attrs({ints("pads", {0, 1, 0, 1}), ints("dilations", {2, 1}), one("group", 48)}));
   // 20 channels of 1,600 pixels reordered in: runs of 512 pixels, a full block and one of 4 lanes.
@@ -87,12 +90,13 @@ TEST_CASE("NCHWc: whole tiles inside wide rows, strides 1 and 2, first layer and
   g.add_output("c");
   g.add_output("e");
   g.add_output("f");
+  g.add_output("s");
   model m;
   m.opsets = {{"", 13}};
   m.graph = std::move(g);
   const std::vector<named_tensor> in{{"img", zoo::random_tensor({1, 3, 130, 130}, 140, 1.0f)},
                                      {"x2", zoo::random_tensor({1, 20, 40, 40}, 141, 1.0f)}};
-  for (int threads : {1, 2}) check_blocked_matches_plain(m, in, threads, 6);
+  for (int threads : {1, 2, 3}) check_blocked_matches_plain(m, in, threads, 7);
 }
 
 // Pools on the blocked layout: windows inside the image take a path without bounds checks. A NaN input is skipped by

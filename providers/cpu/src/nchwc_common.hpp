@@ -9,6 +9,7 @@
 #include <epstack/ir/node_facts.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -282,12 +283,27 @@ Result<conv_call> nchwc_conv_setup(const nchwc_conv_plan& p, compute_context& ct
 Status nchwc_winograd_compute(const nchwc_conv_plan& p, compute_context& ctx);
 
 // A buffer of this thread's, kept from call to call: what a kernel writes there stays in the core's cache, and no
-// other core holds its lines (the rows of a fused expansion, the transformed input of a Winograd run). Null when it
-// cannot be had. One per thread, for one kernel at a time.
-inline float* thread_rows(std::size_t floats) {
+// other core holds its lines (the rows of a fused expansion, a Winograd run's transformed input, a padded copy of a
+// convolution's input). One per thread, for one kernel at a time.
+struct thread_buffer {
+  float* data = nullptr;  // null when it cannot be had
+  // What the kernel call that owns the buffer left in it (see below), -1 when nothing: a loop cut into several chunks
+  // on one thread finds there what its earlier chunks made.
+  std::int64_t* tag = nullptr;
+};
+// A number of its own for each kernel call that keeps work in its threads' buffers (never 0).
+inline std::uint64_t new_call_token() {
+  static std::atomic<std::uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+// This thread's buffer of at least `floats` floats for call `token`: its tag is -1 unless the same call had it last,
+// at this size or larger (another kernel, or another call of this one, that used it since made it -1).
+inline thread_buffer thread_rows_for(std::size_t floats, std::uint64_t token) {
   struct buffer {
     float* p = nullptr;
     std::size_t n = 0;
+    std::uint64_t owner = 0;
+    std::int64_t tag = -1;
     buffer() = default;
     buffer(const buffer&) = delete;
     buffer& operator=(const buffer&) = delete;
@@ -297,11 +313,18 @@ inline float* thread_rows(std::size_t floats) {
   if (b.n < floats) {
     std::free(b.p);
     b.n = 0;
+    b.tag = -1;
     b.p = static_cast<float*>(std::aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64));
-    if (b.p == nullptr) return nullptr;
+    if (b.p == nullptr) return {};
     b.n = floats;
   }
-  return b.p;
+  if (b.owner != token || token == 0) {
+    b.owner = token;
+    b.tag = -1;
+  }
+  return {b.p, &b.tag};
 }
+// The buffer for a kernel that writes what it reads there in the same chunk.
+inline float* thread_rows(std::size_t floats) { return thread_rows_for(floats, 0).data; }
 
 }  // namespace epstack::cpu::impl::nchwc

@@ -250,20 +250,21 @@ Status wino_conv_compute(const conv_geom& cg, const float* px, const float* u, c
     float* y = py + n * out_image;
     const float* sum = ep.sum != nullptr ? ep.sum + n * out_image : nullptr;
     if (local_v) {
+      const std::uint64_t token = new_call_token();
       parallel_items(ctx, static_cast<std::size_t>(items), item_cost, [&](std::size_t i0, std::size_t i1) {
-        float* buf = thread_rows(static_cast<std::size_t>(v_run + p_item));
-        if (buf == nullptr) {
+        const thread_buffer tb = thread_rows_for(static_cast<std::size_t>(v_run + p_item), token);
+        if (tb.data == nullptr) {
           no_memory = true;
           return;
         }
-        std::int64_t have = -1;  // the run whose V the buffer holds
+        float* buf = tb.data;
         for (std::size_t i = i0; i < i1; ++i) {
           const auto ii = static_cast<std::int64_t>(i);
           const std::int64_t rn = ii % runs, t0 = rn * run, len = std::min(T, t0 + run) - t0;
           const std::int64_t vcb = len * blk, vx = g.CB * vcb;
-          if (have != rn)
+          if (*tb.tag != rn)  // the tag: the run whose V the buffer holds (an earlier chunk's, on this thread)
             for (std::int64_t cb = 0; cb < g.CB; ++cb) wino_input_run<TM>(g, x + cb * g.IH * g.IW * blk, t0, len, buf + cb * vcb, vx);
-          have = rn;
+          *tb.tag = rn;
           item(ii, buf, vx, vcb, buf + v_run, sum, y);
         }
       });
