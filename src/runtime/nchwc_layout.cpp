@@ -40,7 +40,7 @@ constexpr std::int64_t blk = 16;
 // the network 0.5-0.9 ms faster (three interleaved profiled pairs, Zen 5); before, with V transformed into shared
 // scratch, the two were even on Zen 5 and the direct kernel was kept there (12 MB less peak memory, 5% shorter
 // create). On Zen 4 (splitting 512-bit instructions in two) F(2x2) won at 7x7 then too: 32.6-32.7 against 33.5-33.7.
-// An output of 6x6 or less (9 tiles or fewer) runs direct.
+// An output of fewer than 16 tiles of 2x2 (6x6: 9, 7x6: 12) runs direct.
 constexpr std::int64_t winograd_min_tiles = 16;
 constexpr std::int64_t winograd4_min_tiles = 49;
 

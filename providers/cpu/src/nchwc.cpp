@@ -529,7 +529,8 @@ Status nchwc_conv_compute(const nchwc_conv_plan& p, compute_context& ctx) {
   const std::int64_t groups = (g.MB + 3) / 4, per_group = g.MB / groups, wider = g.MB % groups;
   const auto threads = static_cast<std::int64_t>(ctx.thread_count());
   // With at most two threads that each take whole sets of output blocks (and so read all of X), each thread makes
-  // the copy for itself, once per call, in a buffer of its own (thread_rows_for): written and read by one core. One
+  // the copy of one image for itself, once per call, in a buffer of its own (thread_rows_for): written and read by
+  // one core. One
   // copy shared by the threads ran its stores at the speed of lines another core held: ResNet-50's 128-channel 3x3/2
   // layer 0.98-1.22 -> 0.84-0.86 ms (three profiled pairs).
   tensor padded;
@@ -553,7 +554,8 @@ Status nchwc_conv_compute(const nchwc_conv_plan& p, compute_context& ctx) {
     const std::int64_t pe = std::max<std::int64_t>(0, (flat.w.out - 1) * flat.w.s + (flat.w.k - 1) * flat.w.d + 1 - flat.w.in - flat.w.pb);
     if ((lo > 0 || hi < flat.w.out) && flat.w.out > 0) {
       copy = {g.N * g.CB * flat.h.in, flat.w.in, flat.w.in + flat.w.pb + pe, flat.w.pb, px};
-      private_copy = threads <= 2 && groups >= threads;
+      // (One image and at most 8 MiB: the buffer stays with its thread after the call.)
+      private_copy = threads <= 2 && groups >= threads && g.N == 1 && copy.rows * copy.IWp * blk * 4 <= (std::int64_t{8} << 20);
       if (!private_copy) {
         padded = ctx.scratch(element_type::float32, static_cast<std::size_t>(copy.rows * copy.IWp * blk));
         float* pp = padded.typed<float>();

@@ -310,6 +310,7 @@ inline thread_buffer thread_rows_for(std::size_t floats, std::uint64_t token) {
     ~buffer() { std::free(p); }
   };
   thread_local buffer b;
+  floats = std::max<std::size_t>(floats, 16);  // never a request for nothing (aligned_alloc may give null for it)
   if (b.n < floats) {
     std::free(b.p);
     b.n = 0;

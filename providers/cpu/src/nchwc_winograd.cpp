@@ -203,14 +203,17 @@ Status wino_conv_compute(const conv_geom& cg, const float* px, const float* u, c
   const std::int64_t p_item = P * nb_max * run * blk;
   const std::int64_t u_xi = g.MB * g.CB * blk * blk, u_ob = g.CB * blk * blk;
   // Where V is made. With at most two threads or two sets of output blocks, each item transforms its own run of
-  // tiles into a buffer of its thread's (the thread's next item, the next set on the same run, reuses it): V is
-  // written where the same core wrote it the call before, and read by the core that wrote it. Transformed once for
-  // all items into a scratch V (shared with other nodes, read by both threads), its stores ran at 13-20 GB/s:
-  // 65-120 us a call of ResNet-50's 3x3 layers, 13-43 us when done twice in a row. Now those layers take 4.6-5.3
-  // ms of the network's run in all, 6.3-6.6 before (three interleaved pairs). The cost is transforming a run once
-  // per thread that uses it: here up to twice (at 14x14 and 28x28 each thread has a set of all tiles). With more
-  // threads and sets, V is transformed once for all items, in parallel, as before.
+  // tiles into a buffer of its thread's, and the thread's next items, the other sets on the same run (items are
+  // numbered run by run here), reuse it: V is written where the same core wrote it the call before, and read by the
+  // core that wrote it. Transformed once for all items into a scratch V (shared with other nodes, read by both
+  // threads), its stores ran at 13-20 GB/s: 65-120 us a call of ResNet-50's 3x3 layers, 13-43 us when done twice in
+  // a row. Now those layers take 4.6-5.3 ms of the network's run in all, 6.3-6.6 before (three interleaved pairs).
+  // The cost is transforming a run once per thread that uses it: at most twice on two threads (at 14x14 and 28x28
+  // each thread has the one run of all tiles). With more threads and sets, V is transformed once for all items, in
+  // parallel, as before (items numbered set by set, so that a thread reads the filters of few sets).
   const bool local_v = std::min(threads, groups) <= 2;
+  const auto run_of = [&](std::int64_t ii) { return local_v ? ii / groups : ii % runs; };
+  const auto set_of = [&](std::int64_t ii) { return local_v ? ii % groups : ii / runs; };
   const std::int64_t v_run = P * g.CB * run * blk;  // one run's V: [xi][cb][tile][16]
   const auto item_cost = static_cast<std::size_t>(run * g.CB * nb_max * P * blk * blk);
   // One image at a time: the scratch (V, and each item's products) is one image's, whatever the batch.
@@ -226,7 +229,7 @@ Status wino_conv_compute(const conv_geom& cg, const float* px, const float* u, c
   // Item ii's products from V (`vx` floats between its P planes, `vcb` between input blocks, tile t0 at v0), then
   // their output transform.
   const auto item = [&](std::int64_t ii, const float* v0, std::int64_t vx, std::int64_t vcb, float* p, const float* sum, float* y) {
-    const std::int64_t rn = ii % runs, grp = ii / runs;
+    const std::int64_t rn = run_of(ii), grp = set_of(ii);
     const std::int64_t ob0 = grp * per_group + std::min(grp, wider);
     const int nb = static_cast<int>(per_group + (grp < wider ? 1 : 0));
     const std::int64_t t0 = rn * run, len = std::min(T, t0 + run) - t0;
@@ -260,7 +263,7 @@ Status wino_conv_compute(const conv_geom& cg, const float* px, const float* u, c
         float* buf = tb.data;
         for (std::size_t i = i0; i < i1; ++i) {
           const auto ii = static_cast<std::int64_t>(i);
-          const std::int64_t rn = ii % runs, t0 = rn * run, len = std::min(T, t0 + run) - t0;
+          const std::int64_t rn = run_of(ii), t0 = rn * run, len = std::min(T, t0 + run) - t0;
           const std::int64_t vcb = len * blk, vx = g.CB * vcb;
           if (*tb.tag != rn)  // the tag: the run whose V the buffer holds (an earlier chunk's, on this thread)
             for (std::int64_t cb = 0; cb < g.CB; ++cb) wino_input_run<TM>(g, x + cb * g.IH * g.IW * blk, t0, len, buf + cb * vcb, vx);
@@ -282,7 +285,7 @@ Status wino_conv_compute(const conv_geom& cg, const float* px, const float* u, c
     parallel_items(ctx, static_cast<std::size_t>(items), item_cost, [&](std::size_t i0, std::size_t i1) {
       for (std::size_t i = i0; i < i1; ++i) {
         const auto ii = static_cast<std::int64_t>(i);
-        item(ii, pv + ii % runs * run * blk, v_plane, T * blk, pp + ii * p_item, sum, y);
+        item(ii, pv + run_of(ii) * run * blk, v_plane, T * blk, pp + ii * p_item, sum, y);
       }
     });
   }

@@ -347,7 +347,7 @@ Status split_run(compute_context& ctx, const split_params& sp) {
     // split is refused, not given empty outputs.
     if (sp.num_outputs && (nn > dim || dim - chunk * (nn - 1) <= 0))
       return invalid(cat("num_outputs ", num(nn), ": axis ", num(sp.axis), " of size ", num(dim), " cannot be split into ",
-                         num(nn), " parts of ", num(chunk), " and a last one of at least 1 (", num(dim - chunk * (nn - 1)),
+                         num(nn - 1), " parts of ", num(chunk), " and a last one of at least 1 (", num(dim - chunk * (nn - 1)),
                          " remain for it)"));
     for (std::size_t i = 0; i < n; ++i) parts.push_back(std::min(chunk, std::max<std::int64_t>(dim - chunk * static_cast<std::int64_t>(i), 0)));
   }

@@ -186,9 +186,9 @@ TEST_CASE("Split-18 with num_outputs: parts of ceil(d / n), the last smaller, ev
   // Parts of 2 leave -1 (5 into 4) or 0 (6 into 4) for the last; 2 into 3 leaves nothing for the third: ONNX Runtime
   // refuses these splits, and so does the kernel, rather than give empty outputs.
   expect_error<ops::split>(split18(4), {in(f32({5}, iota_f(5)))},
-                           "num_outputs 4: axis 0 of size 5 cannot be split into 4 parts of 2 and a last one of at least 1 (-1 remain for it)");
+                           "num_outputs 4: axis 0 of size 5 cannot be split into 3 parts of 2 and a last one of at least 1 (-1 remain for it)");
   expect_error<ops::split>(split18(4), {in(f32({6}, iota_f(6)))}, "(0 remain for it)");
-  expect_error<ops::split>(split18(3), {in(f32({2}, iota_f(2)))}, "num_outputs 3: axis 0 of size 2 cannot be split into 3 parts of 1");
+  expect_error<ops::split>(split18(3), {in(f32({2}, iota_f(2)))}, "num_outputs 3: axis 0 of size 2 cannot be split into 2 parts of 1");
   expect_error<ops::split>(split18(3), {in(f32({0}, {}))}, "num_outputs 3: axis 0 of size 0");
   // Without num_outputs or a split input, opset 18 splits into equal parts, as before.
   expect_error<ops::split>(op("Split", 18, 2), {in(f32({5}, iota_f(5)))}, "axis 0 of size 5 cannot be split into 2 equal parts");
