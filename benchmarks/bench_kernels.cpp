@@ -264,6 +264,7 @@ BENCHMARK(BM_matmul)
     ->Args({128, 768, 3072})   // bert FFN in
     ->Args({128, 3072, 768})   // bert FFN out
     ->Args({1, 512, 8000})     // llm_decode lm_head
+    ->Args({1, 2048, 512})     // llm_decode mlp c_proj (full-depth panels)
     ->Args({1, 4096, 4096})    // a batch-1 product over 64 MiB of weights, beyond the last-level cache
     ->Args({64, 1024, 4096})   // mlp_b64
     ->Args({64, 4096, 4096})   // mlp_b64 fc2

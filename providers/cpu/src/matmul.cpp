@@ -156,6 +156,7 @@ struct prepacked_b {
   std::shared_ptr<const float> data;
   std::int64_t K = 0, N = 0;
   const std::byte* source = nullptr;
+  bool panels = false;  ///< full-depth panels (gemv_pack_b) for a few rows of A, not the SGEMM's K blocks
   [[nodiscard]] bool matches(const tensor& b) const { return data != nullptr && b.data() == source; }
 };
 
@@ -178,43 +179,101 @@ std::optional<std::int64_t> static_rows(const graph& g, node_id n, bool ta) {
 }
 
 // Packs the constant B input of node `n` (2-D float, or float16/bfloat16 widened to float; transposed when `tb`) when
-// the packed kernel is available. Not a transposed float B ([N, K]) that only ever meets a few rows of A (`ta`: A
-// transposed): the matrix-vector kernels take dot products of B's rows where they lie, one stream each, as fast as
-// packed (mlp_b1, batch-1 Linear layers: 1.68 -> 1.62 ms), and the copy cost create time and memory (mlp_b1's 100 MB:
-// create 29 -> 0.4 ms). An untransposed B ([K, N]) is still packed: read in place, its rows are combined a block of
-// columns at a time, K short streams, and llm_decode's products ran 7-11% slower.
-prepacked_b prepack_constant_b(const graph& g, node_id n, bool tb, bool ta = false) {
-  prepacked_b r;
-  const tensor* b = constant_input(g, n, 1);
-  if (b == nullptr || !sgemm_packed_available() || b->rank() != 2) return r;
-  const auto bt = b->type();
-  if (bt != element_type::float32 && bt != element_type::float16 && bt != element_type::bfloat16) return r;
-  r.K = tb ? b->sizes()[1] : b->sizes()[0];
-  r.N = tb ? b->sizes()[0] : b->sizes()[1];
-  if (r.K == 0 || r.N == 0) return r;
-  if (bt == element_type::float32 && tb) {
-    const auto rows = static_rows(g, n, ta);
-    if (rows && small_sgemm_shape(*rows, r.N)) return prepacked_b{};
-  }
+// the packed kernel is available. B that at most 4 rows of A meet (`ta`: A transposed), as shape inference knows at
+// create, goes in full-depth panels (gemv_pack_b), either way it is stored: each thread then reads one contiguous
+// stream per range of panels, where K blocks (or dot products of B's rows where they lie, 8 streams at once) read
+// many short ones. Interleaved against those, in the same VM phase: llm_decode ([K, N] weights) 1.77-1.97 -> 1.19-1.33
+// ms, mlp_b1 ([N, K]) 1.77-2.19 -> 1.19-1.29 ms; mlp_b1's create 1.5 -> 29 ms (ONNX Runtime's: 1.3-1.7 s). A
+// transposed float B with N <= 2 and more rows is read in place (sgemv.cpp's dot products).
+// r (K, N and the layout set) with B's floats packed by `pack(dst, src, ldb)` into `floats` of weight memory: B read
+// from the model file in one bulk read (not a page fault at a time), or widened from a half type first.
+template <class Pack>
+prepacked_b packed_copy(const tensor& b, prepacked_b r, std::size_t floats, Pack pack) {
   std::vector<float> widened;
   const float* src = nullptr;
-  weight_reader b_source;  // B from the model file in one bulk read, not a page fault at a time
-  if (bt == element_type::float32) {
-    src = b_source.floats(*b);
+  weight_reader b_source;
+  if (b.type() == element_type::float32) {
+    src = b_source.floats(b);
   } else {
-    widened.resize(b->element_count());
-    if (bt == element_type::float16) widen_half(b->typed<float16>(), widened.data(), widened.size());
-    else widen_half(b->typed<bfloat16>(), widened.data(), widened.size());
+    widened.resize(b.element_count());
+    if (b.type() == element_type::float16) widen_half(b.typed<float16>(), widened.data(), widened.size());
+    else widen_half(b.typed<bfloat16>(), widened.data(), widened.size());
     src = widened.data();
   }
-  const std::size_t bytes = packed_b_size(r.K, r.N) * sizeof(float);
-  auto mem = epstack::allocate_weight_floats(bytes / sizeof(float));
-  pack_b(mem.get(), src, b->sizes()[1], tb, r.K, r.N);
+  auto mem = epstack::allocate_weight_floats(floats);
+  pack(mem.get(), src, b.sizes()[1]);
   r.data = std::move(mem);
-  r.source = b->data();
+  r.source = b.data();
   // The packed copy is what runs use: the original's pages need not stay in memory.
-  if (b->is_file_backed()) release_file_pages(b->data(), b->byte_size());
+  if (b.is_file_backed()) release_file_pages(b.data(), b.byte_size());
   return r;
+}
+
+// The constant B of node `n` (2-D; float, float16 or bfloat16) as prepacked_b's K and N, and the rows of A that meet
+// it when shape inference knows them; nullptr when there is none to pack.
+const tensor* packable_b(const graph& g, node_id n, bool tb, bool ta, prepacked_b& r, std::optional<std::int64_t>& rows) {
+  const tensor* b = constant_input(g, n, 1);
+  if (b == nullptr || !sgemm_packed_available() || b->rank() != 2) return nullptr;
+  const auto bt = b->type();
+  if (bt != element_type::float32 && bt != element_type::float16 && bt != element_type::bfloat16) return nullptr;
+  r.K = tb ? b->sizes()[1] : b->sizes()[0];
+  r.N = tb ? b->sizes()[0] : b->sizes()[1];
+  if (r.K == 0 || r.N == 0) return nullptr;
+  rows = static_rows(g, n, ta);
+  // At most 4 rows of A, known at create (a decode step, a batch-1 layer): B in full-depth panels, a contiguous
+  // stream per range of panels.
+  r.panels = rows && *rows <= 4;
+  return b;
+}
+
+prepacked_b prepack_constant_b(const graph& g, node_id n, bool tb, bool ta = false) {
+  prepacked_b r;
+  std::optional<std::int64_t> rows;
+  const tensor* b = packable_b(g, n, tb, ta, r, rows);
+  if (b == nullptr) return {};
+  if (!r.panels && b->type() == element_type::float32 && tb && rows && small_sgemm_shape(*rows, r.N)) return {};
+  if (r.panels)
+    return packed_copy(*b, r, gemv_packed_size(r.K, r.N),
+                       [&](float* dst, const float* src, std::int64_t ldb) { gemv_pack_b(dst, src, ldb, tb, r.K, r.N); });
+  return packed_copy(*b, r, packed_b_size(r.K, r.N),
+                     [&](float* dst, const float* src, std::int64_t ldb) { pack_b(dst, src, ldb, tb, r.K, r.N); });
+}
+
+// Panels [q0, q1) of gemv_prepacked's product, then the epilogue on their columns. Not inlined: a deployable would
+// hold it twice (the serial call and the pool's loop).
+[[gnu::noinline]] void gemv_panels_part(std::int64_t M, const float* a, std::int64_t lda, float alpha, const prepacked_b& pre,
+                                        float* y, std::int64_t ldy, bool accumulate, const sgemm_epilogue* ep, std::int64_t q0,
+                                        std::int64_t q1) {
+  small_sgemm_panels(M, pre.N, pre.K, alpha, a, lda, pre.data.get(), y, ldy, accumulate, q0, q1);
+  if (ep != nullptr) sgemm_apply_epilogue(*ep, y, ldy, 0, M, q0 * gemv_panel, std::min(pre.N, q1 * gemv_panel));
+}
+
+// gemm_prepacked for B in full-depth panels: op(A)'s rows read in place (a transposed A gathered first), the panels
+// split across the threads in ranges, each read as one stream.
+void gemv_prepacked(compute_context& ctx, bool ta, std::int64_t M, const float* a, std::int64_t lda, float alpha,
+                    const prepacked_b& pre, float* y, std::int64_t ldy, bool accumulate, const sgemm_epilogue* ep) {
+  const std::int64_t N = pre.N, K = pre.K, panels = (N + gemv_panel - 1) / gemv_panel;
+  tensor rows;
+  if (ta) {
+    rows = ctx.scratch(element_type::float32, static_cast<std::size_t>(M * K));
+    float* r = rows.typed<float>();
+    for (std::int64_t i = 0; i < M; ++i)
+      for (std::int64_t k = 0; k < K; ++k) r[i * K + k] = a[k * lda + i];
+    a = r;
+    lda = K;
+  }
+  const auto part = [&](std::int64_t q0, std::int64_t q1) {
+    gemv_panels_part(M, a, lda, alpha, pre, y, ldy, accumulate, ep, q0, q1);
+  };
+  if (ctx.thread_count() == 1 || 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K) < 2e5) {
+    part(0, panels);
+    return;
+  }
+  // The pool's chunks (a few a thread) are ranges of panels: each a contiguous stream of B, and a thread that starts
+  // late takes fewer of them.
+  ctx.parallel_for(static_cast<std::size_t>(panels), 1, [&](std::size_t q0, std::size_t q1) {
+    part(static_cast<std::int64_t>(q0), static_cast<std::int64_t>(q1));
+  });
 }
 
 // Y[M, N] = alpha * op(A) * B (+ Y) with B prepacked: A packed into scratch, then the B panels (or, when there are
@@ -225,6 +284,7 @@ void gemm_prepacked(compute_context& ctx, bool ta, std::int64_t M, const float* 
                     const prepacked_b& pre, float* y, std::int64_t ldy, bool accumulate, const sgemm_epilogue* ep = nullptr) {
   const std::int64_t N = pre.N, K = pre.K;
   if (M == 0) return;
+  if (pre.panels) return gemv_prepacked(ctx, ta, M, a, lda, alpha, pre, y, ldy, accumulate, ep);
   tensor buf = ctx.scratch(element_type::float32, packed_a_size(M, K) + 16);
   float* pa = align64(buf.typed<float>());
   const std::int64_t ap = a_panels(M), bp = b_panels(N);
@@ -252,6 +312,10 @@ void gemm_prepacked(compute_context& ctx, bool ta, std::int64_t M, const float* 
 // The product of gemm_run: gemm_parallel (every shape; floats on the packed SGEMM or sgemv.cpp's kernels).
 struct any_product {
   static constexpr bool packed = true;
+  static void prepacked(compute_context& ctx, bool ta, std::int64_t M, const float* a, std::int64_t lda, float alpha,
+                        const prepacked_b& pre, float* y, std::int64_t ldy, bool accumulate, const sgemm_epilogue* ep) {
+    gemm_prepacked(ctx, ta, M, a, lda, alpha, pre, y, ldy, accumulate, ep);
+  }
   template <class T>
   static Status check(std::int64_t, std::int64_t) { return {}; }
   template <class T>
@@ -262,8 +326,9 @@ struct any_product {
 };
 
 // The product of gemm_mv_of<float>: at most 4 rows of A (checked at run time), in column blocks across the threads, on
-// sgemv.cpp's matrix-vector kernels alone (a program that runs only such products links no packed SGEMM). With
-// `BT` (gemm_mv_bt_of<float>: A as it is, B transposed, as a Linear layer's), the dot-product kernels alone.
+// sgemv.cpp's matrix-vector kernels alone (a program that runs only such products links no packed SGEMM; B read where
+// it lies, not packed in full-depth panels as the Gemm of every shape does: issue 20's 300 kB for a deployable MLP).
+// With `BT` (gemm_mv_bt_of<float>: A as it is, B transposed, as a Linear layer's), the dot-product kernels alone.
 template <bool BT>
 struct few_rows_product {
   static constexpr bool packed = false;
@@ -279,7 +344,9 @@ struct few_rows_product {
                   const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T* y, std::int64_t ldy, bool accumulate) {
     static_assert(std::is_same_v<T, float>);
     const double flops = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
-    const auto pieces = static_cast<std::size_t>(flops < 2e5 ? 1 : ctx.thread_count());
+    // A few pieces a thread, taken as threads come: one that starts late takes fewer (two fixed halves made mlp_b1's
+    // batch-1 products wait on the later thread).
+    const auto pieces = static_cast<std::size_t>(flops < 2e5 ? 1 : 4 * ctx.thread_count());
     for_column_pieces(ctx, N, pieces, [&](std::int64_t c0, std::int64_t c1) {
       if constexpr (BT) small_sgemm_rows_bt(M, c1 - c0, K, alpha, a, lda, b + c0 * ldb, ldb, y + c0, ldy, accumulate);
       else small_sgemm_rows(ta, tb, M, c1 - c0, K, alpha, a, lda, tb ? b + c0 * ldb : b + c0, ldb, y + c0, ldy, accumulate);
@@ -311,7 +378,7 @@ Status gemm_run(compute_context& ctx, const tensor& a, const tensor& b, const te
       sgemm_epilogue ep;
       ep.z = c_in->typed<float>();
       ep.ldz = 0;
-      gemm_prepacked(ctx, ta, M, a.typed<float>(), a.sizes()[1], alpha, *pre, py, N, false, &ep);
+      Product::prepacked(ctx, ta, M, a.typed<float>(), a.sizes()[1], alpha, *pre, py, N, false, &ep);
       return {};
     }
   }
@@ -334,7 +401,7 @@ Status gemm_run(compute_context& ctx, const tensor& a, const tensor& b, const te
   }
   if constexpr (std::is_same_v<T, float> && Product::packed) {
     if (pre != nullptr) {
-      gemm_prepacked(ctx, ta, M, a.typed<float>(), a.sizes()[1], alpha, *pre, py, N, accumulate);
+      Product::prepacked(ctx, ta, M, a.typed<float>(), a.sizes()[1], alpha, *pre, py, N, accumulate, nullptr);
       return {};
     }
   }

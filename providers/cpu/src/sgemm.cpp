@@ -111,6 +111,36 @@ void pack_a_panels(float* dst, const float* a, std::int64_t lda, bool ta, std::i
   }
 }
 
+std::size_t gemv_packed_size(std::int64_t K, std::int64_t N) noexcept {
+  return static_cast<std::size_t>((N + gemv_panel - 1) / gemv_panel * gemv_panel * K);
+}
+
+void gemv_pack_b(float* dst, const float* b, std::int64_t ldb, bool tb, std::int64_t K, std::int64_t N) {
+  static_assert(gemv_panel == nr);
+  const std::int64_t panels = (N + gemv_panel - 1) / gemv_panel;
+  for (std::int64_t q = 0; q < panels; ++q) {
+    const std::int64_t n0 = q * gemv_panel, cols = std::min<std::int64_t>(gemv_panel, N - n0);
+    float* out = dst + q * K * gemv_panel;
+    if (!tb) {
+      for (std::int64_t k = 0; k < K; ++k) {
+        std::memcpy(out + k * nr, static_cast<const void*>(b + k * ldb + n0), static_cast<std::size_t>(cols) * sizeof(float));
+        std::fill(out + k * nr + cols, out + (k + 1) * nr, 0.0f);
+      }
+      continue;
+    }
+    // B stored [N, K]: the panel's columns are rows of memory, transposed as pack_b does.
+#if defined(__AVX512F__)
+    for (std::int64_t j0 = 0; j0 < nr; j0 += 16) {
+      const std::int64_t c = std::clamp<std::int64_t>(cols - j0, 0, 16);
+      pack_b_transposed16(out + j0, c > 0 ? b + (n0 + j0) * ldb : b, ldb, c, K);
+    }
+#else
+    for (std::int64_t k = 0; k < K; ++k)
+      for (std::int64_t j = 0; j < nr; ++j) out[k * nr + j] = j < cols ? load_float(b + (n0 + j) * ldb + k) : 0.0f;
+#endif
+  }
+}
+
 void pack_b(float* dst, const float* b, std::int64_t ldb, bool tb, std::int64_t K, std::int64_t N) {
   const std::int64_t panels = b_panels(N), npad = panels * nr;
   for (std::int64_t kb = 0; kb < kblocks(K); ++kb) {

@@ -31,6 +31,20 @@ void small_sgemm_rows(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int
 void small_sgemm_rows_bt(std::int64_t M, std::int64_t N, std::int64_t K, float alpha, const float* a, std::int64_t lda,
                          const float* b, std::int64_t ldb, float* c, std::int64_t ldc, bool accumulate);
 
+/// Columns of a full-depth panel: a constant B met only by a few rows of A (a decode step's weights), packed so that each
+/// panel of 32 columns is one contiguous run of K x 32 floats. A thread reading a range of panels reads one stream,
+/// where the SGEMM's K blocks would make it many short ones (cold weights: 2048 x 512 in 39-47 us against 63-70).
+inline constexpr std::int64_t gemv_panel = 32;
+/// Floats of a K x N B packed by gemv_pack_b (columns padded to whole panels).
+std::size_t gemv_packed_size(std::int64_t K, std::int64_t N) noexcept;
+/// Packs op(B) (K x N; B stored [K,N] with leading dimension ldb, or [N,K] when `tb`) into full-depth panels of
+/// gemv_panel columns, zero-padded.
+void gemv_pack_b(float* dst, const float* b, std::int64_t ldb, bool tb, std::int64_t K, std::int64_t N);
+/// Y[M, N] (leading dimension ldy) = alpha * A * B (+ Y when `accumulate`) for the columns of panels [q0, q1), B packed
+/// by gemv_pack_b and A's M rows read in place (row i at a + i * lda), four at a time. Single-threaded.
+void small_sgemm_panels(std::int64_t M, std::int64_t N, std::int64_t K, float alpha, const float* a, std::int64_t lda,
+                        const float* pb, float* y, std::int64_t ldy, bool accumulate, std::int64_t q0, std::int64_t q1);
+
 inline constexpr std::int64_t sgemm_mr = 12;   ///< rows of a packed A panel
 inline constexpr std::int64_t sgemm_nr = 32;   ///< columns of a packed B panel
 inline constexpr std::int64_t sgemm_kc = 256;  ///< depth of a K block

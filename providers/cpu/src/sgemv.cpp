@@ -190,6 +190,48 @@ EPSTACK_SGEMV_OUTLINE void dot_rows(std::int64_t K, std::int64_t Nr, const float
   for (; i < Nr; ++i) dot_block<S, 1>(K, i, v, r, ldr, out, ors, ots, alpha, accumulate);
 }
 
+// out[t * ldo + n] = alpha * sum_k s[t][k] * B[k][n] (+ out when `accumulate`), t < rows <= S, for the columns of panels
+// [q0, q1) of B in full-depth panels (gemv_pack_b: panel q is K rows of 32 floats, one contiguous stream). Two depths
+// a step, each into its own sums: the FMA chains of one depth would wait on each other's latency.
+template <int S>
+EPSTACK_SGEMV_OUTLINE void combine_panels(std::int64_t K, std::int64_t N, const float* const* s, const float* pb, std::int64_t q0,
+                                          std::int64_t q1, float* out, std::int64_t ldo, float alpha, bool accumulate,
+                                          std::int64_t rows) {
+  for (std::int64_t q = q0; q < q1; ++q) {
+    const float* b = pb + q * K * gemv_panel;
+    v16 acc[2][S][2] = {};
+    std::int64_t k = 0;
+    for (; k + 2 <= K; k += 2, b += 2 * gemv_panel) {
+      const v16 x00 = load(b), x01 = load(b + 16), x10 = load(b + 32), x11 = load(b + 48);
+      for (int t = 0; t < S; ++t) {
+        const float s0 = s[t][k], s1 = s[t][k + 1];
+        acc[0][t][0] += s0 * x00;
+        acc[0][t][1] += s0 * x01;
+        acc[1][t][0] += s1 * x10;
+        acc[1][t][1] += s1 * x11;
+      }
+    }
+    if (k < K) {
+      const v16 x0 = load(b), x1 = load(b + 16);
+      for (int t = 0; t < S; ++t) {
+        acc[0][t][0] += s[t][k] * x0;
+        acc[0][t][1] += s[t][k] * x1;
+      }
+    }
+    const std::int64_t n0 = q * gemv_panel, cols = std::min<std::int64_t>(gemv_panel, N - n0);
+    for (int t = 0; t < S && t < rows; ++t) {
+      const v16 r0 = acc[0][t][0] + acc[1][t][0], r1 = acc[0][t][1] + acc[1][t][1];
+      float* o = out + t * ldo + n0;
+      if (cols == gemv_panel) {
+        finish(o, r0, alpha, accumulate);
+        finish(o + 16, r1, alpha, accumulate);
+      } else {
+        for (std::int64_t j = 0; j < cols; ++j) finish(o + j, j < 16 ? r0[j] : r1[j - 16], alpha, accumulate);
+      }
+    }
+  }
+}
+
 template <class F>
 void with_count(std::int64_t n, F f) {
   switch (n) {
@@ -273,6 +315,26 @@ void small_sgemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t 
     for (std::int64_t i = 0; i < M; ++i)
       for (std::int64_t j = 0; j < N; ++j) y[i * ldy + j] = accumulate ? y[i * ldy + j] + t[j * M + i] : t[j * M + i];
   });
+}
+
+void small_sgemm_panels(std::int64_t M, std::int64_t N, std::int64_t K, float alpha, const float* a, std::int64_t lda,
+                        const float* pb, float* y, std::int64_t ldy, bool accumulate, std::int64_t q0, std::int64_t q1) {
+  if (M == 0 || q0 >= q1) return;
+  if (K == 0) {
+    const std::int64_t j0 = q0 * gemv_panel, j1 = std::min(N, q1 * gemv_panel);
+    if (!accumulate)
+      for (std::int64_t i = 0; i < M; ++i) std::fill(y + i * ldy + j0, y + i * ldy + j1, 0.0f);
+    return;
+  }
+  // One row (a batch of 1) or four: 2 and 3 rows run as 4, the missing rows reading row 0 again and stored nowhere
+  // (two instantiations fewer in a deployable; the weights' stream, not the arithmetic, sets the time).
+  for (std::int64_t i0 = 0; i0 < M; i0 += 4) {
+    const std::int64_t m = std::min<std::int64_t>(4, M - i0);
+    const float* seq[4];
+    for (std::int64_t t = 0; t < 4; ++t) seq[t] = a + (i0 + (t < m ? t : 0)) * lda;
+    if (m == 1) combine_panels<1>(K, N, seq, pb, q0, q1, y + i0 * ldy, ldy, alpha, accumulate, 1);
+    else combine_panels<4>(K, N, seq, pb, q0, q1, y + i0 * ldy, ldy, alpha, accumulate, m);
+  }
 }
 
 }  // namespace epstack::cpu::impl

@@ -287,6 +287,66 @@ TEST_CASE("MatMul at every panel edge of the packed SGEMM, B read in place and p
         }
 }
 
+// A constant B that at most 4 rows of A meet, known at create (a decode step's weights, a batch-1 Linear layer), is
+// packed in full-depth panels of 32 columns and read by the few-rows kernel: every panel edge and odd depths (the
+// 16x16 transposing pack's edges for B [N, K]), batches stacked as rows, on 1 and 2 threads; Gemm's bias row (the
+// epilogue), C of another shape (added first), alpha, transA and transB; and more rows fed than the graph declared
+// (5 and 9: four rows at a time), against the reference.
+TEST_CASE("MatMul and Gemm with a constant B and at most 4 static rows: full-depth panels") {
+  thread_pool pool(2);
+  for (thread_pool* threads : {static_cast<thread_pool*>(nullptr), &pool})
+    for (const std::int64_t M : {1, 2, 3, 4})
+      for (const std::int64_t N : {1, 5, 17, 31, 32, 33, 100})
+        for (const std::int64_t K : {1, 2, 7, 16, 17, 257}) {
+          CAPTURE(M);
+          CAPTURE(N);
+          CAPTURE(K);
+          CAPTURE(threads != nullptr);
+          const auto A = rnd({1, M, K}, 50), B = rnd({K, N}, 51);
+          const auto want = product(1, M, N, K, [&](auto, auto i, auto k) { return A.typed<float>()[i * K + k]; },
+                                    [&](auto, auto k, auto j) { return B.typed<float>()[k * N + j]; });
+          test::check_tensor<float>(run1<ops::matmul>(kernel_node{"MatMul"}, {{A}, {B, true}}, threads), {1, M, N}, want,
+                                    1e-4, 1e-4);
+          const auto Bt = rnd({N, K}, 58);
+          for (int ta = 0; ta < 2; ++ta)
+            for (int tb = 0; tb < 2; ++tb)
+              for (const bool row_bias : {true, false}) {
+                CAPTURE(ta);
+                CAPTURE(tb);
+                CAPTURE(row_bias);
+                const auto A2 = rnd(ta ? std::vector<std::int64_t>{K, M} : std::vector<std::int64_t>{M, K}, 52);
+                const auto C = row_bias ? rnd({N}, 53) : rnd({M, 1}, 54);
+                const float beta = row_bias ? 1.0f : 2.0f;
+                kernel_node kn{"Gemm"};
+                kn.set("transA", std::int64_t{ta}).set("transB", std::int64_t{tb}).set("alpha", 0.75f).set("beta", beta);
+                auto w = product(
+                    1, M, N, K, [&](auto, auto i, auto k) { return A2.typed<float>()[ta ? k * M + i : i * K + k]; },
+                    [&](auto, auto k, auto j) { return tb ? Bt.typed<float>()[j * K + k] : B.typed<float>()[k * N + j]; }, 0.75);
+                for (std::int64_t i = 0; i < M; ++i)
+                  for (std::int64_t j = 0; j < N; ++j)
+                    w[static_cast<std::size_t>(i * N + j)] += beta * C.typed<float>()[row_bias ? j : i];
+                test::check_tensor<float>(run1<ops::gemm>(kn, {{A2}, {tb ? Bt : B, true}, {C, true}}, threads), {M, N}, w,
+                                          1e-4, 1e-4);
+              }
+        }
+  // Declared one row, fed 5 and 9: the panels are still read right, four rows at a time.
+  const std::int64_t K = 40, N = 70;
+  const auto B = rnd({K, N}, 55);
+  const graph g = test::make_kernel_graph(kernel_node{"MatMul"}, {{rnd({1, K}, 56)}, {B, true}});
+  auto fn = ops::matmul::compile(g, 0);
+  REQUIRE(fn.has_value());
+  for (const std::int64_t M : {5, 9}) {
+    CAPTURE(M);
+    const auto A = rnd({M, K}, 57);
+    std::vector<ivalue> ins{ivalue(A), ivalue(B)}, outs(1);
+    compute_context ctx(ins, outs, nullptr, &pool);
+    REQUIRE((*fn)(ctx).ok());
+    const auto want = product(1, M, N, K, [&](auto, auto i, auto k) { return A.typed<float>()[i * K + k]; },
+                              [&](auto, auto k, auto j) { return B.typed<float>()[k * N + j]; });
+    test::check_tensor<float>(outs[0].as_tensor(), {M, N}, want, 1e-4, 1e-4);
+  }
+}
+
 // A B stored transposed ([N, K]) is packed 16 columns by 16 depths at a time through registers: every edge of those
 // blocks and of the 32-column panels and 256-deep K blocks, B constant (packed at create) and an activation (packed
 // per run), against the reference.
