@@ -11,7 +11,8 @@
 #   depthwise   3x3 depthwise convolutions, 4 a chain (144 channels at 56x56, 384 at 14x14)
 # Prints each model's median milliseconds and the GFLOP/s or GB/s it implies, then each kind's rate (its models' work
 # over their time): the figures of a cost_profile. Products streaming from memory are measured on a model with more
-# weights than the last-level cache (pass one, e.g. the shared mlp_b1, as MLP=path).
+# weights than the last-level cache (pass one, e.g. the shared mlp_b1, as MLP=path; and the shared llm_decode as
+# LLM=path to fit the fixed cost of a streaming product).
 # Usage: scripts/calibrate_placement.sh [BUILD_DIR]    (needs Debian's python3-onnx to write the models)
 # On a shared virtual machine single sub-millisecond operators vary by up to 2x from one run to the next: run it
 # several times on a quiet machine and keep the medians.
@@ -84,10 +85,21 @@ print('rate by kind (GFLOP/s; stream GB/s):')
 for (kind, p), (w, ms) in sorted(tot.items()):
     print(f'  {kind:11} {p:9} {w / ms * 1e3:7.1f}')
 PY
+# Streaming products: MLP (few products over many weights, e.g. the shared mlp_b1) and, when given, LLM (many
+# smaller ones, e.g. the shared llm_decode) on both stacks, interleaved, ROUNDS times. With both, fit each provider's
+# dram_gbps and stream_kernel_us to the medians: a model's time is its products' weights over the rate plus a fixed
+# cost per streaming product plus the rest of its estimate (`epstack partition MODEL --providers dnnl,cpu` prints the
+# estimates to take the rest from; mlp_b1 has 4 streaming products over 100.7 MB, llm_decode 25 over 91.9 MB).
 if [ -n "${MLP:-}" ]; then
-  for p in cpu dnnl,cpu; do
-    "$BUILD/tools/epstack" perf --model "$MLP" --providers "$p" --threads 2 --warmup 5 --iters 30 --creates 1 \
-      --max-seconds 20 --config epstack.placement=priority 2>/dev/null |
-      /usr/bin/python3 -c 'import json,sys; d=json.loads(sys.stdin.read()); gbps=d["read_ms"]["bytes"]/d["run_ms"]["median"]/1e6; print(f"{sys.argv[1]:9} weights streamed: {gbps:.1f} GB/s")' "$p"
+  i=0
+  while [ "$i" -lt "${ROUNDS:-5}" ]; do
+    for m in "$MLP" ${LLM:-}; do
+      for p in cpu dnnl,cpu; do
+        "$BUILD/tools/epstack" perf --model "$m" --providers "$p" --threads 2 --warmup 5 --iters 30 --creates 1 \
+          --max-seconds 20 --config epstack.placement=priority 2>/dev/null |
+          /usr/bin/python3 -c 'import json,sys; d=json.loads(sys.stdin.read()); ms=d["run_ms"]["median"]; gbps=d["read_ms"]["bytes"]/ms/1e6; print(f"{sys.argv[2]:24} {sys.argv[1]:9} {ms:7.3f} ms, file bytes at {gbps:.1f} GB/s")' "$p" "$(basename "$m")"
+      done
+    done
+    i=$((i + 1))
   done
 fi

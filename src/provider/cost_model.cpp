@@ -241,7 +241,10 @@ double estimate_at(const cost_profile& profile, const graph& g, std::span<const 
         if (v != no_id && g.value(v).initializer) constant += static_cast<double>(g.value(v).initializer->byte_size());
       memory_us = constant / profile.dram_gbps * 1e-3;
     }
-    us += profile.node_us + (w.kind == work_kind::streaming ? 0.0 : profile.kernel_us) + std::max(compute_us, memory_us);
+    const double fixed_us = w.kind == work_kind::streaming                              ? 0.0
+                            : memory_us > compute_us && profile.stream_kernel_us >= 0 ? profile.stream_kernel_us
+                                                                                       : profile.kernel_us;
+    us += profile.node_us + fixed_us + std::max(compute_us, memory_us);
   }
   return us;
 }

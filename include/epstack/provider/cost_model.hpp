@@ -54,6 +54,9 @@ struct cost_profile {
   double dram_gbps = 0;     ///< the weights of products and convolutions, when the graph's exceed the last-level cache
   double node_us = 0;       ///< per node (a call, its dispatch)
   double kernel_us = 0;     ///< per product or convolution besides (packing, threads woken, a primitive's entry)
+  /// In place of kernel_us for a product or convolution whose time is its weights streaming from memory (the memory
+  /// term exceeds the arithmetic one): a decode step's matrix-vector products. Negative: kernel_us.
+  double stream_kernel_us = -1;
   double partition_us = 0;  ///< per partition run (boundary reorders, a compiled graph's entry)
 };
 

@@ -30,17 +30,22 @@ namespace cpu {
 /// The CPU provider's speed for placement by cost, measured with `epstack perf` on small models (2 threads, AVX-512;
 /// scripts/calibrate_placement.sh re-measures it): products at 1/4/16/64/256 rows, chains of convolutions by kind (so
 /// that the blocked layout's reorders at a chain's ends are priced as in a network: 3x3 unit-stride ones run as
-/// Winograd), streaming, and products streaming their weights from memory (mlp_b1's 96 MiB).
+/// Winograd), streaming, and products streaming their weights from memory. The rows 1 and 4 and the streaming figures
+/// are the nineteenth session's, after few-rows products moved to full-depth panels (medians of three calibrations);
+/// the memory rate and the fixed cost of a streaming product are fitted to two models with many and few of them,
+/// each timed in five interleaved rounds in the VM's fast and slow phases (llm_decode: 25 products over 92 MB,
+/// mlp_b1: 4 over 101 MB; 88 and 66 GB/s, 1.7 and 7.5 us), oneDNN's beside (`dnnl_ep::default_cost_profile`).
 inline constexpr cost_profile default_cost_profile{
-    .matmul_gflops = {69, 223, 380, 384, 450},
+    .matmul_gflops = {70.5, 233, 380, 384, 450},
     .conv_gflops = 441,
     .conv3x3_gflops = 805,
     .pointwise_gflops = 417,
     .depthwise_gflops = 111,
     .stream_gbps = 197,
-    .dram_gbps = 54,
+    .dram_gbps = 76,
     .node_us = 0.5,
     .kernel_us = 8,
+    .stream_kernel_us = 4.5,
     .partition_us = 0,
 };
 /// The same, measured on a core that runs 512-bit instructions as two 256-bit halves (AMD Zen 4, 2 vCPUs): about half

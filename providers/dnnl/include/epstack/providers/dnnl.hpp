@@ -39,18 +39,21 @@ namespace dnnl_ep {
 /// Groups of nodes the oneDNN provider runs, among those of the view (see dnnl_provider).
 [[nodiscard]] std::vector<capability> get_capability(const graph_view<graph>& v);
 /// The provider's speed for placement by cost, measured with `epstack perf` on single-operator models (2 threads,
-/// AVX-512; scripts/calibrate_placement.sh re-measures it), as the CPU provider's `cpu::default_cost_profile`;
-/// products streaming from memory: mlp_b1's 96 MiB of weights.
+/// AVX-512; scripts/calibrate_placement.sh re-measures it), as the CPU provider's `cpu::default_cost_profile`, which
+/// says how the rows 1 and 4 and the streaming figures were re-measured: oneDNN streams weights a little faster
+/// (93 and 72 GB/s in the fast and slow phases) but each streaming product costs it more (16 and 23 us: a
+/// primitive's entry and its OpenMP region), so it loses on a decode step's many small products.
 inline constexpr cost_profile default_cost_profile{
-    .matmul_gflops = {85, 254, 411, 472, 474},
+    .matmul_gflops = {64.5, 234.6, 411, 472, 474},
     .conv_gflops = 494,
     .conv3x3_gflops = 483,
     .pointwise_gflops = 376,
     .depthwise_gflops = 101,
     .stream_gbps = 200,
-    .dram_gbps = 52,
+    .dram_gbps = 82,
     .node_us = 0.5,
     .kernel_us = 2,
+    .stream_kernel_us = 20,
     .partition_us = 5,
 };
 /// The same, measured on a core that runs 512-bit instructions as two 256-bit halves (AMD Zen 4, 2 vCPUs; medians of
