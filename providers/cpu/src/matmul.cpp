@@ -178,13 +178,6 @@ std::optional<std::int64_t> static_rows(const graph& g, node_id n, bool ta) {
   return rows;
 }
 
-// Packs the constant B input of node `n` (2-D float, or float16/bfloat16 widened to float; transposed when `tb`) when
-// the packed kernel is available. B that at most 4 rows of A meet (`ta`: A transposed), as shape inference knows at
-// create, goes in full-depth panels (gemv_pack_b), either way it is stored: each thread then reads one contiguous
-// stream per range of panels, where K blocks (or dot products of B's rows where they lie, 8 streams at once) read
-// many short ones. Interleaved against those, in the same VM phase: llm_decode ([K, N] weights) 1.77-1.97 -> 1.19-1.33
-// ms, mlp_b1 ([N, K]) 1.77-2.19 -> 1.19-1.29 ms; mlp_b1's create 1.5 -> 29 ms (ONNX Runtime's: 1.3-1.7 s). A
-// transposed float B with N <= 2 and more rows is read in place (sgemv.cpp's dot products).
 // r (K, N and the layout set) with B's floats packed by `pack(dst, src, ldb)` into `floats` of weight memory: B read
 // from the model file in one bulk read (not a page fault at a time), or widened from a half type first.
 template <class Pack>
@@ -226,6 +219,13 @@ const tensor* packable_b(const graph& g, node_id n, bool tb, bool ta, prepacked_
   return b;
 }
 
+// Packs the constant B input of node `n` (2-D float, or float16/bfloat16 widened to float; transposed when `tb`) when
+// the packed kernel is available. B that at most 4 rows of A meet (`ta`: A transposed), as shape inference knows at
+// create, goes in full-depth panels (gemv_pack_b), either way it is stored: each thread then reads one contiguous
+// stream per range of panels, where K blocks (or dot products of B's rows where they lie, 8 streams at once) read
+// many short ones. Interleaved against those, in the same VM phase: llm_decode ([K, N] weights) 1.77-1.97 -> 1.19-1.33
+// ms, mlp_b1 ([N, K]) 1.77-2.19 -> 1.19-1.29 ms; mlp_b1's create 1.5 -> 29 ms (ONNX Runtime's: 1.3-1.7 s). A
+// transposed float B with N <= 2 and more rows is read in place (sgemv.cpp's dot products).
 prepacked_b prepack_constant_b(const graph& g, node_id n, bool tb, bool ta = false) {
   prepacked_b r;
   std::optional<std::int64_t> rows;
@@ -625,7 +625,7 @@ Result<compute_function> gemm::compile(const graph& g, node_id n) {
   const float alpha = attr_f(nd, "alpha", 1.0f), beta = attr_f(nd, "beta", 1.0f);
   if (in_type(g, n, 0) == element_type::float32) return gemm_float(g, n);
   if (half_type(in_type(g, n, 0))) {
-    auto pre = std::make_shared<const prepacked_b>(prepack_constant_b(g, n, tb));
+    auto pre = std::make_shared<const prepacked_b>(prepack_constant_b(g, n, tb, ta));
     return make_fn("Gemm", [=](compute_context& ctx) {
       return run_half(ctx, pre.get(), beta != 0.0f, [&](const half_operands& h, const auto& alloc) {
         return gemm_run<float>(ctx, h.a, h.b, h.c.empty() ? nullptr : &h.c, ta, tb, alpha, beta, h.pre, alloc);
@@ -661,10 +661,11 @@ Result<compute_function> fused_matmul::compile(const graph& g, node_id n) {
   const auto& nd = g.node(n);
   const bool ta = attr_i(nd, "transA", 0) != 0, tb = attr_i(nd, "transB", 0) != 0;
   const float alpha = attr_f(nd, "alpha", 1.0f);
-  auto pre = std::make_shared<const prepacked_b>(prepack_constant_b(g, n, tb, ta));
+  // matmul_run reads a packed B only when A is not transposed: with transA nothing is packed (no copy, and B's pages
+  // stay where the unpacked product reads them).
+  auto pre = std::make_shared<const prepacked_b>(ta ? prepacked_b{} : prepack_constant_b(g, n, tb, ta));
   if (half_type(in_type(g, n, 0)))
     return make_fn("FusedMatMul", [=](compute_context& ctx) {
-      // (matmul_run reads a packed B only when A is not transposed.)
       return run_half(ctx, ta ? nullptr : pre.get(), false, [&](const half_operands& h, const auto& alloc) {
         return matmul_run<float>(ctx, h.a, h.b, ta, tb, alpha, h.pre, alloc);
       });

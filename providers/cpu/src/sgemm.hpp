@@ -2,7 +2,7 @@
 // Single-precision matrix products for the CPU provider: a cache-blocked SGEMM over packed panels with an AVX-512
 // micro-kernel (12 rows x 32 columns of C held in 24 registers), in the manner of BLIS and MLAS. Operands are packed
 // into panels (A: 12 rows, B: 32 columns, each in blocks of KC along K) once per call, or once at compile time for
-// constant weights. Built without AVX-512, the same entry points run Eigen 3.4's product instead.
+// constant weights (those that only a few rows of A meet in full-depth panels instead: gemv_pack_b). Built without AVX-512, the same entry points run Eigen 3.4's product instead.
 #include <cstddef>
 #include <cstdint>
 

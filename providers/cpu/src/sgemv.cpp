@@ -1,4 +1,5 @@
-// Float products of matrix-vector shapes (at most 4 rows, or at most 2 columns) with neither operand packed: a
+// Float products of matrix-vector shapes (at most 4 rows, or at most 2 columns) with neither operand packed (and, at
+// the end, the few-rows product over a constant B packed in full-depth panels, combine_panels): a
 // decode step's attention (one query row against the keys, the weights against the values), a batch-1 product of two
 // activations, a matrix times a column. Packing both operands, as the blocked SGEMM does, would read and write each
 // as often as the product reads it; here every element of the large operand is read once, from where it lies.

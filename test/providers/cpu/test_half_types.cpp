@@ -346,7 +346,8 @@ TEST_CASE("float16 and bfloat16 MatMul, Gemm and FusedMatMul compute in float wi
   const auto run = [&](auto tag) {
     using H = typename decltype(tag)::type;
     const std::vector<std::pair<dims_t, dims_t>> shapes = {
-        {{5, 40}, {40, 33}}, {{2, 1, 7, 16}, {3, 16, 9}}, {{16}, {16, 5}}, {{4, 16}, {16}}, {{3, 64, 48}, {48, 70}}};
+        {{5, 40}, {40, 33}}, {{2, 1, 7, 16}, {3, 16, 9}}, {{16}, {16, 5}}, {{4, 16}, {16}}, {{3, 64, 48}, {48, 70}},
+        {{3, 40}, {40, 33}}};  // 3 static rows: a constant B in full-depth panels
     std::uint64_t seed = 71;
     for (const auto& sh : shapes)
       for (const bool constant : {false, true}) {
@@ -365,6 +366,11 @@ TEST_CASE("float16 and bfloat16 MatMul, Gemm and FusedMatMul compute in float wi
       check_against_float<ops::gemm, H>(g, {{A}, {B, constant}, {C}}, 1);
       check_against_float<ops::gemm, H>(g, {{A}, {B, constant}}, 1);
     }
+    // A Linear layer's 3 rows: its constant B (transposed) in full-depth panels, the bias row added as it is stored.
+    kernel_node lin{"Gemm"};
+    lin.set("transB", std::int64_t{1});
+    const tensor A3 = half_rand<H>({3, 10}, 86, 1.0f, false);
+    for (const bool constant : {false, true}) check_against_float<ops::gemm, H>(lin, {{A3}, {B, constant}, {C}}, 1);
     // FusedMatMul with transA (the packed constant B is not used then) and transB.
     kernel_node f{"FusedMatMul", 1, "com.microsoft"};
     f.set("transA", std::int64_t{1}).set("transB", std::int64_t{1}).set("alpha", 0.25f);

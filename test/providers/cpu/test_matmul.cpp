@@ -167,9 +167,9 @@ TEST_CASE("FusedMatMul transposes either operand and scales") {
 // The packed SGEMM's edges: row counts around its 12-row panels (pairs of panels go through the narrow kernel when a
 // column panel has at most 16 columns), column counts around its 16- and 32-wide panels, K around its 256 blocks;
 // B read in place (a graph input) and prepacked (an initializer).
-// A constant transposed B meeting at most 4 rows of A (known when the session is made) is read in place, not packed;
-// 5 rows and more, or an untransposed B, are packed: both sides of the line, A transposed or not, bias and alpha, and
-// the 2-column case.
+// A constant transposed B meeting at most 4 rows of A (known when the session is made) is packed in full-depth panels;
+// 5 rows and more in the SGEMM's K blocks, except 2 columns or fewer (read in place): both sides of the line, A
+// transposed or not, bias and alpha.
 TEST_CASE("Gemm with a constant transposed B and few rows of A: in place and packed agree with the reference") {
   for (const std::int64_t M : {1, 2, 4, 5, 13})
     for (const std::int64_t N : {2, 33, 300})
@@ -297,7 +297,7 @@ TEST_CASE("MatMul and Gemm with a constant B and at most 4 static rows: full-dep
   for (thread_pool* threads : {static_cast<thread_pool*>(nullptr), &pool})
     for (const std::int64_t M : {1, 2, 3, 4})
       for (const std::int64_t N : {1, 5, 17, 31, 32, 33, 100})
-        for (const std::int64_t K : {1, 2, 7, 16, 17, 257}) {
+        for (const std::int64_t K : {1, 2, 7, 16, 17, 257, 700}) {  // 700: every M split across the threads
           CAPTURE(M);
           CAPTURE(N);
           CAPTURE(K);
@@ -329,8 +329,8 @@ TEST_CASE("MatMul and Gemm with a constant B and at most 4 static rows: full-dep
                                           1e-4, 1e-4);
               }
         }
-  // Declared one row, fed 5 and 9: the panels are still read right, four rows at a time.
-  const std::int64_t K = 40, N = 70;
+  // Declared one row, fed 5 and 9: the panels are still read right, four rows at a time (on both threads).
+  const std::int64_t K = 300, N = 70;
   const auto B = rnd({K, N}, 55);
   const graph g = test::make_kernel_graph(kernel_node{"MatMul"}, {{rnd({1, K}, 56)}, {B, true}});
   auto fn = ops::matmul::compile(g, 0);
