@@ -202,23 +202,6 @@ prepacked_b packed_copy(const tensor& b, prepacked_b r, std::size_t floats, Pack
   return r;
 }
 
-// The constant B of node `n` (2-D; float, float16 or bfloat16) as prepacked_b's K and N, and the rows of A that meet
-// it when shape inference knows them; nullptr when there is none to pack.
-const tensor* packable_b(const graph& g, node_id n, bool tb, bool ta, prepacked_b& r, std::optional<std::int64_t>& rows) {
-  const tensor* b = constant_input(g, n, 1);
-  if (b == nullptr || !sgemm_packed_available() || b->rank() != 2) return nullptr;
-  const auto bt = b->type();
-  if (bt != element_type::float32 && bt != element_type::float16 && bt != element_type::bfloat16) return nullptr;
-  r.K = tb ? b->sizes()[1] : b->sizes()[0];
-  r.N = tb ? b->sizes()[0] : b->sizes()[1];
-  if (r.K == 0 || r.N == 0) return nullptr;
-  rows = static_rows(g, n, ta);
-  // At most 4 rows of A, known at create (a decode step, a batch-1 layer): B in full-depth panels, a contiguous
-  // stream per range of panels.
-  r.panels = rows && *rows <= 4;
-  return b;
-}
-
 // Packs the constant B input of node `n` (2-D float, or float16/bfloat16 widened to float; transposed when `tb`) when
 // the packed kernel is available. B that at most 4 rows of A meet (`ta`: A transposed), as shape inference knows at
 // create, goes in full-depth panels (gemv_pack_b), either way it is stored: each thread then reads one contiguous
@@ -228,15 +211,21 @@ const tensor* packable_b(const graph& g, node_id n, bool tb, bool ta, prepacked_
 // transposed float B with N <= 2 and more rows is read in place (sgemv.cpp's dot products).
 prepacked_b prepack_constant_b(const graph& g, node_id n, bool tb, bool ta = false) {
   prepacked_b r;
-  std::optional<std::int64_t> rows;
-  const tensor* b = packable_b(g, n, tb, ta, r, rows);
-  if (b == nullptr) return {};
-  if (!r.panels && b->type() == element_type::float32 && tb && rows && small_sgemm_shape(*rows, r.N)) return {};
-  if (r.panels)
-    return packed_copy(*b, r, gemv_packed_size(r.K, r.N),
-                       [&](float* dst, const float* src, std::int64_t ldb) { gemv_pack_b(dst, src, ldb, tb, r.K, r.N); });
-  return packed_copy(*b, r, packed_b_size(r.K, r.N),
-                     [&](float* dst, const float* src, std::int64_t ldb) { pack_b(dst, src, ldb, tb, r.K, r.N); });
+  const tensor* b = constant_input(g, n, 1);
+  if (b == nullptr || !sgemm_packed_available() || b->rank() != 2) return r;
+  const auto bt = b->type();
+  if (bt != element_type::float32 && bt != element_type::float16 && bt != element_type::bfloat16) return r;
+  r.K = tb ? b->sizes()[1] : b->sizes()[0];
+  r.N = tb ? b->sizes()[0] : b->sizes()[1];
+  if (r.K == 0 || r.N == 0) return {};
+  const auto rows = static_rows(g, n, ta);
+  r.panels = rows && *rows <= 4;
+  if (!r.panels && bt == element_type::float32 && tb && rows && small_sgemm_shape(*rows, r.N)) return {};
+  // Both layouts take packed_b_size floats (whole panels of sgemm_nr columns, K deep).
+  return packed_copy(*b, r, packed_b_size(r.K, r.N), [&](float* dst, const float* src, std::int64_t ldb) {
+    if (r.panels) gemv_pack_b(dst, src, ldb, tb, r.K, r.N);
+    else pack_b(dst, src, ldb, tb, r.K, r.N);
+  });
 }
 
 // Panels [q0, q1) of gemv_prepacked's product, then the epilogue on their columns. Not inlined: a deployable would
@@ -252,7 +241,7 @@ prepacked_b prepack_constant_b(const graph& g, node_id n, bool tb, bool ta = fal
 // split across the threads in ranges, each read as one stream.
 void gemv_prepacked(compute_context& ctx, bool ta, std::int64_t M, const float* a, std::int64_t lda, float alpha,
                     const prepacked_b& pre, float* y, std::int64_t ldy, bool accumulate, const sgemm_epilogue* ep) {
-  const std::int64_t N = pre.N, K = pre.K, panels = (N + gemv_panel - 1) / gemv_panel;
+  const std::int64_t N = pre.N, K = pre.K, panels = b_panels(N);
   tensor rows;
   if (ta) {
     rows = ctx.scratch(element_type::float32, static_cast<std::size_t>(M * K));
@@ -312,10 +301,6 @@ void gemm_prepacked(compute_context& ctx, bool ta, std::int64_t M, const float* 
 // The product of gemm_run: gemm_parallel (every shape; floats on the packed SGEMM or sgemv.cpp's kernels).
 struct any_product {
   static constexpr bool packed = true;
-  static void prepacked(compute_context& ctx, bool ta, std::int64_t M, const float* a, std::int64_t lda, float alpha,
-                        const prepacked_b& pre, float* y, std::int64_t ldy, bool accumulate, const sgemm_epilogue* ep) {
-    gemm_prepacked(ctx, ta, M, a, lda, alpha, pre, y, ldy, accumulate, ep);
-  }
   template <class T>
   static Status check(std::int64_t, std::int64_t) { return {}; }
   template <class T>
@@ -378,7 +363,7 @@ Status gemm_run(compute_context& ctx, const tensor& a, const tensor& b, const te
       sgemm_epilogue ep;
       ep.z = c_in->typed<float>();
       ep.ldz = 0;
-      Product::prepacked(ctx, ta, M, a.typed<float>(), a.sizes()[1], alpha, *pre, py, N, false, &ep);
+      gemm_prepacked(ctx, ta, M, a.typed<float>(), a.sizes()[1], alpha, *pre, py, N, false, &ep);
       return {};
     }
   }
@@ -401,7 +386,7 @@ Status gemm_run(compute_context& ctx, const tensor& a, const tensor& b, const te
   }
   if constexpr (std::is_same_v<T, float> && Product::packed) {
     if (pre != nullptr) {
-      Product::prepacked(ctx, ta, M, a.typed<float>(), a.sizes()[1], alpha, *pre, py, N, accumulate, nullptr);
+      gemm_prepacked(ctx, ta, M, a.typed<float>(), a.sizes()[1], alpha, *pre, py, N, accumulate);
       return {};
     }
   }

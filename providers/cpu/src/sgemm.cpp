@@ -111,14 +111,8 @@ void pack_a_panels(float* dst, const float* a, std::int64_t lda, bool ta, std::i
   }
 }
 
-std::size_t gemv_packed_size(std::int64_t K, std::int64_t N) noexcept {
-  return static_cast<std::size_t>((N + gemv_panel - 1) / gemv_panel * gemv_panel * K);
-}
-
 void gemv_pack_b(float* dst, const float* b, std::int64_t ldb, bool tb, std::int64_t K, std::int64_t N) {
-  static_assert(gemv_panel == nr);
-  const std::int64_t panels = (N + gemv_panel - 1) / gemv_panel;
-  for (std::int64_t q = 0; q < panels; ++q) {
+  for (std::int64_t q = 0; q < b_panels(N); ++q) {
     const std::int64_t n0 = q * gemv_panel, cols = std::min<std::int64_t>(gemv_panel, N - n0);
     float* out = dst + q * K * gemv_panel;
     if (!tb) {

@@ -31,20 +31,6 @@ void small_sgemm_rows(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int
 void small_sgemm_rows_bt(std::int64_t M, std::int64_t N, std::int64_t K, float alpha, const float* a, std::int64_t lda,
                          const float* b, std::int64_t ldb, float* c, std::int64_t ldc, bool accumulate);
 
-/// Columns of a full-depth panel: a constant B met only by a few rows of A (a decode step's weights), packed so that each
-/// panel of 32 columns is one contiguous run of K x 32 floats. A thread reading a range of panels reads one stream,
-/// where the SGEMM's K blocks would make it many short ones (cold weights: 2048 x 512 in 39-47 us against 63-70).
-inline constexpr std::int64_t gemv_panel = 32;
-/// Floats of a K x N B packed by gemv_pack_b (columns padded to whole panels).
-std::size_t gemv_packed_size(std::int64_t K, std::int64_t N) noexcept;
-/// Packs op(B) (K x N; B stored [K,N] with leading dimension ldb, or [N,K] when `tb`) into full-depth panels of
-/// gemv_panel columns, zero-padded.
-void gemv_pack_b(float* dst, const float* b, std::int64_t ldb, bool tb, std::int64_t K, std::int64_t N);
-/// Y[M, N] (leading dimension ldy) = alpha * A * B (+ Y when `accumulate`) for the columns of panels [q0, q1), B packed
-/// by gemv_pack_b and A's M rows read in place (row i at a + i * lda), four at a time. Single-threaded.
-void small_sgemm_panels(std::int64_t M, std::int64_t N, std::int64_t K, float alpha, const float* a, std::int64_t lda,
-                        const float* pb, float* y, std::int64_t ldy, bool accumulate, std::int64_t q0, std::int64_t q1);
-
 inline constexpr std::int64_t sgemm_mr = 12;   ///< rows of a packed A panel
 inline constexpr std::int64_t sgemm_nr = 32;   ///< columns of a packed B panel
 inline constexpr std::int64_t sgemm_kc = 256;  ///< depth of a K block
@@ -105,6 +91,19 @@ inline void sgemm_packed(std::int64_t M, std::int64_t N, std::int64_t K, const f
 /// Panels of an M x K A / a K x N B.
 inline std::int64_t a_panels(std::int64_t M) noexcept { return (M + sgemm_mr - 1) / sgemm_mr; }
 inline std::int64_t b_panels(std::int64_t N) noexcept { return (N + sgemm_nr - 1) / sgemm_nr; }
+
+/// Columns of a full-depth panel: a constant B met only by a few rows of A (a decode step's weights), packed so that each
+/// panel of 32 columns is one contiguous run of K x 32 floats. A thread reading a range of panels reads one stream,
+/// where the SGEMM's K blocks would make it many short ones (cold weights: 2048 x 512 in 39-47 us against 63-70).
+/// As wide as the SGEMM's panels, so b_panels and packed_b_size count them too.
+inline constexpr std::int64_t gemv_panel = sgemm_nr;
+/// Packs op(B) (K x N; B stored [K,N] with leading dimension ldb, or [N,K] when `tb`) into full-depth panels of
+/// gemv_panel columns, zero-padded: packed_b_size(K, N) floats.
+void gemv_pack_b(float* dst, const float* b, std::int64_t ldb, bool tb, std::int64_t K, std::int64_t N);
+/// Y[M, N] (leading dimension ldy) = alpha * A * B (+ Y when `accumulate`) for the columns of panels [q0, q1), B packed
+/// by gemv_pack_b and A's M rows read in place (row i at a + i * lda), four at a time. Single-threaded.
+void small_sgemm_panels(std::int64_t M, std::int64_t N, std::int64_t K, float alpha, const float* a, std::int64_t lda,
+                        const float* pb, float* y, std::int64_t ldy, bool accumulate, std::int64_t q0, std::int64_t q1);
 
 /// Where element (i, k) of an M x K operand A lands in pack_a's layout (for writers that produce A packed directly).
 inline std::int64_t packed_a_offset(std::int64_t M, std::int64_t K, std::int64_t i, std::int64_t k) noexcept {
