@@ -54,18 +54,25 @@ inline void transpose16(__m512 r[16]) {
     r[12 + m] = _mm512_shuffle_f32x4(b, d, 0xDD);
   }
 }
-// Packs 16 columns (rows of a B stored [N, K]: src + j * ldb, j < cols <= 16) of one panel, kc deep, into
-// out[k * nr + j]: 16x16 blocks through registers (missing columns read as zeros), the last k < 16 one by one.
-void pack_b_transposed16(float* out, const float* src, std::int64_t ldb, std::int64_t cols, std::int64_t kc) {
+// Packs `width` (<= 16) columns of a panel, kc deep, from rows of memory (src + j * ld, j < cols <= width: a B stored
+// [N, K], or an A stored [M, K]) into out[k * stride + j]: 16x16 blocks through registers (missing columns read as
+// zeros), the last k < 16 one by one.
+template <int width>
+void pack_transposed16(float* out, std::int64_t stride, const float* src, std::int64_t ld, std::int64_t cols, std::int64_t kc) {
+  static_assert(width <= 16);
+  constexpr auto mask = static_cast<__mmask16>((1u << width) - 1);
   std::int64_t k = 0;
   for (; k + 16 <= kc; k += 16) {
     __m512 r[16];
-    for (std::int64_t j = 0; j < 16; ++j) r[j] = j < cols ? _mm512_loadu_ps(src + j * ldb + k) : _mm512_setzero_ps();
+    for (std::int64_t j = 0; j < 16; ++j) r[j] = j < cols ? _mm512_loadu_ps(src + j * ld + k) : _mm512_setzero_ps();
     transpose16(r);
-    for (int q = 0; q < 16; ++q) _mm512_storeu_ps(out + (k + q) * nr, r[q]);
+    for (int q = 0; q < 16; ++q) _mm512_mask_storeu_ps(out + (k + q) * stride, mask, r[q]);
   }
   for (; k < kc; ++k)
-    for (std::int64_t j = 0; j < 16; ++j) out[k * nr + j] = j < cols ? load_float(src + j * ldb + k) : 0.0f;
+    for (std::int64_t j = 0; j < width; ++j) out[k * stride + j] = j < cols ? load_float(src + j * ld + k) : 0.0f;
+}
+void pack_b_transposed16(float* out, const float* src, std::int64_t ldb, std::int64_t cols, std::int64_t kc) {
+  pack_transposed16<16>(out, nr, src, ldb, cols, kc);
 }
 #endif
 }  // namespace
@@ -100,12 +107,17 @@ void pack_a_panels(float* dst, const float* a, std::int64_t lda, bool ta, std::i
           for (; i < mr; ++i) out[k * mr + i] = 0.0f;
         }
       } else {
+#if defined(__AVX512F__)
+        // The panel's rows through 16x16 register transposes (a scalar loop stored one float at a time).
+        pack_transposed16<mr>(out, mr, a + p * mr * lda + k0, lda, rows, kc);
+#else
         for (std::int64_t i = 0; i < rows; ++i) {
           const float* src = a + (p * mr + i) * lda + k0;
           for (std::int64_t k = 0; k < kc; ++k) out[k * mr + i] = load_float(src + k);
         }
         for (std::int64_t i = rows; i < mr; ++i)
           for (std::int64_t k = 0; k < kc; ++k) out[k * mr + i] = 0.0f;
+#endif
       }
     }
   }

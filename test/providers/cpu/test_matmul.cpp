@@ -271,10 +271,11 @@ TEST_CASE("gemm_mv_of<float>: at most 4 rows on the matrix-vector kernels, every
   CHECK(five.message().find("at most 4 rows of A, this product has 5") != std::string::npos);
 }
 
+// (K: A is packed in 16-deep register transposes, then the rest of its K block one by one.)
 TEST_CASE("MatMul at every panel edge of the packed SGEMM, B read in place and prepacked") {
   for (const std::int64_t M : {1, 12, 13, 24, 25, 37})
     for (const std::int64_t N : {1, 5, 16, 17, 31, 32, 33, 48})
-      for (const std::int64_t K : {1, 7, 256, 257})
+      for (const std::int64_t K : {1, 7, 16, 31, 256, 257, 300})
         for (const bool constant_b : {false, true}) {
           CAPTURE(M);
           CAPTURE(N);
