@@ -73,8 +73,15 @@ void gemm_block(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K
       return;
     }
     float* pa = packed_a_buffer.get(packed_a_size(M, K));
-    float* pb = packed_b_buffer.get(packed_b_size(K, N));
     pack_a(pa, a, lda, ta, M, K);
+    // A small B ([K, N] within 64 KiB, as attention's per-head products have) is read where it lies: it stays in
+    // cache for every A panel, and packing it cost more than the masked loads (BERT's 12-head Q K^T and P V products,
+    // interleaved: 6-9% faster).
+    if (!tb && K * N <= 16384) {
+      sgemm(M, N, K, pa, sgemm_b{b, ldb}, y, ldy, alpha, accumulate, nullptr, 0, a_panels(M), 0, b_panels(N));
+      return;
+    }
+    float* pb = packed_b_buffer.get(packed_b_size(K, N));
     pack_b(pb, b, ldb, tb, K, N);
     sgemm_packed(M, N, K, pa, pb, y, ldy, alpha, accumulate, 0, a_panels(M), 0, b_panels(N));
   } else {
