@@ -133,8 +133,9 @@ TEST_CASE("MatMul: 1-D operands, batch broadcasting, and stacked batches against
 
 TEST_CASE("MatMul splits large products across threads (by columns, by rows, by batch) with the same result") {
   thread_pool pool(3);
-  const auto check = [&](std::vector<std::int64_t> sa, std::vector<std::int64_t> sb, bool constant_b = false) {
-    const auto A = rnd(sa, 8), B = rnd(sb, 9);
+  const auto check = [&](std::vector<std::int64_t> sa, std::vector<std::int64_t> sb, bool constant_b = false,
+                         std::uint64_t seed = 8) {
+    const auto A = rnd(sa, seed), B = rnd(sb, 9);
     const auto M = sa[sa.size() - 2], K = sa.back(), N = sb.back();
     const std::int64_t batches = sa.size() == 3 ? sa[0] : 1;
     auto want = product(batches, M, N, K, [&](auto b, auto i, auto k) { return A.typed<float>()[(b * M + i) * K + k]; },
@@ -148,8 +149,12 @@ TEST_CASE("MatMul splits large products across threads (by columns, by rows, by 
   check({400, 64}, {64, 16});       // M larger: row blocks
   check({6, 20, 32}, {6, 32, 20});  // batches in parallel
   check({1, 1, 512}, {1, 512, 200});
-  // Prepacked B: A packed by all threads then split by columns; or each thread packing the rows it multiplies.
+  // Prepacked B split by columns: each thread packs all of A for itself, once per call (the next call, with other
+  // values at the same size, packs again); over 2 MiB of packed A, one copy packed by all threads first. Or split
+  // by rows, each thread packing the rows it multiplies.
   check({40, 300}, {300, 500}, true);
+  check({40, 300}, {300, 500}, true, 18);
+  check({2100, 256}, {256, 192}, true);
   check({1024, 64}, {64, 64}, true);
   check({401, 300}, {300, 40}, true);  // a partial last panel, two K blocks
 }
