@@ -3,7 +3,6 @@
 // ones in a build without AVX-512) on Eigen 3.4 (cache-blocked, vectorised for the target's ISA). epstack splits the
 // work across the intra-op threads itself, by output columns or rows or by batch, so each piece runs single-threaded.
 #define EIGEN_DONT_PARALLELIZE
-#include <atomic>
 #include "broadcast.hpp"
 #include "gemm.hpp"
 #include "kernel_util.hpp"

@@ -610,12 +610,12 @@ Status nchwc_conv_compute(const nchwc_conv_plan& p, compute_context& ctx) {
   const std::int64_t row_sets = (OH + rows - 1) / rows;
   const auto items = static_cast<std::size_t>(g.N * groups * row_sets * seg);
   const std::size_t cost = static_cast<std::size_t>(rows * seg_len * 64 * g.C * g.h.k * g.w.k);
-  // The order of the items, which the threads take in contiguous shares: a 1x1 convolution whose filters are smaller
-  // than its input goes pixels first (each thread reads its part of X once and keeps it in cache for every set of
-  // output blocks, and writes all channels of its pixels, which the next 1x1 or depthwise layer reads where it was
-  // written); others go output blocks first (a thread reads only its sets' filters). MobileNetV2 ran 2-4% faster
-  // (3.99 -> 3.85 ms on a quiet machine, 7.03 -> 6.72 on a busy one), ResNet-50 0.5%. Filters up to 1.5 times the
-  // input still go pixels first: ResNet-50's layer3 1x1 reductions (1024 to 256 channels at 14x14, filters 1.3 times
+  // The order of the items, which the threads take in contiguous shares: a 1x1 convolution whose filters are at most
+  // 1.5 times its input goes pixels first (each thread reads its part of X once and keeps it in cache for every set
+  // of output blocks, and writes all channels of its pixels, which the next 1x1 or depthwise layer reads where it was
+  // written); others go output blocks first (a thread reads only its sets' filters). With the bound at 1 (filters
+  // smaller than X), MobileNetV2 ran 2-4% faster than all output blocks first (3.99 -> 3.85 ms on a quiet machine,
+  // 7.03 -> 6.72 on a busy one), ResNet-50 0.5%. At 1.5, ResNet-50's layer3 1x1 reductions (1024 to 256 channels at 14x14, filters 1.3 times
   // X) read the block's residual that way, and the expansion that then adds its output over that residual ran
   // 0.2-0.3 ms faster in all, the reductions 0.1 slower. 8 interleaved rounds each: in a slow phase of this VM
   // ResNet-50 -1.4% and MobileNetV2 -1.2%, in a fast one ResNet-50 level (twice).

@@ -373,15 +373,18 @@ void sgemm_panels(std::int64_t M, std::int64_t N, std::int64_t K, const float* p
         const std::int64_t cols = std::min(nr, N - q * nr);
         const auto mask0 = static_cast<__mmask16>(cols >= 16 ? 0xFFFF : (1u << cols) - 1);
         const auto mask1 = static_cast<__mmask16>(cols >= 32 ? 0xFFFF : cols <= 16 ? 0 : (1u << (cols - 16)) - 1);
-        // The next B panel this loop reads (the next column panel, or the first of the next K block): each call on
-        // this panel fetches the next part of it into L2 (micro_kernel's `pf`), so that its first call finds it
-        // there. Without, the first call on a panel read it from memory as a burst (32 KiB in the time of 3072 FMAs)
-        // and the memory idled during the other calls: weights that a model's run reads once (not in cache) cost
-        // llm_prefill 2-4% and BERT-base 3-5% on the CPU provider (interleaved runs).
+        // The next B panel this loop reads (the next column panel; after the last, the first of this range for the
+        // next block of A panels, or of the next K block): each call on this panel fetches the next part of it into
+        // L2 (micro_kernel's `pf`), two lines every 8 k, so that its first call finds there what the calls before
+        // covered (all of it from 8 A panels, 96 rows, at a full K block). Without, the first call on a panel read
+        // it from memory as a burst (32 KiB in the time of 3072 FMAs) and the memory idled during the other calls:
+        // weights that a model's run reads once (not in cache) cost llm_prefill 2-4% and BERT-base 3-5% on the CPU
+        // provider (interleaved runs).
         const char* next = nullptr;
         std::int64_t next_bytes = 0;
         if (packed) {
           if (q + 1 < q1) next = reinterpret_cast<const char*>(bp + kc * nr), next_bytes = kc * nr * 4;
+          else if (m1 < p1) next = reinterpret_cast<const char*>(b.data + k0 * npad + q0 * kc * nr), next_bytes = kc * nr * 4;
           else if (kb + 1 < nkb) {
             const std::int64_t kc2 = std::min(kc_max, K - k0 - kc);
             next = reinterpret_cast<const char*>(b.data + (k0 + kc) * npad + q0 * kc2 * nr), next_bytes = kc2 * nr * 4;
@@ -391,7 +394,7 @@ void sgemm_panels(std::int64_t M, std::int64_t N, std::int64_t K, const float* p
           }
         }
         const auto pf_for = [&](std::int64_t j) -> const char* {  // the part for the j-th call on this panel
-          const std::int64_t off = j * (kc / 8) * 2 * 64;
+          const std::int64_t off = j * ((kc + 7) / 8) * 2 * 64;
           return next != nullptr && off < next_bytes ? next + off : nullptr;
         };
         std::int64_t p = m0;

@@ -63,6 +63,29 @@ TEST_CASE("Gemm: every transpose combination, alpha, beta and C broadcast") {
   CHECK(bad.status().message().find("inner dimensions differ") != std::string::npos);
 }
 
+// The same on 3 threads at a size split by columns of a constant B, each thread packing its own copy of op(A): the
+// transposes, alpha, and beta with C applied as the last K block is stored.
+TEST_CASE("Gemm split by columns on 3 threads: every transpose, alpha, beta and C") {
+  thread_pool pool(3);
+  const std::int64_t M = 40, N = 500, K = 300;
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb) {
+      CAPTURE(ta);
+      CAPTURE(tb);
+      const auto A = rnd(ta ? std::vector<std::int64_t>{K, M} : std::vector<std::int64_t>{M, K}, 1);
+      const auto B = rnd(tb ? std::vector<std::int64_t>{N, K} : std::vector<std::int64_t>{K, N}, 2);
+      const auto C = rnd({N}, 3);
+      kernel_node kn{"Gemm"};
+      kn.set("transA", std::int64_t{ta}).set("transB", std::int64_t{tb}).set("alpha", 0.5f).set("beta", 2.0f);
+      auto want = product(1, M, N, K,
+                          [&](auto, auto i, auto k) { return A.typed<float>()[ta ? k * M + i : i * K + k]; },
+                          [&](auto, auto k, auto j) { return B.typed<float>()[tb ? j * K + k : k * N + j]; }, 0.5);
+      for (std::int64_t i = 0; i < M; ++i)
+        for (std::int64_t j = 0; j < N; ++j) want[static_cast<std::size_t>(i * N + j)] += 2.0f * C.typed<float>()[j];
+      test::check_tensor<float>(run1<ops::gemm>(kn, {{A}, {B, true}, {C, true}}, &pool), {M, N}, want, 1e-4, 1e-4);
+    }
+}
+
 // C broadcasts to [M, N] one way: every shape that does (scalar, [1], [N], [1, N], [M, 1], [M, N], [1, 1]), on the
 // general Gemm and on the Linear layer's matrix-vector Gemm; shapes that do not are refused naming both.
 TEST_CASE("Gemm: C of every shape that broadcasts to [M, N], and of shapes that do not") {
@@ -149,6 +172,7 @@ TEST_CASE("MatMul splits large products across threads (by columns, by rows, by 
   check({400, 64}, {64, 16});       // M larger: row blocks
   check({6, 20, 32}, {6, 32, 20});  // batches in parallel
   check({1, 1, 512}, {1, 512, 200});
+  check({50, 24}, {24, 700});  // column pieces of a B read in place, its rows 700 floats apart
   // Prepacked B split by columns: each thread packs all of A for itself, once per call (the next call, with other
   // values at the same size, packs again); over 2 MiB of packed A, one copy packed by all threads first. Or split
   // by rows, each thread packing the rows it multiplies.
@@ -276,10 +300,11 @@ TEST_CASE("gemm_mv_of<float>: at most 4 rows on the matrix-vector kernels, every
   CHECK(five.message().find("at most 4 rows of A, this product has 5") != std::string::npos);
 }
 
-// (K: A is packed in 16-deep register transposes, then the rest of its K block one by one.)
+// (K: A is packed in 16-deep register transposes, then the rest of its K block one by one. A B fed at run time is read
+// in place up to K x N = 16384 floats, packed beyond: N 65 at K 257 and 300.)
 TEST_CASE("MatMul at every panel edge of the packed SGEMM, B read in place and prepacked") {
-  for (const std::int64_t M : {1, 12, 13, 24, 25, 37})
-    for (const std::int64_t N : {1, 5, 16, 17, 31, 32, 33, 48})
+  for (const std::int64_t M : {1, 12, 13, 18, 23, 24, 25, 37})
+    for (const std::int64_t N : {1, 5, 16, 17, 31, 32, 33, 48, 65})
       for (const std::int64_t K : {1, 7, 16, 31, 256, 257, 300})
         for (const bool constant_b : {false, true}) {
           CAPTURE(M);
