@@ -35,10 +35,14 @@ std::vector<float> product(std::int64_t batches, std::int64_t M, std::int64_t N,
 }
 }  // namespace
 
-TEST_CASE("Gemm: every transpose combination, alpha, beta and C broadcast") {
-  const std::int64_t M = 5, N = 7, K = 3;
+namespace {
+// Gemm of every transpose combination, alpha 0.5 and beta 2 with a constant C [N] and B, against the reference, on
+// `pool` when given.
+void check_gemm_transposes(std::int64_t M, std::int64_t N, std::int64_t K, thread_pool* pool, double tolerance) {
   for (int ta = 0; ta < 2; ++ta)
     for (int tb = 0; tb < 2; ++tb) {
+      CAPTURE(ta);
+      CAPTURE(tb);
       const auto A = rnd(ta ? std::vector<std::int64_t>{K, M} : std::vector<std::int64_t>{M, K}, 1);
       const auto B = rnd(tb ? std::vector<std::int64_t>{N, K} : std::vector<std::int64_t>{K, N}, 2);
       const auto C = rnd({N}, 3);
@@ -49,8 +53,13 @@ TEST_CASE("Gemm: every transpose combination, alpha, beta and C broadcast") {
                           [&](auto, auto k, auto j) { return B.typed<float>()[tb ? j * K + k : k * N + j]; }, 0.5);
       for (std::int64_t i = 0; i < M; ++i)
         for (std::int64_t j = 0; j < N; ++j) want[static_cast<std::size_t>(i * N + j)] += 2.0f * C.typed<float>()[j];
-      test::check_tensor<float>(run1<ops::gemm>(kn, {{A}, {B, true}, {C, true}}), {M, N}, want, 1e-5, 1e-5);
+      test::check_tensor<float>(run1<ops::gemm>(kn, {{A}, {B, true}, {C, true}}, pool), {M, N}, want, tolerance, tolerance);
     }
+}
+}  // namespace
+
+TEST_CASE("Gemm: every transpose combination, alpha, beta and C broadcast") {
+  check_gemm_transposes(5, 7, 3, nullptr, 1e-5);
   // C of shape [M, 1] broadcasts along columns; no C at all.
   const auto A = rnd({2, 3}, 4), B = rnd({3, 2}, 5), C = tensor::from<float>({2, 1}, {1, -1});
   auto want = product(1, 2, 2, 3, [&](auto, auto i, auto k) { return A.typed<float>()[i * 3 + k]; },
@@ -67,23 +76,7 @@ TEST_CASE("Gemm: every transpose combination, alpha, beta and C broadcast") {
 // transposes, alpha, and beta with C applied as the last K block is stored.
 TEST_CASE("Gemm split by columns on 3 threads: every transpose, alpha, beta and C") {
   thread_pool pool(3);
-  const std::int64_t M = 40, N = 500, K = 300;
-  for (int ta = 0; ta < 2; ++ta)
-    for (int tb = 0; tb < 2; ++tb) {
-      CAPTURE(ta);
-      CAPTURE(tb);
-      const auto A = rnd(ta ? std::vector<std::int64_t>{K, M} : std::vector<std::int64_t>{M, K}, 1);
-      const auto B = rnd(tb ? std::vector<std::int64_t>{N, K} : std::vector<std::int64_t>{K, N}, 2);
-      const auto C = rnd({N}, 3);
-      kernel_node kn{"Gemm"};
-      kn.set("transA", std::int64_t{ta}).set("transB", std::int64_t{tb}).set("alpha", 0.5f).set("beta", 2.0f);
-      auto want = product(1, M, N, K,
-                          [&](auto, auto i, auto k) { return A.typed<float>()[ta ? k * M + i : i * K + k]; },
-                          [&](auto, auto k, auto j) { return B.typed<float>()[tb ? j * K + k : k * N + j]; }, 0.5);
-      for (std::int64_t i = 0; i < M; ++i)
-        for (std::int64_t j = 0; j < N; ++j) want[static_cast<std::size_t>(i * N + j)] += 2.0f * C.typed<float>()[j];
-      test::check_tensor<float>(run1<ops::gemm>(kn, {{A}, {B, true}, {C, true}}, &pool), {M, N}, want, 1e-4, 1e-4);
-    }
+  check_gemm_transposes(40, 500, 300, &pool, 1e-4);
 }
 
 // C broadcasts to [M, N] one way: every shape that does (scalar, [1], [N], [1, N], [M, 1], [M, N], [1, 1]), on the
