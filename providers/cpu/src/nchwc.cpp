@@ -615,10 +615,10 @@ Status nchwc_conv_compute(const nchwc_conv_plan& p, compute_context& ctx) {
   // of output blocks, and writes all channels of its pixels, which the next 1x1 or depthwise layer reads where it was
   // written); others go output blocks first (a thread reads only its sets' filters). With the bound at 1 (filters
   // smaller than X), MobileNetV2 ran 2-4% faster than all output blocks first (3.99 -> 3.85 ms on a quiet machine,
-  // 7.03 -> 6.72 on a busy one), ResNet-50 0.5%. At 1.5, ResNet-50's layer3 1x1 reductions (1024 to 256 channels at 14x14, filters 1.3 times
-  // X) read the block's residual that way, and the expansion that then adds its output over that residual ran
-  // 0.2-0.3 ms faster in all, the reductions 0.1 slower. 8 interleaved rounds each: in a slow phase of this VM
-  // ResNet-50 -1.4% and MobileNetV2 -1.2%, in a fast one ResNet-50 level (twice).
+  // 7.03 -> 6.72 on a busy one), ResNet-50 0.5%. At 1.5, ResNet-50's layer3 1x1 reductions (1024 to 256 channels at
+  // 14x14, filters 1.3 times X) read the block's residual that way, and the expansion that then adds its output over
+  // that residual ran 0.2-0.3 ms faster in all, the reductions 0.1 slower. 8 interleaved rounds each: in a slow phase
+  // of this VM ResNet-50 -1.4% and MobileNetV2 -1.2%, in a fast one ResNet-50 level (twice).
   const bool pixel_major = g.h.k == 1 && g.w.k == 1 && 2 * g.M * channels * (first_layer ? 1 : blk) <= 3 * in_image;
   const std::uint64_t token = private_copy ? new_call_token() : 0;
   std::atomic<bool> no_memory{false};
