@@ -4,6 +4,7 @@
 // work across the intra-op threads itself, by output columns or rows or by batch, so each piece runs single-threaded.
 #define EIGEN_DONT_PARALLELIZE
 #include "broadcast.hpp"
+#include "call_token.hpp"
 #include "gemm.hpp"
 #include "kernel_util.hpp"
 #include "sgemm.hpp"
@@ -11,7 +12,6 @@
 #include <epstack/core/mapped_file.hpp>
 #include <epstack/core/weight_memory.hpp>
 
-#include <atomic>
 #include <new>
 #include <optional>
 
@@ -63,10 +63,6 @@ struct private_packed_a {
   std::uint64_t call = 0;
 };
 [[maybe_unused]] thread_local private_packed_a own_packed_a;
-std::uint64_t new_product_call() {
-  static std::atomic<std::uint64_t> next{1};
-  return next.fetch_add(1, std::memory_order_relaxed);
-}
 
 }  // namespace
 
@@ -301,7 +297,7 @@ void gemm_prepacked(compute_context& ctx, bool ta, std::int64_t M, const float* 
   const bool serial = threads == 1 || 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K) < 2e5;
   const bool by_b = !serial && (bp >= 2 * threads || ap < 2 * threads);
   if (by_b && packed_a_size(M, K) <= (std::size_t{2} << 20) / sizeof(float)) {
-    const std::uint64_t call = new_product_call();
+    const std::uint64_t call = new_call_token();
     ctx.parallel_for(static_cast<std::size_t>(bp), 1, [&](std::size_t q0, std::size_t q1) {
       float* mine = own_packed_a.buffer.get(packed_a_size(M, K));
       if (own_packed_a.call != call) {

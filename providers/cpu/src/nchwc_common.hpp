@@ -4,6 +4,7 @@
 // that a deployable whose convolutions are all direct links none of them).
 #pragma once
 
+#include "call_token.hpp"
 #include "conv_activation.hpp"
 
 #include <epstack/ir/node_facts.hpp>
@@ -291,13 +292,9 @@ struct thread_buffer {
   // on one thread finds there what its earlier chunks made.
   std::int64_t* tag = nullptr;
 };
-// A number of its own for each kernel call that keeps work in its threads' buffers (never 0).
-inline std::uint64_t new_call_token() {
-  static std::atomic<std::uint64_t> next{1};
-  return next.fetch_add(1, std::memory_order_relaxed);
-}
-// This thread's buffer of at least `floats` floats for call `token`: its tag is -1 unless the same call had it last,
-// at this size or larger (another kernel, or another call of this one, that used it since made it -1).
+// This thread's buffer of at least `floats` floats for call `token` (new_call_token, call_token.hpp): its tag is -1
+// unless the same call had it last, at this size or larger (another kernel, or another call of this one, that used it
+// since made it -1).
 inline thread_buffer thread_rows_for(std::size_t floats, std::uint64_t token) {
   struct buffer {
     float* p = nullptr;
