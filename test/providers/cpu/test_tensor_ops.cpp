@@ -143,6 +143,30 @@ TEST_CASE("Split-13 takes the part sizes from its optional input, else equal par
   for (const auto& v : *zero) CHECK(sizes_of(v.as_tensor()) == i64s{0});
 }
 
+TEST_CASE("Split of rows into parts of different sizes on two threads matches a naive split (attention's Q, K, V)") {
+  // [2, 128, 1536] along the last axis into 500, 0, 512 and 524 columns: every row of X is dealt out to every part.
+  epstack::thread_pool pool(2);
+  const std::int64_t rows = 2 * 128, cols = 1536;
+  const std::vector<std::int64_t> parts{500, 0, 512, 524};
+  std::vector<float> x(static_cast<std::size_t>(rows * cols));
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 10007) - 5000.0f;
+  auto r = run_kernel<ops::split>(op("Split", 13, parts.size()).set("axis", std::int64_t{-1}),
+                                  {in(f32({2, 128, cols}, x)), cst(i64v(parts))}, &pool);
+  REQUIRE(r.has_value());
+  REQUIRE(r->size() == parts.size());
+  std::int64_t off = 0;
+  for (std::size_t k = 0; k < parts.size(); ++k) {
+    const tensor& y = (*r)[k].as_tensor();
+    CHECK(sizes_of(y) == i64s{2, 128, parts[k]});
+    std::int64_t wrong = 0;
+    for (std::int64_t row = 0; row < rows; ++row)
+      for (std::int64_t c = 0; c < parts[k]; ++c)
+        wrong += y.typed<float>()[row * parts[k] + c] != x[static_cast<std::size_t>(row * cols + off + c)] ? 1 : 0;
+    CHECK_MESSAGE(wrong == 0, "part ", k);
+    off += parts[k];
+  }
+}
+
 TEST_CASE("Split before opset 13 takes the part sizes from its attribute, a negative axis counts from the end") {
   const tensor m = f32({2, 3}, iota_f(6));
   auto r = run_kernel<ops::split>(op("Split", 11, 2).set("axis", std::int64_t{1}).set("split", i64s{1, 2}), {in(m)});
