@@ -162,8 +162,13 @@ machine_class this_machine_class() noexcept {
 }
 
 double last_level_cache_bytes() noexcept {
-  // sysfs first (what lscpu reports): in a virtual machine sysconf may give the host socket's whole cache.
+  // sysfs first (what lscpu reports), else cpuid's figure through sysconf; either is believed up to 16 MiB per CPU this
+  // machine has. A virtual machine may be shown its host socket's whole cache, which its few CPUs share with every
+  // other guest: cpuid gave 508 MiB on a 2-vCPU Zen 5 VM, and sysfs 300 MiB on a 2-vCPU Xeon (Emerald Rapids) VM
+  // whose reads run at 20 GB/s up to 32 MiB and fall to main memory's 12 GB/s from 50 MiB on. Believed whole, batch-1
+  // products over 50 MB of weights were priced as if they stayed in cache.
   static const double bytes = [] {
+    const double cap = 16.0 * 1024 * 1024 * std::max(1u, std::thread::hardware_concurrency());
     double best = 0;
     for (int i = 0; i < 8; ++i) {
       const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
@@ -176,11 +181,7 @@ double last_level_cache_bytes() noexcept {
       else if (text.back() == 'M') v *= 1024 * 1024;
       if (l >= 2 && v > best) best = v;
     }
-    if (best > 0) return best;
-    // Without sysfs, cpuid's figure (through sysconf) is believed up to 16 MiB per CPU this machine has: a virtual
-    // machine's cpuid may give the host's whole cache (508 MiB on a 2-vCPU Zen 5 VM whose reads fall to main-memory
-    // speed beyond a few tens of MiB; its batch-1 products were then priced as if their weights stayed in cache).
-    const double cap = 16.0 * 1024 * 1024 * std::max(1u, std::thread::hardware_concurrency());
+    if (best > 0) return std::min(best, cap);
 #ifdef _SC_LEVEL3_CACHE_SIZE
     const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
     if (l3 > 0) return std::min(static_cast<double>(l3), cap);
