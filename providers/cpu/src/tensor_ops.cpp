@@ -4,8 +4,11 @@
 #include "broadcast.hpp"
 #include "tensor_util.hpp"
 
+#include "epstack/detail/inline_vector.hpp"
+
 #include <cstddef>
 #include <numeric>
+#include <type_traits>
 #include <utility>
 
 namespace epstack::cpu {
@@ -286,8 +289,8 @@ Status concat_run(compute_context& ctx, std::int64_t axis_attr, bool negative_ok
           }
           return;
         }
-        std::vector<const U*> srcs(k);
-        std::vector<std::int64_t> chunks(k), offs(k);
+        epstack::detail::inline_vector<const U*, 8> srcs(k);  // no allocation a run for up to 8 inputs
+        epstack::detail::inline_vector<std::int64_t, 8> chunks(k), offs(k);
         for (std::size_t i = 0, off = 0; i < k; ++i) {
           srcs[i] = elems<U>(ctx.input(i));
           chunks[i] = ctx.input(i).sizes()[axis] * inner;
@@ -304,14 +307,20 @@ Status concat_run(compute_context& ctx, std::int64_t axis_attr, bool negative_ok
   return {};
 }
 
-// Numbers of any numeric tensor as int64 (Split-1's `split` input has the data's type).
-Result<std::vector<std::int64_t>> counts_of(const tensor& t, std::string_view what) {
-  if (t.type() == element_type::int64 || t.type() == element_type::int32) return ints_of(t, what);
-  std::vector<std::int64_t> r;
-  const bool ok = dispatch<float, double, float16>(t.type(), [&](auto tag) {
+// Numbers of any numeric tensor as int64 (Split-1's `split` input has the data's type), held inline up to 8.
+using counts_t = epstack::detail::inline_vector<std::int64_t, 8>;
+Result<counts_t> counts_of(const tensor& t, std::string_view what) {
+  if (t.rank() > 1) return invalid(cat(what, " must be 1-D, but has shape ", dims_string(t.sizes())));
+  counts_t r;
+  const bool ok = dispatch<std::int64_t, std::int32_t, float, double, float16>(t.type(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* p = t.typed<T>();
-    for (std::size_t i = 0; i < t.element_count(); ++i) r.push_back(static_cast<std::int64_t>(static_cast<double>(static_cast<float>(p[i]))));
+    for (std::size_t i = 0; i < t.element_count(); ++i) {
+      if constexpr (std::is_integral_v<T>)
+        r.push_back(static_cast<std::int64_t>(p[i]));
+      else
+        r.push_back(static_cast<std::int64_t>(static_cast<double>(static_cast<float>(p[i]))));
+    }
   });
   if (!ok) return invalid(cat(what, " must be an integer tensor, not ", to_string(t.type())));
   return r;
@@ -331,12 +340,12 @@ Status split_run(compute_context& ctx, const split_params& sp) {
   const std::int64_t dim = x.sizes()[axis];
   const std::size_t n = ctx.output_count();
   if (n == 0) return invalid("Split has no outputs");
-  std::vector<std::int64_t> parts;
+  counts_t parts;  // with `dsts` below: no allocation a run for up to 8 parts
   const bool split_input = (sp.version >= 13 || sp.version == 1) && ctx.has_input(1) && ctx.input(1).element_count() > 0;
   if (split_input) {
     EPSTACK_ASSIGN_OR_RETURN(parts, counts_of(ctx.input(1), "the split input"));
   } else if (sp.split_attr && !sp.split_attr->empty()) {
-    parts = *sp.split_attr;
+    parts.assign(sp.split_attr->begin(), sp.split_attr->end());
   } else {
     const auto nn = static_cast<std::int64_t>(n);
     const std::int64_t chunk = (dim + nn - 1) / nn;
@@ -370,7 +379,7 @@ Status split_run(compute_context& ctx, const split_params& sp) {
   if (!dispatch_move(x.type(), [&](auto tag) {
         using U = typename decltype(tag)::type;
         const U* src = elems<U>(x);
-        std::vector<U*> dsts(n);
+        epstack::detail::inline_vector<U*, 8> dsts(n);
         for (std::size_t k = 0; k < n; ++k) {
           sizes_t s(x.sizes().begin(), x.sizes().end());
           s[axis] = parts[k];
