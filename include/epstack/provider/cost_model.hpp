@@ -85,7 +85,8 @@ void set_machine_class(std::optional<machine_class> c) noexcept;
 /// The class of that name, if any (an `EPSTACK_MACHINE_CLASS` that names none is ignored: the `epstack` tool warns).
 [[nodiscard]] std::optional<machine_class> machine_class_named(std::string_view name) noexcept;
 
-/// The last-level cache of this machine in bytes (sysfs, else sysconf up to 16 MiB a CPU; 16 MiB when neither says):
+/// The last-level cache of this machine in bytes (sysfs, else sysconf, believed up to 16 MiB a CPU: a virtual machine
+/// may be shown its host socket's whole cache; 16 MiB when neither says):
 /// when a graph's weights exceed it, every run streams them from memory, at `cost_profile::dram_gbps`.
 [[nodiscard]] double last_level_cache_bytes() noexcept;
 
