@@ -1,6 +1,7 @@
 // Blocked-channel layout (NCHWc, c = 16): the convolutions of domain com.epstack.nchwc16, which the optimiser's layout
 // pass (src/runtime/nchwc_layout.cpp) writes for the chains of convolutions and pools the CPU provider runs (its pools
-// and reorders are in nchwc_pool_reorder.cpp, its Winograd convolutions in nchwc_winograd.cpp).
+// and reorders are in nchwc_pool_reorder.cpp, its Winograd convolutions in nchwc_winograd.cpp, the 1x1 convolution
+// fused with the depthwise one that reads it in nchwc_pointwise_depthwise.cpp).
 //
 // A blocked tensor is declared [N, Cp, H, W] (Cp: the channels rounded up to 16) and stored [N, Cp/16, H, W, 16]:
 // the 16 channels of a block sit side by side, so one vector holds one pixel of a block. Padded channels hold finite
@@ -366,6 +367,9 @@ void dense_segment_nb(const conv_view& v, const conv_epilogue& ep, std::int64_t 
   }
 }
 
+}  // namespace
+
+namespace nchwc {
 template <bool FIRST_LAYER>
 void dense_segment(int nb, const conv_view& v, const conv_epilogue& ep, std::int64_t ob0, std::int64_t oh, std::int64_t s0,
                    std::int64_t s1, std::int64_t c0, std::int64_t c1, bool first, bool last) {
@@ -376,6 +380,11 @@ void dense_segment(int nb, const conv_view& v, const conv_epilogue& ep, std::int
     default: return dense_segment_nb<1, FIRST_LAYER>(v, ep, ob0, oh, s0, s1, c0, c1, first, last);
   }
 }
+template void dense_segment<false>(int, const conv_view&, const conv_epilogue&, std::int64_t, std::int64_t, std::int64_t,
+                                   std::int64_t, std::int64_t, std::int64_t, bool, bool);
+}  // namespace nchwc
+
+namespace {
 
 // Depthwise: one block of 16 channels, NO pixels of row `oh` from ow0, bias, sum and activation in registers.
 template <int NO, bool EDGE>
@@ -468,6 +477,9 @@ void depthwise_row_3w(const conv_view& v, const conv_epilogue& ep, std::int64_t 
   }
 }
 
+}  // namespace
+
+namespace nchwc {
 void depthwise_row(const conv_view& v, const conv_epilogue& ep, std::int64_t cb, std::int64_t oh) {
   const conv_geom& g = *v.g;
   if (g.w.k == 3 && g.w.d == 1 && g.w.s == 1) return depthwise_row_3w<1>(v, ep, cb, oh);
@@ -485,6 +497,9 @@ void depthwise_row(const conv_view& v, const conv_epilogue& ep, std::int64_t cb,
   for (; ow < hi; ++ow) depthwise_tile<1, false>(v, ep, cb, oh, ow);
   for (; ow < OW; ++ow) depthwise_tile<1, true>(v, ep, cb, oh, ow);
 }
+}  // namespace nchwc
+
+namespace {
 
 Status nchwc_conv_compute(const nchwc_conv_plan& p, compute_context& ctx) {
   EPSTACK_ASSIGN_OR_RETURN(conv_call c, nchwc_conv_setup(p, ctx));
@@ -676,186 +691,6 @@ Status nchwc_conv_compute(const nchwc_conv_plan& p, compute_context& ctx) {
                                   std::to_string(copy.rows * copy.IWp * blk * 4), " bytes"));
   return {};
 }
-
-// ---- a 1x1 convolution fused with the depthwise convolution that reads it ----
-// MobileNet's inverted residual blocks expand their input with a 1x1 convolution to 6x the channels and filter the
-// expansion with a depthwise 3x3 one: the expansion, the largest tensor of the block, was written to memory by one loop
-// and read back by the next. Here a work item (a set of up to 4 channel blocks and a band of output rows) computes the
-// expansion's rows into a buffer of a few rows, as the depthwise rows need them, and the depthwise rows from it: the
-// expansion never leaves the core's cache, and each block is one loop, not two. Both convolutions run the kernels of
-// the unfused ones (dense_segment over the buffer's rows as one long row, depthwise_row over the buffer).
-struct pointwise_depthwise_plan {
-  window_attrs attrs;  // the depthwise convolution's
-  activation pw_act, dw_act;
-  std::int64_t tail = blk;  // conv_view::x_tail of the 1x1 convolution: from its filters when they are constant
-};
-
-// Sets of output blocks and bands of output rows: the split whose slowest thread does the least work, by a count of
-// the FMAs of its items (a band recomputes the expansion rows its neighbour also reads; sets of fewer than 3 blocks run
-// narrower tiles, counted a tenth and a quarter slower), fewer sets and bands on near ties.
-struct pointwise_depthwise_split {
-  std::int64_t groups = 1, bands = 1;
-};
-pointwise_depthwise_split split_pointwise_depthwise(std::int64_t N, std::int64_t MB, std::int64_t CB, std::int64_t W, const window& h,
-                                                    std::int64_t OW, std::int64_t KK, std::int64_t threads) {
-  const std::int64_t g0 = (MB + 3) / 4, ek = (h.k - 1) * h.d + 1;
-  pointwise_depthwise_split best{g0, 1};
-  double best_cost = std::numeric_limits<double>::infinity();
-  for (std::int64_t G = g0; G <= std::max(g0, MB / 2); ++G) {
-    const std::int64_t nb = (MB + G - 1) / G;
-    const double slower = nb >= 3 ? 1.0 : nb == 2 ? 1.1 : 1.25;
-    for (std::int64_t B = 1; B <= std::min<std::int64_t>(h.out, 16); ++B) {
-      const std::int64_t R = (h.out + B - 1) / B, bands = (h.out + R - 1) / R;
-      const std::int64_t rows_in = std::min(h.in, (R - 1) * h.s + ek);
-      const double item = static_cast<double>(nb) * (static_cast<double>(rows_in * W * CB * blk) * slower + static_cast<double>(R * OW * KK));
-      const double cost = static_cast<double>((N * G * bands + threads - 1) / threads) * item;
-      if (cost < best_cost * 0.97) {
-        best_cost = cost;
-        best = {G, bands};
-      }
-    }
-  }
-  return best;
-}
-
-Status nchwc_pointwise_depthwise_compute(const pointwise_depthwise_plan& p, compute_context& ctx) {
-  constexpr std::string_view op = "PointwiseDepthwiseConv (NCHWc)";
-  const tensor& x = ctx.input(0);
-  const tensor& w1 = ctx.input(1);
-  const tensor& w2 = ctx.input(3);
-  if (x.type() != element_type::float32 || w1.type() != element_type::float32 || w2.type() != element_type::float32)
-    return op_error(op, "X, W and the depthwise W must be float");
-  if (x.rank() != 4 || w1.rank() != 4 || w2.rank() != 4)
-    return op_error(op, cat("X ", dims_string(x.sizes()), ", W ", dims_string(w1.sizes()), " and the depthwise W ", dims_string(w2.sizes()),
-                            " must be 4-D"));
-  const std::int64_t N = x.sizes()[0], C = x.sizes()[1], H = x.sizes()[2], W = x.sizes()[3], M = w1.sizes()[0];
-  if (C % blk != 0 || M % blk != 0 || w1.sizes()[1] != C || w1.sizes()[2] != 1 || w1.sizes()[3] != 1 || w2.sizes()[0] != M ||
-      w2.sizes()[1] != 1)
-    return op_error(op, cat("X ", dims_string(x.sizes()), ", W ", dims_string(w1.sizes()), " and the depthwise W ", dims_string(w2.sizes()),
-                            " are not a blocked 1x1 convolution of X followed by a depthwise one"));
-  const std::int64_t KH = w2.sizes()[2], KW = w2.sizes()[3];
-  if (!p.attrs.kernel.empty() && (p.attrs.kernel[0] != KH || p.attrs.kernel[1] != KW))
-    return op_error(op, "kernel_shape does not match the depthwise W");
-  const float* b1 = nullptr;
-  const float* b2 = nullptr;
-  for (const std::size_t i : {std::size_t{2}, std::size_t{4}}) {
-    if (!ctx.has_input(i)) continue;
-    const tensor& b = ctx.input(i);
-    if (b.type() != element_type::float32 || b.element_count() != static_cast<std::size_t>(M))
-      return op_error(op, cat(i == 2 ? "B" : "the depthwise B", " must hold ", std::to_string(M), " floats"));
-    (i == 2 ? b1 : b2) = b.typed<float>();
-  }
-  conv_geom dg;  // the depthwise convolution
-  dg.kind = conv_kind::depthwise;
-  dg.N = N;
-  dg.C = dg.M = M;
-  dg.CB = dg.MB = M / blk;
-  EPSTACK_ASSIGN_OR_RETURN(dg.h, make_window(p.attrs, 0, H, KH, op));
-  EPSTACK_ASSIGN_OR_RETURN(dg.w, make_window(p.attrs, 1, W, KW, op));
-  const std::int64_t OH = dg.h.out, OW = dg.w.out, CB = C / blk, MB = M / blk;
-  const std::array<std::int64_t, 4> out_sizes{N, M, OH, OW};
-  tensor& y = ctx.allocate_output(0, element_type::float32, out_sizes);
-  if (y.element_count() == 0) return {};
-  const float* px = x.typed<float>();
-  const float* pw1 = w1.typed<float>();
-  const float* pw2 = w2.typed<float>();
-  float* py = y.typed<float>();
-
-  const auto threads = static_cast<std::int64_t>(ctx.thread_count());
-  const auto [groups, bands] = split_pointwise_depthwise(N, MB, CB, W, dg.h, OW, KH * KW, threads);
-  const std::int64_t per_group = MB / groups, wider = MB % groups, nb_max = per_group + (wider > 0 ? 1 : 0);
-  const std::int64_t band_rows = (OH + bands - 1) / bands;
-  // The buffer's rows: about 192 KiB (of a 1 MiB L2), at least one depthwise window's, at most a band's.
-  const std::int64_t ek = (KH - 1) * dg.h.d + 1;
-  const std::int64_t cap = std::clamp<std::int64_t>((192 << 10) / std::max<std::int64_t>(1, nb_max * W * blk * 4), ek, std::max(ek, std::min(H, (band_rows - 1) * dg.h.s + ek)));
-  const std::int64_t plane = cap * W * blk;
-  const std::int64_t in_image = C * H * W, out_image = M * OH * OW;
-  const auto items = static_cast<std::size_t>(N * groups * bands);
-  std::atomic<bool> no_memory{false};
-  parallel_items(ctx, items, static_cast<std::size_t>(nb_max * band_rows * W * (CB * blk + KH * KW)), [&](std::size_t i0, std::size_t i1) {
-    float* buf = thread_rows(static_cast<std::size_t>(nb_max * plane));
-    if (buf == nullptr) {
-      no_memory = true;
-      return;
-    }
-    for (std::size_t i = i0; i < i1; ++i) {
-      const auto r = static_cast<std::int64_t>(i);
-      const std::int64_t band = r % bands, grp = r / bands % groups, n = r / (bands * groups);
-      const std::int64_t ob0 = grp * per_group + std::min(grp, wider), nb = per_group + (grp < wider ? 1 : 0);
-      const std::int64_t oh0 = band * band_rows, oh1 = std::min(OH, oh0 + band_rows);
-      // The expansion: rows of the buffer as one row of pixels, input pixel = buffer pixel + base * W (pb < 0).
-      conv_geom eg;
-      eg.kind = conv_kind::dense;
-      eg.N = 1;
-      eg.C = C;
-      eg.M = nb * blk;
-      eg.CB = CB;
-      eg.MB = nb;
-      eg.h = {1, 1, 1, 1, 0, 1};
-      eg.w = {H * W, 1, 1, 1, 0, cap * W};
-      const conv_view ve{&eg, px + n * in_image, pw1 + ob0 * CB * blk * blk, buf, nullptr, 0, std::min(p.tail, blk)};
-      const conv_epilogue epe{b1 != nullptr ? b1 + ob0 * blk : nullptr, nullptr, p.pw_act};
-      // The depthwise convolution over the buffer: its first `have` rows hold input rows [base, base + have).
-      conv_geom bg = dg;
-      const conv_view vd{&bg, buf, pw2 + ob0 * KH * KW * blk, py + n * out_image + ob0 * OH * OW * blk, nullptr, plane};
-      const conv_epilogue epd{b2 != nullptr ? b2 + ob0 * blk : nullptr, nullptr, p.dw_act};
-      const auto first_row = [&](std::int64_t oh) { return std::clamp<std::int64_t>(oh * dg.h.s - dg.h.pb, 0, H); };
-      const auto end_row = [&](std::int64_t oe) { return std::clamp<std::int64_t>((oe - 1) * dg.h.s - dg.h.pb + ek, 0, H); };
-      std::int64_t base = first_row(oh0), have = 0;
-      for (std::int64_t oh = oh0; oh < oh1;) {
-        // Slide: drop the rows above this output row's window, keep those it still reads.
-        const std::int64_t lo = first_row(oh);
-        if (lo > base) {
-          const std::int64_t keep = std::max<std::int64_t>(0, have - (lo - base));
-          if (keep > 0)
-            for (std::int64_t b = 0; b < nb; ++b)
-              std::memmove(buf + b * plane, buf + b * plane + (lo - base) * W * blk, static_cast<std::size_t>(keep * W * blk) * sizeof(float));
-          base = lo;
-          have = keep;
-        }
-        // As many output rows as the buffer holds the inputs of (one at least: cap >= ek).
-        std::int64_t oe = oh + 1;
-        while (oe < oh1 && end_row(oe + 1) - base <= cap) ++oe;
-        const std::int64_t need = std::max(have, end_row(oe) - base);
-        if (need > have) {
-          eg.w.pb = -base * W;
-          dense_segment<false>(static_cast<int>(nb), ve, epe, 0, 0, have * W, need * W, 0, CB, true, true);
-          if (!in_register(p.pw_act))
-            for (std::int64_t b = 0; b < nb; ++b)
-              p.pw_act.apply(buf + b * plane + have * W * blk, static_cast<std::size_t>((need - have) * W * blk));
-          have = need;
-        }
-        bg.h.in = have;
-        bg.h.pb = dg.h.pb + base;
-        for (; oh < oe; ++oh)
-          for (std::int64_t b = 0; b < nb; ++b) {
-            depthwise_row(vd, epd, b, oh);
-            if (!in_register(p.dw_act)) p.dw_act.apply(vd.y + (b * OH + oh) * OW * blk, static_cast<std::size_t>(OW * blk));
-          }
-      }
-    }
-  });
-  if (no_memory) return Status(errc::fail, cat(op, ": no memory for a buffer of ", std::to_string(nb_max * plane * 4), " bytes"));
-  return {};
-}
-
-// The 1x1 convolution's activation of a PointwiseDepthwiseConv: attributes pointwise_activation and
-// pointwise_activation_params, as FusedConv's activation and activation_params.
-Result<activation> pointwise_activation(const node& nd) {
-  node renamed;
-  if (const attribute* a = nd.attributes.find("pointwise_activation")) {
-    attribute r = *a;
-    r.name = "activation";
-    renamed.attributes.set(std::move(r));
-  }
-  if (const attribute* a = nd.attributes.find("pointwise_activation_params")) {
-    attribute r = *a;
-    r.name = "activation_params";
-    renamed.attributes.set(std::move(r));
-  }
-  return parse_activation(renamed);
-}
-
 }  // namespace
 }  // namespace impl
 
@@ -918,40 +753,5 @@ Result<compute_function> nchwc_conv::compile(const graph& g, node_id n) {
   if (p.winograd != 0) return Status(errc::invalid_argument, cat("node ", g.describe(n), ": a Winograd convolution (nchwc_winograd_conv)"));
   return make_fn("Conv (NCHWc)", [p](compute_context& ctx) { return nchwc_conv_compute(p, ctx); });
 }
-
-bool nchwc_pointwise_depthwise::supports(const graph& g, node_id n) {
-  const auto& nd = g.node(n);
-  return float_input(g, n) && in_type(g, n, 1) == element_type::float32 && in_type(g, n, 3) == element_type::float32 &&
-         parse_activation(nd).has_value() && pointwise_activation(nd).has_value() &&
-         check_window_attrs(read_window_attrs(nd, false), "").is_ok();
-}
-Result<compute_function> nchwc_pointwise_depthwise::compile(const graph& g, node_id n) {
-  const auto& nd = g.node(n);
-  pointwise_depthwise_plan p;
-  p.attrs = read_window_attrs(nd, false);
-  EPSTACK_RETURN_IF_ERROR(check_window_attrs(p.attrs, "PointwiseDepthwiseConv (NCHWc)"));
-  EPSTACK_ASSIGN_OR_RETURN(p.dw_act, parse_activation(nd));
-  EPSTACK_ASSIGN_OR_RETURN(p.pw_act, pointwise_activation(nd));
-  // The input channels of the last block that some filter reads: the padding of a channel count that is not a
-  // multiple of 16 has zero filters (laid out [Op/16][Ip/16][16 in][16 out]), and is not computed.
-  if (const tensor* w = constant_input(g, n, 1);
-      w != nullptr && w->type() == element_type::float32 && w->rank() == 4 && w->sizes()[1] % blk == 0 && w->sizes()[1] > 0 &&
-      w->sizes()[0] % blk == 0 && w->sizes()[2] == 1 && w->sizes()[3] == 1) {
-    const std::int64_t OB = w->sizes()[0] / blk, IB = w->sizes()[1] / blk;
-    const float* d = w->typed<float>();
-    std::int64_t tail = 0;
-    for (std::int64_t ob = 0; ob < OB; ++ob)
-      for (std::int64_t bi = tail; bi < blk; ++bi) {
-        const float* row = d + ((ob * IB + IB - 1) * blk + bi) * blk;
-        if (std::any_of(row, row + blk, [](float f) { return f != 0.0f; })) tail = bi + 1;
-      }
-    // Only the padding: lanes at or past the real input channels (attribute input_channels, which the layout pass
-    // writes); a real channel whose filters are all zero is still multiplied (an infinity in it gives NaN).
-    const std::int64_t real = attr_i(nd, "input_channels", IB * blk) - (IB - 1) * blk;
-    p.tail = std::max(tail, std::clamp<std::int64_t>(real, 0, blk));
-  }
-  return make_fn("PointwiseDepthwiseConv (NCHWc)", [p](compute_context& ctx) { return nchwc_pointwise_depthwise_compute(p, ctx); });
-}
-
 }  // namespace ops
 }  // namespace epstack::cpu

@@ -1,7 +1,8 @@
 // The blocked-layout (NCHWc) kernels' shared parts: 16-float vectors and the in-register activations, window geometry,
 // and one convolution call's checked operands. Private to the CPU provider: nchwc.cpp (direct convolutions),
-// nchwc_pool_reorder.cpp (pools, reorders) and nchwc_winograd.cpp (Winograd convolutions, in a file of their own so
-// that a deployable whose convolutions are all direct links none of them).
+// nchwc_pool_reorder.cpp (pools, reorders), nchwc_winograd.cpp (Winograd convolutions) and
+// nchwc_pointwise_depthwise.cpp (the fused 1x1 and depthwise convolution), the last two in files of their own so that a
+// deployable whose convolutions are all direct, unfused, links none of them.
 #pragma once
 
 #include "call_token.hpp"
@@ -282,6 +283,18 @@ inline bool float_input(const graph& g, node_id n) { return in_type(g, n, 0) == 
 Result<conv_call> nchwc_conv_setup(const nchwc_conv_plan& p, compute_context& ctx);
 // A Winograd convolution (nchwc_winograd.cpp).
 Status nchwc_winograd_compute(const nchwc_conv_plan& p, compute_context& ctx);
+
+// The direct kernels (nchwc.cpp) that the fused 1x1 and depthwise convolution (nchwc_pointwise_depthwise.cpp) also
+// runs. dense_segment: output pixels [s0, s1) of row oh (a 1x1 convolution's image as one row: oh 0) for nb (1-4)
+// output blocks from ob0, input channels [c0, c1) (blocks; the first layer's: channels); `first`: the sums start at
+// zero, else from Y; `last`: bias, Sum and the activation, else the raw sums stored. depthwise_row: output row oh of
+// channel block cb, bias, Sum and the in-register activation applied.
+template <bool FIRST_LAYER>
+void dense_segment(int nb, const conv_view& v, const conv_epilogue& ep, std::int64_t ob0, std::int64_t oh, std::int64_t s0,
+                   std::int64_t s1, std::int64_t c0, std::int64_t c1, bool first, bool last);
+extern template void dense_segment<false>(int, const conv_view&, const conv_epilogue&, std::int64_t, std::int64_t, std::int64_t,
+                                          std::int64_t, std::int64_t, std::int64_t, bool, bool);
+void depthwise_row(const conv_view& v, const conv_epilogue& ep, std::int64_t cb, std::int64_t oh);
 
 // A buffer of this thread's, kept from call to call: what a kernel writes there stays in the core's cache, and no
 // other core holds its lines (the rows of a fused expansion, a Winograd run's transformed input, a padded copy of a
