@@ -21,7 +21,13 @@ r=1
 while [ "$r" -le "$ROUNDS" ]; do
   for m in $LIST; do
     [ -f "$MODELS/$m.onnx" ] || { echo "bench_members: no $MODELS/$m.onnx (ctest -L shared generates them)" >&2; exit 1; }
-    for cfg in default dnnl,cpu cpu; do
+    # The order turns from round to round, so that no configuration always runs first after a model change.
+    case $((r % 3)) in
+      1) cfgs="default dnnl,cpu cpu" ;;
+      2) cfgs="dnnl,cpu cpu default" ;;
+      *) cfgs="cpu default dnnl,cpu" ;;
+    esac
+    for cfg in $cfgs; do
       extra=""
       [ "$cfg" = dnnl,cpu ] && extra="--config epstack.placement=priority"
       # The run_ms median from the JSON line (its first "median" is create_ms's).
@@ -34,17 +40,28 @@ while [ "$r" -le "$ROUNDS" ]; do
   r=$((r + 1))
 done
 awk '
+  function median(a, k,    i, j, x) {
+    for (i = 1; i <= k; ++i) for (j = i + 1; j <= k; ++j) if (a[j] < a[i]) { x = a[i]; a[i] = a[j]; a[j] = x }
+    return k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2
+  }
   { t[$2, $1, $3] = $4; if (!($2 in seen)) { seen[$2] = 1; order[++n] = $2 } if ($1 > rounds) rounds = $1 }
   END {
-    print "model: default / the faster of dnnl,cpu (priority) and cpu, per round; median"
+    # Two statistics. The first divides by the faster member of each round: on a noisy machine the minimum of two
+    # timings is below either one typical timing, so it leans above 1 even where default runs the plan of one member. The
+    # second picks the better member by its median time over the rounds and gives the median of default / that
+    # member over the same rounds (paired, unbiased): the 3% rule is read from it.
+    print "model: default / the faster member per round, and median; default / the better member (by median time):"
+    print "median of the paired ratios (default / cpu, default / dnnl,cpu)"
     for (i = 1; i <= n; ++i) {
       m = order[i]; line = ""; k = 0
       for (r = 1; r <= rounds; ++r) {
         best = t[m, r, "dnnl,cpu"]; if (t[m, r, "cpu"] < best) best = t[m, r, "cpu"]
         v[++k] = t[m, r, "default"] / best; line = line sprintf(" %.3f", v[k])
+        c[k] = t[m, r, "cpu"]; d[k] = t[m, r, "dnnl,cpu"]
+        rc[k] = t[m, r, "default"] / t[m, r, "cpu"]; rd[k] = t[m, r, "default"] / t[m, r, "dnnl,cpu"]
       }
-      for (a = 1; a <= k; ++a) for (b = a + 1; b <= k; ++b) if (v[b] < v[a]) { x = v[a]; v[a] = v[b]; v[b] = x }
-      med = k % 2 ? v[(k + 1) / 2] : (v[k / 2] + v[k / 2 + 1]) / 2
-      printf "  %-18s%s  median %.3f\n", m, line, med
+      med = median(v, k); mc = median(c, k); md = median(d, k); qc = median(rc, k); qd = median(rd, k)
+      printf "  %-18s%s  median %.3f; better member %s: %.3f (%.3f, %.3f)\n", m, line, med,
+             mc <= md ? "cpu" : "dnnl,cpu", mc <= md ? qc : qd, qc, qd
     }
   }' "$OUT"
