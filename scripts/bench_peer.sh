@@ -1,6 +1,7 @@
 #!/bin/sh
 # Side-by-side benchmark: ONNX Runtime 1.30 (../shared/bench/ort_bench.mjs) and `epstack perf`, model by model in the
-# same time window, same threads and inputs; then ../shared/bench/compare.py prints the ratios (epstack / ORT).
+# same time window, same threads and inputs; then ../shared/bench/compare.py prints the ratios (epstack / ORT) of each
+# round, and scripts/peer_rounds.py the median of the rounds' ratios.
 # Usage: scripts/bench_peer.sh [BUILD_DIR] [PROVIDERS] [MODEL ...]
 #   env: EPSTACK_SHARED_DIR (default ../shared), EPSTACK_PEER_DIR (onnxruntime-node; default BUILD_DIR/peer),
 #        MODELS_DIR (default BUILD_DIR/shared-models), ITERS (100), THREADS (2), ROUNDS (1),
@@ -33,10 +34,16 @@ while [ "$r" -lt "$ROUNDS" ]; do
   : > "$OUT/ort.$r.jsonl"
   : > "$OUT/lib.$r.jsonl"
   for m in $LIST; do
-    node "$SHARED/bench/ort_bench.mjs" --peer-dir "$PEER" --model "$MODELS/$m.onnx" --threads "$THREADS" \
-      --warmup 10 --iters "$ITERS" --creates 5 --max-seconds 30 >> "$OUT/ort.$r.jsonl"
-    "$BUILD/tools/epstack" perf --model "$MODELS/$m.onnx" --providers "$PROVIDERS" --threads "$THREADS" \
-      --warmup 10 --iters "$ITERS" --creates 5 --max-seconds 30 $PERF_ARGS >> "$OUT/lib.$r.jsonl"
+    # ONNX Runtime first in even rounds, epstack first in odd ones: neither always runs right after a model change.
+    for engine in $([ $((r % 2)) -eq 0 ] && echo "ort lib" || echo "lib ort"); do
+      if [ "$engine" = ort ]; then
+        node "$SHARED/bench/ort_bench.mjs" --peer-dir "$PEER" --model "$MODELS/$m.onnx" --threads "$THREADS" \
+          --warmup 10 --iters "$ITERS" --creates 5 --max-seconds 30 >> "$OUT/ort.$r.jsonl"
+      else
+        "$BUILD/tools/epstack" perf --model "$MODELS/$m.onnx" --providers "$PROVIDERS" --threads "$THREADS" \
+          --warmup 10 --iters "$ITERS" --creates 5 --max-seconds 30 $PERF_ARGS >> "$OUT/lib.$r.jsonl"
+      fi
+    done
   done
   cat "$OUT/ort.$r.jsonl" >> "$OUT/ort.jsonl"
   cat "$OUT/lib.$r.jsonl" >> "$OUT/lib.jsonl"
@@ -44,3 +51,6 @@ while [ "$r" -lt "$ROUNDS" ]; do
   /usr/bin/python3 "$SHARED/bench/compare.py" "$OUT/lib.$r.jsonl" "$OUT/ort.$r.jsonl" --markdown
   r=$((r + 1))
 done
+# Over the rounds: each model's median ratio (what the README's tables and issue 18's targets give).
+[ "$ROUNDS" -gt 1 ] && /usr/bin/python3 scripts/peer_rounds.py "$OUT"
+exit 0
