@@ -41,6 +41,7 @@ Result<std::shared_ptr<const session_core>> session_core::assemble(model m, std:
         break;
       }
   d.pool = std::make_unique<thread_pool>(options.intra_op_threads(), runtime);
+  d.pool->set_flush_denormals(options.flag(config_keys::set_denormal_as_zero));
   d.profiling = options.profiling();
   d.providers = std::move(providers);
 

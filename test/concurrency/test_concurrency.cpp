@@ -20,7 +20,9 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <numeric>
@@ -238,6 +240,203 @@ TEST_CASE("a thread pool on a runtime that numbers its threads gives thread k th
   CHECK(first.at(0) == 0);
   CHECK(first.at(1) == 4);
   CHECK(first.at(2) == 8);
+}
+
+namespace {
+// FLT_MIN / 4 (a subnormal result: 0 under flush-to-zero) and 2^-128 * 4 (a subnormal operand: 0 under
+// denormals-are-zero), computed at run time on the calling thread.
+float subnormal_result() {
+  volatile float a = std::numeric_limits<float>::min(), b = 0.25f;
+  return a * b;
+}
+float from_subnormal_operand() {
+  volatile float a = 0x1p-128f, b = 4.0f;
+  return a * b;
+}
+// This thread's mode, told by arithmetic alone: 1 flush-to-zero, 2 denormals-are-zero, 3 both, 0 IEEE subnormals.
+int mode_here() { return (subnormal_result() == 0.0f ? 1 : 0) + (from_subnormal_operand() == 0.0f ? 2 : 0); }
+bool flushes_here() { return mode_here() == 3; }
+
+// A runtime whose team keeps its threads from region to region, as OpenMP's does: the caller and one persistent
+// thread, started by the first region of two threads (as libgomp starts its team). A library's own regions
+// (`team_run` called directly) run on the same two threads as the pool's.
+struct persistent_team {
+  std::mutex mu;
+  std::condition_variable cv;
+  void (*fn)(void*) = nullptr;
+  void* data = nullptr;
+  int posted = 0, finished = 0;
+  bool stop = false;
+  std::thread worker;
+  void serve() {
+    int seen = 0;
+    for (;;) {
+      std::unique_lock lock(mu);
+      cv.wait(lock, [&] { return stop || posted != seen; });
+      if (stop) return;
+      seen = posted;
+      const auto f = fn;
+      void* const d = data;
+      lock.unlock();
+      f(d);
+      lock.lock();
+      finished = seen;
+      cv.notify_all();
+    }
+  }
+  void run(void (*f)(void*), void* d, unsigned threads) {
+    if (threads > 1 && !worker.joinable()) worker = std::thread([this] { serve(); });  // copies this thread's mode
+    if (threads > 1) {
+      {
+        std::lock_guard lock(mu);
+        fn = f;
+        data = d;
+        ++posted;
+      }
+      cv.notify_all();
+    }
+    f(d);
+    if (threads > 1) {
+      std::unique_lock lock(mu);
+      cv.wait(lock, [&] { return finished == posted; });
+    }
+  }
+  ~persistent_team() {
+    {
+      std::lock_guard lock(mu);
+      stop = true;
+    }
+    cv.notify_all();
+    if (worker.joinable()) worker.join();
+  }
+};
+persistent_team& team() {
+  static persistent_team t;
+  return t;
+}
+void team_run(void (*fn)(void*), void* data, unsigned threads) { team().run(fn, data, threads); }
+// Another, whose thread the first region of a run starts.
+persistent_team& fresh_team() {
+  static persistent_team t;
+  return t;
+}
+void fresh_team_run(void (*fn)(void*), void* data, unsigned threads) { fresh_team().run(fn, data, threads); }
+
+// The mode (mode_here) each thread of a persistent team finds, in one region of two threads: [caller, team thread].
+std::vector<int> team_modes(void (*run)(void (*)(void*), void*, unsigned) = &team_run) {
+  struct seen {
+    std::mutex mu;
+    std::map<std::thread::id, int> by;
+  } s;
+  run([](void* p) {
+        auto& r = *static_cast<seen*>(p);
+        const int f = mode_here();
+        std::lock_guard lock(r.mu);
+        r.by[std::this_thread::get_id()] = f;
+      }, &s, 2);
+  REQUIRE(s.by.size() == 2);
+  const int caller = s.by.at(std::this_thread::get_id());
+  int other = -1;
+  for (const auto& [id, f] : s.by)
+    if (id != std::this_thread::get_id()) other = f;
+  return {caller, other};
+}
+}  // namespace
+
+// session.set_denormal_as_zero at the pool: every thread of a loop flushes subnormals while it works on it, and each
+// thread's own mode comes back after; a run_scope extends it to the caller and to a runtime's team for its lifetime.
+TEST_CASE("a thread pool that flushes subnormals does so on every thread of its loops and of a run, then restores each") {
+#if defined(__x86_64__) || defined(__i386__)
+  REQUIRE_FALSE(flushes_here());  // the test thread starts with IEEE subnormals
+  for (const bool on_runtime : {false, true}) {
+    CAPTURE(on_runtime);
+    thread_pool pool(2, on_runtime ? parallel_runtime{&team_run, "persistent"} : parallel_runtime{});
+    const auto loop = [&] {  // the indices whose thread flushed (both bits); -1 when some thread had one bit only
+      std::vector<std::atomic<int>> flushed(64);
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      std::mutex mu;
+      std::set<std::thread::id> ids;
+      pool.parallel_for(flushed.size(), 1, [&](std::size_t b, std::size_t e) {
+        {
+          std::lock_guard lock(mu);
+          ids.insert(std::this_thread::get_id());
+        }
+        for (std::size_t i = b; i < e; ++i) flushed[i] = mode_here();
+        // Wait for the second thread (at most 10 s), so that both take part.
+        while (std::chrono::steady_clock::now() < until) {
+          {
+            std::lock_guard lock(mu);
+            if (ids.size() >= 2) break;
+          }
+          std::this_thread::sleep_for(std::chrono::microseconds(200));
+        }
+      });
+      CHECK(ids.size() == 2);
+      int n = 0;
+      for (const auto& f : flushed) {
+        if (f.load() == 1 || f.load() == 2) return -1;
+        n += f.load() == 3 ? 1 : 0;
+      }
+      return n;
+    };
+    CHECK(loop() == 0);  // off: IEEE subnormals everywhere
+    pool.set_flush_denormals(true);
+    CHECK(pool.flush_denormals());
+    CHECK(loop() == 64);           // every chunk, on either thread
+    CHECK_FALSE(flushes_here());   // the caller's own mode again after the loop
+    if (on_runtime) {
+      // The team's threads outside the pool's loops (a library's own regions) flush only inside a run_scope.
+      CHECK(team_modes() == std::vector<int>{0, 0});
+      {
+        const thread_pool::run_scope run(pool);
+        CHECK(flushes_here());
+        CHECK(team_modes() == std::vector<int>{3, 3});
+        CHECK(loop() == 64);
+        CHECK(flushes_here());  // a loop inside the run leaves the run's mode
+      }
+      CHECK(team_modes() == std::vector<int>{0, 0});
+    } else {
+      const thread_pool::run_scope run(pool);
+      CHECK(flushes_here());
+    }
+    CHECK_FALSE(flushes_here());
+    pool.set_flush_denormals(false);
+    {
+      const thread_pool::run_scope run(pool);  // a pool that does not flush: the scope does nothing
+      CHECK_FALSE(flushes_here());
+      CHECK(loop() == 0);
+    }
+  }
+  // A team thread started inside a run (a runtime starts its threads at its first region) copies the mode of the
+  // thread that starts it: the run sets the team before the caller, and a thread it did not set gets the caller's
+  // mode from before the run when the run ends. Either way no thread flushes after the run.
+  {
+    thread_pool pool(2, parallel_runtime{&fresh_team_run, "fresh"});
+    pool.set_flush_denormals(true);
+    REQUIRE_FALSE(fresh_team().worker.joinable());
+    {
+      const thread_pool::run_scope run(pool);
+      CHECK(fresh_team().worker.joinable());
+      CHECK(team_modes(&fresh_team_run) == std::vector<int>{3, 3});
+    }
+    CHECK(team_modes(&fresh_team_run) == std::vector<int>{0, 0});
+    CHECK_FALSE(flushes_here());
+  }
+  // The scope keeps the rest of the control word: a rounding mode set around it survives.
+  const unsigned before = __builtin_ia32_stmxcsr();
+  __builtin_ia32_ldmxcsr((before & ~0x6000u) | 0x2000u);  // round toward -infinity
+  {
+    const flush_denormals_scope fp(true);
+    CHECK((__builtin_ia32_stmxcsr() & 0x6000u) == 0x2000u);
+    CHECK(flush_denormals_scope::active_on_this_thread());
+  }
+  CHECK(__builtin_ia32_stmxcsr() == ((before & ~0x6000u) | 0x2000u));
+  __builtin_ia32_ldmxcsr(before);
+#else
+  MESSAGE("no flush-to-zero mode on this architecture: the scope does nothing");
+  const flush_denormals_scope fp(true);
+  CHECK_FALSE(flush_denormals_scope::active_on_this_thread());
+#endif
 }
 
 TEST_CASE("a session destroyed while another is created and run on other threads leaves both correct") {

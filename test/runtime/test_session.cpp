@@ -3,6 +3,7 @@
 #include <epstack/runtime/session.hpp>
 
 #include "../support/compare.hpp"
+#include "../support/denormals.hpp"
 #include "../support/graphs.hpp"
 #include "../support/temp_dir.hpp"
 #include "../support/test_providers.hpp"
@@ -426,4 +427,8 @@ TEST_CASE("a provider allocator that fails or misaligns is a runtime_exception n
     CHECK(out.status().message().find("not 64-byte aligned") != std::string::npos);
     CHECK(p.stats->live == 0);  // the misaligned block went back
   }
+}
+
+TEST_CASE("session.set_denormal_as_zero flushes subnormal results and operands on both threads of a run, only for it") {
+  test::check_set_denormal_as_zero<cpu_session>([](const model& m, const session_options& o) { return cpu_session::create(m, o); });
 }

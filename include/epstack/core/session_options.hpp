@@ -19,6 +19,13 @@ namespace epstack {
 /// epstack's own under "epstack.".
 namespace config_keys {
 inline constexpr std::string_view disable_cpu_ep_fallback = "session.disable_cpu_ep_fallback";
+/// "1": a run flushes subnormal floats to zero (flush-to-zero and denormals-are-zero, float_mode.hpp) on every thread
+/// that works on it: the calling thread for the run's duration, the intra-op threads while they work on its loops, and
+/// a provider runtime's team (oneDNN's OpenMP threads) for the run; each thread's own mode is restored afterwards.
+/// ONNX Runtime sets the bits on its pools' threads and, once per process and for good, on the thread that creates
+/// the first session; here they never outlive a run. Off by default, as there: the answers differ where a value is
+/// subnormal, and a model exported without subnormals needs none of it.
+inline constexpr std::string_view set_denormal_as_zero = "session.set_denormal_as_zero";
 inline constexpr std::string_view external_initializers_folder = "session.model_external_initializers_file_folder_path";
 inline constexpr std::string_view disable_model_compile = "session.disable_model_compile";
 /// "1": a session refuses (model_requires_compilation) a compiled model that some provider of the stack rates

@@ -5,6 +5,10 @@
 /// (concurrent `run`s on one session): each call is a job of its own, and the caller always works on its own job.
 /// A pool may instead run its loops on a thread runtime that a provider's library already runs on (`parallel_runtime`,
 /// e.g. oneDNN's OpenMP): one set of threads for the whole run, so the two sets never spin against each other.
+/// A pool may flush subnormal floats to zero on every thread of its loops (`set_flush_denormals`, ONNX Runtime's
+/// session.set_denormal_as_zero); `run_scope` extends that to the caller and to a runtime's threads for a whole run.
+
+#include <epstack/core/float_mode.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -57,6 +61,63 @@ class thread_pool {
     if (runtime_) stop_workers();
     else start_workers();
   }
+  /// @brief Whether later loops flush subnormal floats to zero (flush_denormals_scope) on each thread while it works
+  /// on them, the caller included; each thread's own mode is restored when it leaves the loop. Only while no loop is
+  /// running (a session sets it when it is created, from its options).
+  void set_flush_denormals(bool on) noexcept { flush_denormals_ = on; }
+  [[nodiscard]] bool flush_denormals() const noexcept { return flush_denormals_; }
+
+  /// @brief A run's floating-point mode, while it lives: with `flush_denormals`, the calling thread's, and on a
+  /// runtime every thread of the caller's team too (one region of `size()` threads, the caller among them, sets each;
+  /// another restores each at the end), since a provider's library runs regions of its own there (oneDNN's primitives
+  /// on OpenMP) that the pool's loops do not wrap. A team thread that the first region did not set (started since,
+  /// with the caller's flushing mode copied) gets the caller's mode from before the run. Does nothing when the pool
+  /// does not flush.
+  class run_scope {
+   public:
+    explicit run_scope(const thread_pool& pool)
+        : pool_(pool), on_runtime_(pool.flush_denormals_ && pool.runtime_), caller_(pool.flush_denormals_ && !pool.runtime_) {
+      if (on_runtime_) {
+        // The team first, the caller among it: a thread the runtime starts now copies the caller's mode as it was.
+        before_ = detail::read_float_control();
+        pool_.runtime_.run(&set_team_thread, nullptr, static_cast<unsigned>(pool_.size_));
+      }
+    }
+    ~run_scope() {
+      if (on_runtime_) pool_.runtime_.run(&restore_team_thread, &before_, static_cast<unsigned>(pool_.size_));
+    }
+    run_scope(const run_scope&) = delete;
+    run_scope& operator=(const run_scope&) = delete;
+
+   private:
+    // Each team thread's control word before the run (constant-initialized: no guard, no destructor).
+    struct saved_word {
+      unsigned word = 0;
+      bool saved = false;
+    };
+    static saved_word& team_word() noexcept {
+      static thread_local saved_word w;
+      return w;
+    }
+    static void set_team_thread(void*) {
+      saved_word& t = team_word();
+      t.word = detail::read_float_control();
+      t.saved = true;
+      detail::write_float_control(t.word | flush_denormals_scope::mode_bits);
+    }
+    static void restore_team_thread(void* before) {
+      saved_word& t = team_word();
+      constexpr unsigned bits = flush_denormals_scope::mode_bits;
+      const unsigned caller = *static_cast<const unsigned*>(before);
+      detail::write_float_control(t.saved ? t.word : (detail::read_float_control() & ~bits) | (caller & bits));
+      t.saved = false;
+    }
+    const thread_pool& pool_;
+    bool on_runtime_;
+    unsigned before_ = 0;
+    flush_denormals_scope caller_;  // on the pool's own workers: the caller's mode (the loops set the workers')
+  };
+
   /// The pool's own worker threads (none while it runs on a runtime).
   [[nodiscard]] std::size_t worker_count() const noexcept { return workers_.size(); }
 
@@ -84,6 +145,7 @@ class thread_pool {
     j.ctx = const_cast<void*>(static_cast<const void*>(&f));
     j.call = [](void* ctx, std::size_t b, std::size_t e) { (*static_cast<std::remove_reference_t<F>*>(ctx))(b, e); };
     j.owners = static_cast<unsigned>(std::min<std::size_t>({chunks, static_cast<std::size_t>(size_), max_owners}));
+    j.flush_denormals = flush_denormals_;
     if (runtime_) {
       // The runtime's threads take chunks as the pool's workers would (their shares by their numbers in the region,
       // or in the order they arrive); it returns when they are all done.
@@ -139,6 +201,7 @@ class thread_pool {
     std::atomic<unsigned> arrived{0};
     unsigned (*thread_num)() = nullptr;
     std::atomic<int> active{0};
+    bool flush_denormals = false;
   };
 
   void start_workers() {
@@ -171,6 +234,7 @@ class thread_pool {
   // the loop before: taken first come first served, MobileNetV2-like depthwise chains scaled 1.3x on two threads in
   // this VM's slow phases (1.8x in its fast ones), and the default stack ran mlp_b1 a third slower than the CPU stack.
   static void run_chunks(job& j, unsigned slot) {
+    const flush_denormals_scope fp(j.flush_denormals);
     for (unsigned k = 0; k < j.owners; ++k) {
       const unsigned s = (slot + k) % j.owners;
       const std::size_t first = j.chunks * s / j.owners, count = j.chunks * (s + 1) / j.owners - first;
@@ -219,6 +283,7 @@ class thread_pool {
   }
 
   int size_ = 1;
+  bool flush_denormals_ = false;
   parallel_runtime runtime_;
   std::vector<std::thread> workers_;
   std::mutex mu_;

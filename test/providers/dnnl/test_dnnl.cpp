@@ -1,11 +1,13 @@
 // The oneDNN provider: what it takes and why it refuses, the groups it forms, the fusions it makes, and that
 // `session<dnnl_provider, cpu_provider>` computes what the CPU stack computes.
 #include <epstack/testing/model_zoo.hpp>
+#include <epstack/core/sanitizers.hpp>
 #include <epstack/providers/cpu.hpp>
 #include <epstack/providers/dnnl.hpp>
 #include <epstack/runtime/session.hpp>
 
 #include "../../support/compare.hpp"
+#include "../../support/denormals.hpp"
 #include "../../support/graphs.hpp"
 #include "dnnl_support.hpp"
 
@@ -606,4 +608,19 @@ TEST_CASE("a stack with oneDNN runs the CPU provider's loops on oneDNN's OpenMP 
   REQUIRE_FALSE(bad.has_value());
   CHECK(bad.status().code() == errc::invalid_argument);
   CHECK(bad.status().message().find("epstack.intra_op_runtime is 'openmp'; it takes provider or own") != std::string::npos);
+}
+
+// oneDNN's primitives run their own OpenMP regions, which the session's loops do not wrap: the run sets the mode on the
+// whole team (thread_pool::run_scope). The product is placed on oneDNN by priority, so that its matmul primitive
+// computes all 2^16 rows on the OpenMP threads.
+TEST_CASE("session.set_denormal_as_zero reaches oneDNN's OpenMP threads for a run, and only for it") {
+  test::check_set_denormal_as_zero<dnnl_session>(
+      [](const model& m, session_options o) {
+        o.set_config(config_keys::placement, "priority");
+        return dnnl_session::create(m, o);
+      },
+      [](const dnnl_session& s) {
+        CHECK(provider_of(s, "matmul") == dnnl_provider::type_key);
+        if (!under_thread_sanitizer) CHECK(s.intra_op_runtime() != "epstack");  // the OpenMP team, where the primitive runs
+      });
 }
