@@ -43,13 +43,14 @@ double peak_rss_mib() {
   ::getrusage(RUSAGE_SELF, &ru);
   return static_cast<double>(ru.ru_maxrss) / 1024.0;  // Linux: KiB
 }
-double self_cpu_ticks() {
+// The CPU time this process has used (every thread, user and system), in seconds.
+double self_cpu_seconds() {
   rusage ru{};
   ::getrusage(RUSAGE_SELF, &ru);
-  const double s = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-                   static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
-  return s * static_cast<double>(::sysconf(_SC_CLK_TCK));
+  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
+double self_cpu_ticks() { return self_cpu_seconds() * static_cast<double>(::sysconf(_SC_CLK_TCK)); }
 struct cpu_sample {
   double busy = 0, total = 0, self = 0;
 };
@@ -182,7 +183,7 @@ std::uint64_t read_files(const std::vector<std::string>& files) {
 
 struct perf_options {
   std::string model;
-  int threads = 2, warmup = 5, iters = 50, creates = 5;
+  int threads = 2, warmup = 5, iters = 50, creates = 5, gap_ms = 0;
   double max_seconds = 0;
   std::string out_dir, opt = "all", providers = "cpu";
 };
@@ -239,6 +240,7 @@ int perf_with(const args& a, const perf_options& po) {
   }
   std::vector<double> times;
   const auto cpu0 = sample_cpu();
+  const double self0 = self_cpu_seconds();
   const auto loop0 = clock_type::now();
   for (int i = 0; i < po.iters; ++i) {
     t0 = clock_type::now();
@@ -246,8 +248,13 @@ int perf_with(const args& a, const perf_options& po) {
     times.push_back(ms_since(t0));
     if (po.warmup == 0 && i == 0) first_run_ms = times.back();
     if (!out) return fail(out.status());
+    // --gap-ms: an application that runs the model now and then; what the session's threads do in between (spin
+    // or sleep: session.intra_op.allow_spinning) shows in the CPU time per run.
+    if (po.gap_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(po.gap_ms));
     if (po.max_seconds > 0 && times.size() >= 3 && ms_since(loop0) / 1000.0 > po.max_seconds) break;
   }
+  // The process's CPU time per timed run (every thread: the caller, the intra-op threads working and waiting).
+  const double cpu_per_run_ms = (self_cpu_seconds() - self0) * 1e3 / static_cast<double>(times.size());
   if (const auto tf = a.get("--times")) {
     // Each timed run's milliseconds, one a line, in order (where a tail comes from: every other run, a burst...).
     std::ofstream f(*tf);
@@ -265,8 +272,9 @@ int perf_with(const args& a, const perf_options& po) {
     std::cerr << "[epstack perf] warning: other processes used " << static_cast<int>(*foreign)
               << "% of the machine's CPU time during the timed runs\n";
   char line[128];
-  std::snprintf(line, sizeof line, "%.3f", median(times));
-  std::cerr << "[epstack perf] " << model_name << ": run median " << line << " ms over " << times.size() << " runs\n";
+  std::snprintf(line, sizeof line, "%.3f ms over %zu runs, %.3f ms of CPU time a run", median(times), times.size(),
+                cpu_per_run_ms);
+  std::cerr << "[epstack perf] " << model_name << ": run median " << line << "\n";
 
   if (!po.out_dir.empty()) {
     const fs::path dir(po.out_dir);
@@ -349,6 +357,7 @@ int perf_with(const args& a, const perf_options& po) {
   j.key("max").value(*std::max_element(times.begin(), times.end())).end_object();
   j.key("peak_rss_mb").value(peak_rss).key("baseline_rss_mb").value(baseline_rss).key("first_create_ms").value(first_create_ms);
   j.key("first_run_ms").value(first_run_ms);
+  j.key("cpu_ms_per_run").value(cpu_per_run_ms).key("gap_ms").value(po.gap_ms);
   j.key("arena_mb").value(arena_mb);
   j.key("iters").value(times.size()).key("warmup").value(po.warmup).key("creates").value(creates.size());
   j.key("opt").value(po.opt).key("dims").begin_object();
@@ -381,7 +390,7 @@ int perf_with(const args& a, const perf_options& po) {
 int perf(const std::vector<std::string>& argv) {
   auto a = args::parse(argv, {"--model", "--providers", "--threads", "--warmup", "--iters", "--creates", "--dims",
                               "--out-dir", "--max-seconds", "--seed", "--id-max", "--opt", "--config", "--free-dims",
-                              "--times"},
+                              "--times", "--gap-ms"},
                        {"--profile"});
   if (!a) return usage_error(a.status().message());
   perf_options po;
@@ -396,7 +405,8 @@ int perf(const std::vector<std::string>& argv) {
     return {};
   };
   for (auto [k, dst, min] : {std::tuple{"--threads", &po.threads, 1}, std::tuple{"--warmup", &po.warmup, 0},
-                             std::tuple{"--iters", &po.iters, 1}, std::tuple{"--creates", &po.creates, 0}})
+                             std::tuple{"--iters", &po.iters, 1}, std::tuple{"--creates", &po.creates, 0},
+                             std::tuple{"--gap-ms", &po.gap_ms, 0}})
     if (auto st = int_opt(k, *dst, min); !st) return usage_error(st.message());
   if (auto v = a->get("--max-seconds")) po.max_seconds = std::atof(v->c_str());
   po.out_dir = a->get("--out-dir").value_or("");

@@ -34,6 +34,7 @@ int usage(std::ostream& os, int code) {
         "  perf --model M [--providers P] [--threads N] [--warmup W] [--iters I] [--creates C] [--dims k=v,...]\n"
         "       [--out-dir DIR] [--max-seconds S] [--seed S] [--id-max N] [--opt L] [--config k=v]... [--profile]\n"
         "       [--times FILE]  (each timed run's milliseconds, one a line)\n"
+        "       [--gap-ms G]  (a pause after each timed run: a model run now and then; CPU time a run reported)\n"
         "       [--free-dims k=v,...]  (ONNX Runtime's free dimension overrides, as onnxruntime_perf_test -f)\n"
         "                                benchmark with the peer protocol (shared/bench/inputs.md): one JSON line\n"
         "  generate mlp|convnet|mobilenetv2|transformer OUT.onnx [--widths 256,512,10] [--channels 16,32,64] [--size 64]\n"

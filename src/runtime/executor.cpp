@@ -265,7 +265,8 @@ class frame final : public execution_frame {
 Result<std::vector<ivalue>> session_core::run(std::span<const named_value> feeds, std::span<const std::string> names) const {
   const auto& d = *impl_;
   const auto& g = d.m.graph;
-  // session.set_denormal_as_zero: this thread's and the runtime's threads' mode for the run, restored after it.
+  // The run's scope on the pool: session.set_denormal_as_zero's mode on this thread and the runtime's threads, restored
+  // after it; session.force_spinning_stop's count of runs in progress.
   const thread_pool::run_scope fp(*d.pool);
   std::vector<value_id> wanted;
   if (names.empty()) wanted = g.outputs();

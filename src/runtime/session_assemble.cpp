@@ -41,7 +41,20 @@ Result<std::shared_ptr<const session_core>> session_core::assemble(model m, std:
         break;
       }
   d.pool = std::make_unique<thread_pool>(options.intra_op_threads(), runtime);
-  d.pool->set_flush_denormals(options.flag(config_keys::set_denormal_as_zero));
+  {
+    // ONNX Runtime's keys for its pools: each on at "1" exactly, and allow_spinning also when it is not set. One
+    // lookup in a loop rather than three inlined (the deployables count their bytes).
+    constexpr std::string_view keys[] = {config_keys::set_denormal_as_zero, config_keys::intra_op_allow_spinning,
+                                         config_keys::force_spinning_stop};
+    constexpr bool unset[] = {false, true, false};
+    bool on[3] = {};
+    for (std::size_t i = 0; i < 3; ++i) {
+      const auto v = options.config(keys[i]);
+      on[i] = v ? *v == "1" : unset[i];
+    }
+    d.pool->set_flush_denormals(on[0]);
+    d.pool->set_spin_policy(!on[1] ? spin_policy::never : on[2] ? spin_policy::during_runs : spin_policy::after_work);
+  }
   d.profiling = options.profiling();
   d.providers = std::move(providers);
 

@@ -9,6 +9,7 @@
 #include <epstack/core/thread_pool.hpp>
 
 #include "../support/compare.hpp"
+#include "../support/cpu_time.hpp"
 #include "../support/graphs.hpp"
 #include "../support/temp_dir.hpp"
 #include "../support/hammer.hpp"
@@ -437,6 +438,74 @@ TEST_CASE("a thread pool that flushes subnormals does so on every thread of its 
   const flush_denormals_scope fp(true);
   CHECK_FALSE(flush_denormals_scope::active_on_this_thread());
 #endif
+}
+
+namespace {
+// A loop on `pool` in which both of its threads take part (each chunk waits, at most 10 s, until two threads have
+// been seen), every index once; returns the sum of the indices.
+std::size_t loop_on_both(thread_pool& pool) {
+  std::vector<std::atomic<int>> hits(64);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  std::mutex mu;
+  std::set<std::thread::id> ids;
+  pool.parallel_for(hits.size(), 1, [&](std::size_t b, std::size_t e) {
+    for (std::size_t i = b; i < e; ++i) hits[i].fetch_add(1);
+    for (;;) {
+      {
+        std::lock_guard lock(mu);
+        ids.insert(std::this_thread::get_id());
+        if (ids.size() >= 2 || std::chrono::steady_clock::now() >= until) break;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  });
+  CHECK(ids.size() == 2);
+  std::size_t sum = 0;
+  for (std::size_t i = 0; i < hits.size(); ++i) sum += hits[i].load() == 1 ? i : 1000000;
+  return sum;
+}
+constexpr std::size_t loop_sum = 63 * 64 / 2;
+}  // namespace
+
+// session.intra_op.allow_spinning and session.force_spinning_stop at the pool. A worker that spins after a loop
+// costs CPU time while the caller sleeps (100000 pause hints then 200000 yields: tens of milliseconds); one that
+// sleeps costs none. The bounds are far apart: more than 5 ms spinning, less than 3 ms asleep.
+TEST_CASE("a thread pool's workers spin after a loop by default, only during runs, or never, as its policy says") {
+  using namespace std::chrono_literals;
+  thread_pool pool(2);
+  CHECK(pool.spinning() == spin_policy::after_work);
+  CHECK(test::others_cpu_ms(50ms) < 3.0);  // workers that never had work do not spin
+  CHECK(loop_on_both(pool) == loop_sum);
+  CHECK(test::others_cpu_ms(300ms) > 5.0);  // after_work: the worker spins after the loop
+
+  pool.set_spin_policy(spin_policy::never);
+  CHECK(pool.spinning() == spin_policy::never);
+  for (int i = 0; i < 20; ++i) REQUIRE(loop_on_both(pool) == loop_sum);  // each loop wakes the worker
+  CHECK(test::others_cpu_ms(300ms) < 3.0);
+
+  pool.set_spin_policy(spin_policy::during_runs);
+  {
+    const thread_pool::run_scope run(pool);
+    CHECK(loop_on_both(pool) == loop_sum);
+    CHECK(test::others_cpu_ms(300ms) > 5.0);  // between the loops of a run
+  }
+  {
+    const thread_pool::run_scope run(pool);
+    CHECK(loop_on_both(pool) == loop_sum);
+    {
+      const thread_pool::run_scope concurrent(pool);  // a second run in progress keeps it spinning
+    }
+    CHECK(test::others_cpu_ms(300ms) > 5.0);
+  }
+  CHECK(test::others_cpu_ms(300ms) < 3.0);  // the last run ended: asleep at once
+  CHECK(loop_on_both(pool) == loop_sum);    // a loop outside any run: no spinning after it
+  CHECK(test::others_cpu_ms(300ms) < 3.0);
+
+  // A policy that forbids spinning stops a worker spinning already.
+  pool.set_spin_policy(spin_policy::after_work);
+  CHECK(loop_on_both(pool) == loop_sum);
+  pool.set_spin_policy(spin_policy::never);
+  CHECK(test::others_cpu_ms(300ms) < 3.0);
 }
 
 TEST_CASE("a session destroyed while another is created and run on other threads leaves both correct") {

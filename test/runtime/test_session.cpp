@@ -3,6 +3,7 @@
 #include <epstack/runtime/session.hpp>
 
 #include "../support/compare.hpp"
+#include "../support/cpu_time.hpp"
 #include "../support/denormals.hpp"
 #include "../support/graphs.hpp"
 #include "../support/temp_dir.hpp"
@@ -431,4 +432,47 @@ TEST_CASE("a provider allocator that fails or misaligns is a runtime_exception n
 
 TEST_CASE("session.set_denormal_as_zero flushes subnormal results and operands on both threads of a run, only for it") {
   test::check_set_denormal_as_zero<cpu_session>([](const model& m, const session_options& o) { return cpu_session::create(m, o); });
+}
+
+// ONNX Runtime's keys for how the intra-op threads wait: by default the session's worker spins after the run's loops
+// (CPU time while the caller sleeps after a run: tens of milliseconds); with session.intra_op.allow_spinning other
+// than "1" it sleeps at once, and with session.force_spinning_stop=1 it sleeps when the run returns. The answers are
+// the same either way. Bounds far apart: more than 5 ms spinning, less than 3 ms asleep.
+TEST_CASE("session.intra_op.allow_spinning and session.force_spinning_stop put the intra-op worker to sleep") {
+  using namespace std::chrono_literals;
+  constexpr std::int64_t rows = std::int64_t{1} << 16;
+  const model m = test::product_model(rows);
+  const std::vector<float> ones(static_cast<std::size_t>(rows * 4), 1.0f), halves(16, 0.5f);
+  const std::int64_t x_sizes[] = {rows, 4}, w_sizes[] = {4, 4};
+  const tensor x = tensor::from<float>(x_sizes, ones), w = tensor::from<float>(w_sizes, halves);
+  struct config {
+    const char* key;
+    const char* value;
+    bool spins;
+  };
+  for (const config c : {config{nullptr, nullptr, true}, config{"session.intra_op.allow_spinning", "1", true},
+                         config{"session.intra_op.allow_spinning", "0", false},
+                         config{"session.intra_op.allow_spinning", "false", false},
+                         config{"session.force_spinning_stop", "1", false},
+                         config{"session.force_spinning_stop", "0", true},
+                         config{"session.inter_op.allow_spinning", "0", true}}) {
+    CAPTURE(c.key == nullptr ? "unset" : c.key);
+    CAPTURE(c.value == nullptr ? "" : c.value);
+    session_options o;
+    o.set_intra_op_threads(2);
+    if (c.key != nullptr) o.set_config(c.key, c.value);
+    auto s = cpu_session::create(m, o);
+    REQUIRE_MESSAGE(s.has_value(), s.status().to_string());
+    for (int i = 0; i < 10; ++i) {  // the worker has had work by the end (it wakes at the first loop)
+      auto out = s->run({{"x", x}, {"w", w}});
+      REQUIRE_MESSAGE(out.has_value(), out.status().to_string());
+      std::size_t twos = 0;
+      for (const float v : (*out)[0].view<float>()) twos += v == 2.0f ? 1 : 0;  // NaN counts nowhere
+      CHECK(twos == static_cast<std::size_t>(rows * 4));
+    }
+    const double ms = test::others_cpu_ms(300ms);
+    CAPTURE(ms);
+    if (c.spins) CHECK(ms > 5.0);
+    else CHECK(ms < 3.0);
+  }
 }

@@ -261,7 +261,8 @@ TEST_CASE("epstack perf prints one JSON line in the peer protocol and dumps inpu
   REQUIRE_MESSAGE(r.code == 0, r.out);
   const auto line = r.out.substr(r.out.find("{\"engine\""));
   for (const char* key : {"\"engine\":\"epstack\"", "\"model\":\"mlp_small\"", "\"threads\":1", "\"create_ms\":{\"median\":",
-                          "\"run_ms\":{\"median\":", "\"p90\":", "\"p99\":", "\"peak_rss_mb\":", "\"first_run_ms\":", "\"arena_mb\":", "\"iters\":5", "\"dims\":{\"batch\":3}"})
+                          "\"run_ms\":{\"median\":", "\"p90\":", "\"p99\":", "\"peak_rss_mb\":", "\"first_run_ms\":", "\"arena_mb\":", "\"iters\":5", "\"dims\":{\"batch\":3}",
+                          "\"cpu_ms_per_run\":", "\"gap_ms\":0"})
     CHECK_MESSAGE(line.find(key) != std::string::npos, key);
   // Where a create's time goes: the stages in order, each reached later than the one before.
   const auto stages_at = line.find("\"create_stages_ms\":{");
@@ -284,6 +285,29 @@ TEST_CASE("epstack perf prints one JSON line in the peer protocol and dumps inpu
   CHECK(manifest.find("\"file\":\"output_0_logits.bin\"") != std::string::npos);
   CHECK(fs::file_size(dir / "dump" / "input_0_input.bin") == 3 * 16 * sizeof(float));
   CHECK(fs::file_size(dir / "dump" / "output_0_logits.bin") == 3 * 4 * sizeof(float));
+}
+
+TEST_CASE("epstack perf --gap-ms pauses after each timed run and reports the CPU time a run") {
+  test::temp_dir dir;
+  const auto model = dir / "mlp_small.onnx";
+  REQUIRE(epstack_cli("generate mlp " + model.string() + " --widths 16,8,4").code == 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = epstack_cli("perf --model " + model.string() + " --threads 2 --warmup 1 --iters 4 --creates 0 --gap-ms 100 " +
+                       "--config session.intra_op.allow_spinning=0");
+  const double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  REQUIRE_MESSAGE(r.code == 0, r.out);
+  CHECK(wall_ms >= 400.0);  // four pauses of 100 ms
+  const auto line = r.out.substr(r.out.find("{\"engine\""));
+  CHECK(line.find("\"gap_ms\":100") != std::string::npos);
+  const auto at = line.find("\"cpu_ms_per_run\":");
+  REQUIRE(at != std::string::npos);
+  const double cpu = std::strtod(line.c_str() + at + std::strlen("\"cpu_ms_per_run\":"), nullptr);
+  CHECK(cpu >= 0.0);
+  CHECK(cpu < 100.0);  // a small model, and threads that sleep through the pauses
+  CHECK(r.out.find("ms of CPU time a run") != std::string::npos);
+  auto bad = epstack_cli("perf --model " + model.string() + " --gap-ms -5");
+  CHECK(bad.code == 2);
+  CHECK(bad.out.find("--gap-ms must be at least 0") != std::string::npos);
 }
 
 TEST_CASE("epstack refuses unknown stacks, options and files with a message and a non-zero exit") {

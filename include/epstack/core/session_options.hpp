@@ -26,6 +26,18 @@ inline constexpr std::string_view disable_cpu_ep_fallback = "session.disable_cpu
 /// the first session; here they never outlive a run. Off by default, as there: the answers differ where a value is
 /// subnormal, and a model exported without subnormals needs none of it.
 inline constexpr std::string_view set_denormal_as_zero = "session.set_denormal_as_zero";
+/// Whether the session's intra-op workers spin a while after a loop before they sleep (thread_pool.hpp's spin_policy):
+/// "1" (the default) lets them; anything else makes them sleep at once, each loop waking them with a system call,
+/// so that an idle session never takes a core from the rest of the process. As ONNX Runtime's; it governs the pool's
+/// own workers: a stack whose loops run on a provider's thread runtime (oneDNN's OpenMP, epstack.intra_op_runtime)
+/// waits as that runtime does (libgomp: OMP_WAIT_POLICY=passive in the environment the process starts with).
+inline constexpr std::string_view intra_op_allow_spinning = "session.intra_op.allow_spinning";
+/// ONNX Runtime's inter-op pool's: accepted and without effect, as there in sequential execution (epstack runs a
+/// graph's nodes one after another and has no inter-op pool).
+inline constexpr std::string_view inter_op_allow_spinning = "session.inter_op.allow_spinning";
+/// "1": the intra-op workers spin only while a run is in progress, and go to sleep as soon as the last concurrent run
+/// returns (ONNX Runtime's: spinning restarts with the next run). Anything else: off.
+inline constexpr std::string_view force_spinning_stop = "session.force_spinning_stop";
 inline constexpr std::string_view external_initializers_folder = "session.model_external_initializers_file_folder_path";
 inline constexpr std::string_view disable_model_compile = "session.disable_model_compile";
 /// "1": a session refuses (model_requires_compilation) a compiled model that some provider of the stack rates

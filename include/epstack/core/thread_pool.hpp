@@ -7,6 +7,8 @@
 /// e.g. oneDNN's OpenMP): one set of threads for the whole run, so the two sets never spin against each other.
 /// A pool may flush subnormal floats to zero on every thread of its loops (`set_flush_denormals`, ONNX Runtime's
 /// session.set_denormal_as_zero); `run_scope` extends that to the caller and to a runtime's threads for a whole run.
+/// How its workers wait between loops is a `spin_policy` (ONNX Runtime's session.intra_op.allow_spinning and
+/// session.force_spinning_stop).
 
 #include <epstack/core/float_mode.hpp>
 
@@ -34,6 +36,20 @@ struct parallel_runtime {
   /// the same share of every loop, as the pool's own workers do.
   unsigned (*thread_num)() = nullptr;
   [[nodiscard]] explicit operator bool() const noexcept { return run != nullptr; }
+};
+
+/// @brief How a pool's own workers wait for the next loop once they have had work (a runtime's threads wait as that
+/// runtime does: libgomp's by OMP_WAIT_POLICY and GOMP_SPINCOUNT, read when the process starts).
+enum class spin_policy : unsigned char {
+  /// Spin a while after each loop (the CPU's pause hint, then yielding), then sleep: during a run the next loop follows
+  /// within microseconds, and a woken worker would take tens. The default, as ONNX Runtime's.
+  after_work,
+  /// The same, but only while a run is in progress (some `run_scope` alive): when the last concurrent run ends, the
+  /// workers go to sleep at once instead of spinning into whatever the process does next.
+  during_runs,
+  /// Sleep as soon as a loop is done: each loop wakes the workers with a system call. For processes that share their
+  /// cores (several sessions one after another, other work between runs).
+  never,
 };
 
 /// @brief A fixed set of worker threads for data-parallel loops.
@@ -66,17 +82,21 @@ class thread_pool {
   /// running (a session sets it when it is created, from its options).
   void set_flush_denormals(bool on) noexcept { flush_denormals_ = on; }
   [[nodiscard]] bool flush_denormals() const noexcept { return flush_denormals_; }
+  /// @brief How the workers wait between loops from now on (workers spinning already stop when it forbids them).
+  void set_spin_policy(spin_policy p) noexcept { spin_.store(p, std::memory_order_relaxed); }
+  [[nodiscard]] spin_policy spinning() const noexcept { return spin_.load(std::memory_order_relaxed); }
 
-  /// @brief A run's floating-point mode, while it lives: with `flush_denormals`, the calling thread's, and on a
-  /// runtime every thread of the caller's team too (one region of `size()` threads, the caller among them, sets each;
-  /// another restores each at the end), since a provider's library runs regions of its own there (oneDNN's primitives
-  /// on OpenMP) that the pool's loops do not wrap. A team thread that the first region did not set (started since,
-  /// with the caller's flushing mode copied) gets the caller's mode from before the run. Does nothing when the pool
-  /// does not flush.
+  /// @brief A run, while it lives: the workers may spin between its loops under spin_policy::during_runs; and its
+  /// floating-point mode: with `flush_denormals`, the calling thread's, and on a runtime every thread of the caller's
+  /// team too (one region of `size()` threads, the caller among them, sets each; another restores each at the end),
+  /// since a provider's library runs regions of its own there (oneDNN's primitives on OpenMP) that the pool's loops do
+  /// not wrap. A team thread that the first region did not set (started since, with the caller's flushing mode copied)
+  /// gets the caller's mode from before the run. Sets no mode when the pool does not flush.
   class run_scope {
    public:
     explicit run_scope(const thread_pool& pool)
         : pool_(pool), on_runtime_(pool.flush_denormals_ && pool.runtime_), caller_(pool.flush_denormals_ && !pool.runtime_) {
+      pool_.runs_.fetch_add(1, std::memory_order_relaxed);
       if (on_runtime_) {
         // The team first, the caller among it: a thread the runtime starts now copies the caller's mode as it was.
         before_ = detail::read_float_control();
@@ -85,6 +105,7 @@ class thread_pool {
     }
     ~run_scope() {
       if (on_runtime_) pool_.runtime_.run(&restore_team_thread, &before_, static_cast<unsigned>(pool_.size_));
+      pool_.runs_.fetch_sub(1, std::memory_order_relaxed);
     }
     run_scope(const run_scope&) = delete;
     run_scope& operator=(const run_scope&) = delete;
@@ -248,13 +269,24 @@ class thread_pool {
     }
   }
 
+  // Whether a worker may spin now (spin_policy).
+  [[nodiscard]] bool may_spin() const noexcept {
+    switch (spin_.load(std::memory_order_relaxed)) {
+      case spin_policy::after_work: return true;
+      case spin_policy::during_runs: return runs_.load(std::memory_order_relaxed) > 0;
+      case spin_policy::never: break;
+    }
+    return false;
+  }
+
   void work(unsigned slot) {
     bool worked = false;  // a worker spins only after it has had work: an idle pool costs nothing
     for (;;) {
-      // Spin before sleeping: during a run the next operator's loop follows within microseconds. First with the
-      // CPU's pause hint (no system call), then yielding, then asleep until a loop arrives.
+      // Spin before sleeping (as the policy allows): during a run the next operator's loop follows within
+      // microseconds. First with the CPU's pause hint (no system call), then yielding, then asleep until a loop
+      // arrives.
       for (unsigned spin = 0; worked && spin < 300000 && pending_.load(std::memory_order_acquire) == 0 &&
-                              !stopping_.load(std::memory_order_relaxed);
+                              !stopping_.load(std::memory_order_relaxed) && may_spin();
            ++spin)
         if (spin < 100000) cpu_relax();
         else std::this_thread::yield();
@@ -284,6 +316,8 @@ class thread_pool {
 
   int size_ = 1;
   bool flush_denormals_ = false;
+  std::atomic<spin_policy> spin_{spin_policy::after_work};
+  mutable std::atomic<int> runs_{0};  // run_scopes alive
   parallel_runtime runtime_;
   std::vector<std::thread> workers_;
   std::mutex mu_;
