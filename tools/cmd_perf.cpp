@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <map>
 #include <numeric>
+#include <limits>
 #include <thread>
 
 #include <fcntl.h>
@@ -400,6 +401,8 @@ int perf(const std::vector<std::string>& argv) {
     if (auto v = a->get(k)) {
       EPSTACK_ASSIGN_OR_RETURN(auto n, to_int(*v, k));
       if (n < min) return Status(errc::invalid_argument, std::string(k) + " must be at least " + std::to_string(min));
+      if (n > std::numeric_limits<int>::max())
+        return Status(errc::invalid_argument, std::string(k) + " must be at most " + std::to_string(std::numeric_limits<int>::max()));
       dst = static_cast<int>(n);
     }
     return {};

@@ -132,6 +132,10 @@ placement_timer make_placement_timer(const std::vector<provider_binding>& provid
       }
       return true;
     };
+    // Timed as a run is: the pool's workers spin between loops as they do in a run (session.force_spinning_stop),
+    // and the run's floating-point mode (session.set_denormal_as_zero).
+    std::optional<thread_pool::run_scope> as_a_run;
+    if (pool != nullptr) as_a_run.emplace(*pool);
     if (!run_once()) return -1;
     std::vector<double> times;
     const auto until = std::min(*deadline, clock::now() + std::chrono::milliseconds(50));

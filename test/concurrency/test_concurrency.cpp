@@ -23,11 +23,13 @@
 #include <cmath>
 #include <condition_variable>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <map>
 #include <mutex>
 #include <numeric>
 #include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -442,10 +444,11 @@ TEST_CASE("a thread pool that flushes subnormals does so on every thread of its 
 
 namespace {
 // A loop on `pool` in which both of its threads take part (each chunk waits, at most 10 s, until two threads have
-// been seen), every index once; returns the sum of the indices.
-std::size_t loop_on_both(thread_pool& pool) {
+// been seen), every index once; returns the sum of the indices, and the worker's thread id in `worker`.
+std::size_t loop_on_both(thread_pool& pool, pid_t& worker) {
   std::vector<std::atomic<int>> hits(64);
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  const auto caller = std::this_thread::get_id();
   std::mutex mu;
   std::set<std::thread::id> ids;
   pool.parallel_for(hits.size(), 1, [&](std::size_t b, std::size_t e) {
@@ -454,6 +457,7 @@ std::size_t loop_on_both(thread_pool& pool) {
       {
         std::lock_guard lock(mu);
         ids.insert(std::this_thread::get_id());
+        if (std::this_thread::get_id() != caller) worker = ::gettid();
         if (ids.size() >= 2 || std::chrono::steady_clock::now() >= until) break;
       }
       std::this_thread::sleep_for(std::chrono::microseconds(200));
@@ -465,47 +469,81 @@ std::size_t loop_on_both(thread_pool& pool) {
   return sum;
 }
 constexpr std::size_t loop_sum = 63 * 64 / 2;
+
+// A thread's scheduler state from /proc: 'R' running or runnable (a spinning worker, pausing or yielding), 'S'
+// asleep (a worker waiting for a loop); '?' when it cannot be read.
+char thread_state(pid_t tid) {
+  std::ifstream f("/proc/self/task/" + std::to_string(tid) + "/stat");
+  std::string line;
+  std::getline(f, line);
+  const auto close = line.rfind(')');
+  return close != std::string::npos && close + 2 < line.size() ? line[close + 2] : '?';
+}
+// Whether the worker spins after the loop that just returned: still running 2 ms later (a spin lasts 100000 pause
+// hints and 200000 yields, tens of milliseconds, longer on a busy machine) and using CPU time while the caller sleeps
+// (the pause hints alone: half a millisecond or more where measured).
+bool spins_after_loop(pid_t worker) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  const char state = thread_state(worker);
+  CAPTURE(state);
+  const double ms = test::others_cpu_ms(std::chrono::milliseconds(300));
+  CAPTURE(ms);
+  return state == 'R' && ms > 0.1;
+}
+// Whether the worker sleeps without spinning: asleep within a second, and less than 3 ms of CPU time while the
+// caller sleeps 300 ms (a spinning worker would take a pause hint phase of several, and yield for tens).
+bool sleeps_after_loop(pid_t worker) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  while (thread_state(worker) != 'S' && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+  const double ms = test::others_cpu_ms(std::chrono::milliseconds(300));
+  CAPTURE(ms);
+  return thread_state(worker) == 'S' && ms < 3.0;
+}
 }  // namespace
 
-// session.intra_op.allow_spinning and session.force_spinning_stop at the pool. A worker that spins after a loop
-// costs CPU time while the caller sleeps (100000 pause hints then 200000 yields: tens of milliseconds); one that
-// sleeps costs none. The bounds are far apart: more than 5 ms spinning, less than 3 ms asleep.
+// session.intra_op.allow_spinning and session.force_spinning_stop at the pool, seen from the worker's scheduler
+// state and the CPU time it uses while the caller sleeps.
 TEST_CASE("a thread pool's workers spin after a loop by default, only during runs, or never, as its policy says") {
-  using namespace std::chrono_literals;
   thread_pool pool(2);
+  pid_t worker = 0;
   CHECK(pool.spinning() == spin_policy::after_work);
-  CHECK(test::others_cpu_ms(50ms) < 3.0);  // workers that never had work do not spin
-  CHECK(loop_on_both(pool) == loop_sum);
-  CHECK(test::others_cpu_ms(300ms) > 5.0);  // after_work: the worker spins after the loop
+  CHECK(test::others_cpu_ms(std::chrono::milliseconds(50)) < 3.0);  // workers that never had work do not spin
+  CHECK(loop_on_both(pool, worker) == loop_sum);
+  REQUIRE(worker != 0);
+  CHECK(spins_after_loop(worker));  // after_work
 
   pool.set_spin_policy(spin_policy::never);
   CHECK(pool.spinning() == spin_policy::never);
-  for (int i = 0; i < 20; ++i) REQUIRE(loop_on_both(pool) == loop_sum);  // each loop wakes the worker
-  CHECK(test::others_cpu_ms(300ms) < 3.0);
+  for (int i = 0; i < 20; ++i) REQUIRE(loop_on_both(pool, worker) == loop_sum);  // each loop wakes the worker
+  CHECK(sleeps_after_loop(worker));
 
   pool.set_spin_policy(spin_policy::during_runs);
   {
     const thread_pool::run_scope run(pool);
-    CHECK(loop_on_both(pool) == loop_sum);
-    CHECK(test::others_cpu_ms(300ms) > 5.0);  // between the loops of a run
+    CHECK(loop_on_both(pool, worker) == loop_sum);
+    CHECK(spins_after_loop(worker));  // between the loops of a run
   }
   {
     const thread_pool::run_scope run(pool);
-    CHECK(loop_on_both(pool) == loop_sum);
+    CHECK(loop_on_both(pool, worker) == loop_sum);
     {
       const thread_pool::run_scope concurrent(pool);  // a second run in progress keeps it spinning
     }
-    CHECK(test::others_cpu_ms(300ms) > 5.0);
+    CHECK(spins_after_loop(worker));
   }
-  CHECK(test::others_cpu_ms(300ms) < 3.0);  // the last run ended: asleep at once
-  CHECK(loop_on_both(pool) == loop_sum);    // a loop outside any run: no spinning after it
-  CHECK(test::others_cpu_ms(300ms) < 3.0);
+  {
+    const thread_pool::run_scope run(pool);
+    CHECK(loop_on_both(pool, worker) == loop_sum);
+  }  // the last run ends right after its loop: the worker stops spinning at once
+  CHECK(sleeps_after_loop(worker));
+  CHECK(loop_on_both(pool, worker) == loop_sum);  // a loop outside any run: no spinning after it
+  CHECK(sleeps_after_loop(worker));
 
   // A policy that forbids spinning stops a worker spinning already.
   pool.set_spin_policy(spin_policy::after_work);
-  CHECK(loop_on_both(pool) == loop_sum);
+  CHECK(loop_on_both(pool, worker) == loop_sum);
   pool.set_spin_policy(spin_policy::never);
-  CHECK(test::others_cpu_ms(300ms) < 3.0);
+  CHECK(sleeps_after_loop(worker));
 }
 
 TEST_CASE("a session destroyed while another is created and run on other threads leaves both correct") {
