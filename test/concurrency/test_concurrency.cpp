@@ -10,6 +10,7 @@
 
 #include "../support/compare.hpp"
 #include "../support/cpu_time.hpp"
+#include "../support/denormals.hpp"
 #include "../support/graphs.hpp"
 #include "../support/temp_dir.hpp"
 #include "../support/hammer.hpp"
@@ -24,7 +25,6 @@
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
-#include <limits>
 #include <map>
 #include <mutex>
 #include <numeric>
@@ -246,19 +246,34 @@ TEST_CASE("a thread pool on a runtime that numbers its threads gives thread k th
 }
 
 namespace {
-// FLT_MIN / 4 (a subnormal result: 0 under flush-to-zero) and 2^-128 * 4 (a subnormal operand: 0 under
-// denormals-are-zero), computed at run time on the calling thread.
-float subnormal_result() {
-  volatile float a = std::numeric_limits<float>::min(), b = 0.25f;
-  return a * b;
-}
-float from_subnormal_operand() {
-  volatile float a = 0x1p-128f, b = 4.0f;
-  return a * b;
-}
-// This thread's mode, told by arithmetic alone: 1 flush-to-zero, 2 denormals-are-zero, 3 both, 0 IEEE subnormals.
-int mode_here() { return (subnormal_result() == 0.0f ? 1 : 0) + (from_subnormal_operand() == 0.0f ? 2 : 0); }
+// This thread's mode (test::subnormal_mode): 1 flush-to-zero, 2 denormals-are-zero, 3 both, 0 IEEE subnormals.
+int mode_here() { return test::subnormal_mode(); }
 bool flushes_here() { return mode_here() == 3; }
+
+// A loop of `n` indices on `pool` in which both of its threads take part: each chunk calls `each` on its indices, then
+// waits (at most 10 s) until two threads have been seen. Returns the thread id of the thread other than the caller.
+template <class F>
+pid_t loop_on_both(thread_pool& pool, std::size_t n, F each) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  const auto caller = std::this_thread::get_id();
+  std::mutex mu;
+  std::set<std::thread::id> ids;
+  pid_t other = 0;
+  pool.parallel_for(n, 1, [&](std::size_t b, std::size_t e) {
+    for (std::size_t i = b; i < e; ++i) each(i);
+    for (;;) {
+      {
+        std::lock_guard lock(mu);
+        ids.insert(std::this_thread::get_id());
+        if (std::this_thread::get_id() != caller) other = ::gettid();
+        if (ids.size() >= 2 || std::chrono::steady_clock::now() >= until) break;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  });
+  CHECK(ids.size() == 2);
+  return other;
+}
 
 // A runtime whose team keeps its threads from region to region, as OpenMP's does: the caller and one persistent
 // thread, started by the first region of two threads (as libgomp starts its team). A library's own regions
@@ -356,25 +371,7 @@ TEST_CASE("a thread pool that flushes subnormals does so on every thread of its 
     thread_pool pool(2, on_runtime ? parallel_runtime{&team_run, "persistent"} : parallel_runtime{});
     const auto loop = [&] {  // the indices whose thread flushed (both bits); -1 when some thread had one bit only
       std::vector<std::atomic<int>> flushed(64);
-      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-      std::mutex mu;
-      std::set<std::thread::id> ids;
-      pool.parallel_for(flushed.size(), 1, [&](std::size_t b, std::size_t e) {
-        {
-          std::lock_guard lock(mu);
-          ids.insert(std::this_thread::get_id());
-        }
-        for (std::size_t i = b; i < e; ++i) flushed[i] = mode_here();
-        // Wait for the second thread (at most 10 s), so that both take part.
-        while (std::chrono::steady_clock::now() < until) {
-          {
-            std::lock_guard lock(mu);
-            if (ids.size() >= 2) break;
-          }
-          std::this_thread::sleep_for(std::chrono::microseconds(200));
-        }
-      });
-      CHECK(ids.size() == 2);
+      loop_on_both(pool, flushed.size(), [&](std::size_t i) { flushed[i] = mode_here(); });
       int n = 0;
       for (const auto& f : flushed) {
         if (f.load() == 1 || f.load() == 2) return -1;
@@ -443,27 +440,11 @@ TEST_CASE("a thread pool that flushes subnormals does so on every thread of its 
 }
 
 namespace {
-// A loop on `pool` in which both of its threads take part (each chunk waits, at most 10 s, until two threads have
-// been seen), every index once; returns the sum of the indices, and the worker's thread id in `worker`.
+// loop_on_both counting each index: the sum of the indices seen exactly once (any other count spoils it), and the
+// worker's thread id in `worker`.
 std::size_t loop_on_both(thread_pool& pool, pid_t& worker) {
   std::vector<std::atomic<int>> hits(64);
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  const auto caller = std::this_thread::get_id();
-  std::mutex mu;
-  std::set<std::thread::id> ids;
-  pool.parallel_for(hits.size(), 1, [&](std::size_t b, std::size_t e) {
-    for (std::size_t i = b; i < e; ++i) hits[i].fetch_add(1);
-    for (;;) {
-      {
-        std::lock_guard lock(mu);
-        ids.insert(std::this_thread::get_id());
-        if (std::this_thread::get_id() != caller) worker = ::gettid();
-        if (ids.size() >= 2 || std::chrono::steady_clock::now() >= until) break;
-      }
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
-    }
-  });
-  CHECK(ids.size() == 2);
+  worker = loop_on_both(pool, hits.size(), [&](std::size_t i) { hits[i].fetch_add(1); });
   std::size_t sum = 0;
   for (std::size_t i = 0; i < hits.size(); ++i) sum += hits[i].load() == 1 ? i : 1000000;
   return sum;

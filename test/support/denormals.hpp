@@ -34,11 +34,15 @@ inline model product_model(std::int64_t rows) {
   return m;
 }
 
-/// Whether this thread reads subnormal operands as zero or flushes subnormal results, by arithmetic.
-inline bool thread_flushes_subnormals() {
+/// This thread's handling of subnormals, told by arithmetic alone: 1 flush-to-zero (FLT_MIN / 4 is 0), 2
+/// denormals-are-zero (2^-128 * 4 is 0), 3 both, 0 IEEE subnormals.
+inline int subnormal_mode() {
   volatile float a = std::numeric_limits<float>::min(), quarter = 0.25f, tiny = 0x1p-128f, four = 4.0f;
-  return a * quarter == 0.0f || tiny * four == 0.0f;
+  return (a * quarter == 0.0f ? 1 : 0) + (tiny * four == 0.0f ? 2 : 0);
 }
+
+/// Whether this thread reads subnormal operands as zero or flushes subnormal results, by arithmetic.
+inline bool thread_flushes_subnormals() { return subnormal_mode() != 0; }
 
 /// For each value of the option ("1", "0", unset): sessions made by `create` (two intra-op threads, the options
 /// given) run product_model over 2^16 rows, so that both threads work; `check_plan` sees each session first.
