@@ -153,5 +153,6 @@ void fuse_skip_layer_norm(egraph& e, optimization_report& rep);
 void fuse_matmul_add(egraph& e, optimization_report& rep, std::int64_t onnx_opset);
 void fuse_transpose_gemm(egraph& e, optimization_report& rep);
 void rewrite_einsum_matmul(egraph& e, optimization_report& rep);
+void fuse_matmul_scale(egraph& e, optimization_report& rep);
 
 }  // namespace epstack::opt

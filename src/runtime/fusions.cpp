@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdint>
 #include <cstring>
 #include <set>
@@ -691,6 +692,88 @@ void rewrite_einsum_matmul(egraph& e, optimization_report& rep) {
     en = std::move(f);
   }
   e.index();
+}
+
+
+namespace {
+// The scale of a Mul (by either operand) or a Div (by its divisor) by a one-element float constant whose rank is at
+// most the other operand's (0 when that is unknown: no broadcast can add a dimension): the factor (1 / divisor for
+// Div) and the index of the scaled operand. `leading` (a scale feeding the product): the scaled operand's rank must be
+// known and not 0. A factor that is 0 or not finite is refused (a product scaled by it is not the scaled product when
+// a sum of finite terms overflows or cancels).
+std::optional<std::pair<float, std::size_t>> scale_of(const egraph& e, const enode& s, bool leading) {
+  const bool mul = is_op(s, "Mul"), div = is_op(s, "Div");
+  if ((!mul && !div) || s.n.since_version < 7 || s.inputs.size() != 2 || s.outputs.size() != 1) return std::nullopt;
+  constexpr std::size_t order[2] = {1, 0};  // Mul(x, c) as exporters write it, then Mul(c, x)
+  for (std::size_t o = 0; o < (div ? 1u : 2u); ++o) {
+    const std::size_t k = order[o];
+    const tensor* c = e.constant(s.inputs[k]);
+    if (c == nullptr || c->type() != element_type::float32 || c->element_count() != 1) continue;
+    const type_info* other = e.type_of(s.inputs[1 - k]);
+    if (other == nullptr || !other->is_tensor() || other->elem != element_type::float32) continue;
+    const std::size_t rank = other->dims ? other->dims->rank() : 0;
+    if ((leading && rank == 0) || c->rank() > rank) continue;
+    const float v = *c->typed<float>();
+    const float f = div ? 1.0f / v : v;
+    if (f == 0.0f || !std::isfinite(f)) continue;
+    return std::pair{f, 1 - k};
+  }
+  return std::nullopt;
+}
+}  // namespace
+
+// MatMul (or FusedMatMul) of float tensors with constant scalar scales around it  ==>  com.microsoft FusedMatMul with
+// alpha their product, ONNX Runtime's MatMulScaleFusion: Mul(t, A) or Div(A, 1/t) feeding an operand (the Mul stays
+// when something else reads it), Mul(v, Y) or Div(Y, 1/v) the only reader of the product. The scale is applied as the
+// product is stored, not by a pass of its own over Y: BERT's attention scores divided by sqrt(64), 12 Divs of
+// 12 x 128 x 128 floats a run. alpha = t * u * v rounds differently from the scales applied one after another (by
+// a power of two, as in BERT, not at all).
+void fuse_matmul_scale(egraph& e, optimization_report& rep) {
+  for (std::size_t i = 0; i < e.nodes.size(); ++i) {
+    auto& mm = e.nodes[i];
+    const bool fused = !mm.dead && mm.n.domain == contrib_domain && mm.n.op_type == "FusedMatMul";
+    if ((!is_op(mm, "MatMul") && !fused) || mm.inputs.size() != 2 || mm.outputs.size() != 1 || !is_float_tensor(e, mm.inputs[0]) ||
+        !is_float_tensor(e, mm.inputs[1]))
+      continue;
+    float alpha = fused ? attr_f(mm.n, "alpha", 1.0f) : 1.0f;
+    std::vector<std::string> inputs = mm.inputs;
+    std::string merged;
+    for (std::size_t k = 0; k < 2; ++k) {
+      const auto pi = e.producer_index(mm.inputs[k]);
+      if (!pi) continue;
+      const auto sc = scale_of(e, e.nodes[*pi], true);
+      if (!sc) continue;
+      alpha *= sc->first;
+      inputs[k] = e.nodes[*pi].inputs[sc->second];
+      merged += cat(" + ", e.nodes[*pi].n.name);
+    }
+    std::optional<std::size_t> after;
+    if (const auto si = e.sole_consumer(mm.outputs[0])) {
+      if (const auto sc = scale_of(e, e.nodes[*si], false); sc && e.nodes[*si].inputs[sc->second] == mm.outputs[0]) {
+        alpha *= sc->first;
+        after = *si;
+        merged += cat(" + ", e.nodes[*si].n.name);
+      }
+    }
+    if (merged.empty() || alpha == 0.0f || !std::isfinite(alpha)) continue;
+    enode f = contrib_node(mm.n.name, "FusedMatMul");
+    if (fused) f.n.attributes = mm.n.attributes;
+    f.n.attributes.set("alpha", alpha);
+    f.inputs = std::move(inputs);
+    f.outputs = after ? e.nodes[*after].outputs : mm.outputs;
+    f.origin = mm.origin;
+    char a[32];
+    std::snprintf(a, sizeof a, "%.9g", static_cast<double>(alpha));
+    rep.fusions.push_back(cat("MatMulScale: ", mm.n.name, merged, " (alpha ", a, ")"));
+    // In place of the scale after the product (after every input of it), else of the product.
+    if (after) {
+      mm.dead = true;
+      e.nodes[*after] = std::move(f);
+    } else {
+      mm = std::move(f);
+    }
+    e.index();
+  }
 }
 
 }  // namespace epstack::opt

@@ -46,6 +46,8 @@ Status optimize_graph(graph& g, const optimizer_options& opt, std::int64_t onnx_
       fuse_matmul_add(e, rep, onnx_opset);
       fuse_transpose_gemm(e, rep);
     }
+    // After MatMul + Add: ONNX Runtime's MatMulAddFusion (basic level) runs before its MatMulScaleFusion (extended).
+    if (can(contrib_domain, "FusedMatMul")) fuse_matmul_scale(e, rep);
   }
   dead_node_elimination(e, rep);
   g = from_egraph(e);

@@ -1,5 +1,6 @@
 // Graph transformations: what each level does, and that the transformed model computes the same outputs.
 #include <epstack/testing/model_zoo.hpp>
+#include <epstack/ir/node_facts.hpp>
 #include <epstack/onnx/onnx_io.hpp>
 #include <epstack/providers/cpu.hpp>
 #include <epstack/runtime/session.hpp>
@@ -12,6 +13,7 @@
 
 #include <cmath>
 #include <map>
+#include <set>
 
 using namespace epstack;
 using test::op_counts;
@@ -545,6 +547,104 @@ TEST_CASE("extended: MatMul + bias Add becomes Gemm, through Reshape views for a
     CHECK((*b)[1].sizes()[0] == batch);
     check_same(*a, *b, 1e-5);
   }
+}
+
+TEST_CASE("extended: constant scalar scales around a MatMul become FusedMatMul's alpha (MatMulScaleFusion), same outputs") {
+  graph g("matmul_scale");
+  const auto f32 = [](std::vector<dimension> d) { return type_info::tensor_of(element_type::float32, shape(std::move(d))); };
+  const auto scalar = [&](const char* name, std::vector<std::int64_t> dims, float v) {
+    g.add_initializer(name, tensor::from<float>(dims, std::span<const float>(&v, 1)));
+  };
+  g.add_input("q", f32({2, 3, 4}));
+  g.add_input("k", f32({2, 4, 5}));
+  g.add_input("x", f32({3, 4}));
+  g.add_initializer("w", zoo::random_tensor({4, 5}, 7, 1.0f));
+  g.add_initializer("row", zoo::random_tensor({1, 5}, 8, 1.0f));
+  scalar("eight", {}, 8.0f);
+  scalar("two", {1}, 2.0f);
+  scalar("three", {}, 3.0f);
+  scalar("zero", {}, 0.0f);
+  scalar("deep", {1, 1, 1}, 0.5f);
+  // Fused: scores / 8 (the divisor after the product).
+  g.add_node(test::op("scores", "MatMul"), {"q", "k"}, {"qk"});
+  g.add_node(test::op("scale", "Div"), {"qk", "eight"}, {"y_scores"});
+  // Fused: (x * [2]) @ w, then 3 * (.): alpha 6; the leading Mul stays, as another output reads it.
+  g.add_node(test::op("pre", "Mul"), {"x", "two"}, {"x2"});
+  g.add_node(test::op("both", "MatMul"), {"x2", "w"}, {"xw"});
+  g.add_node(test::op("post", "Mul"), {"three", "xw"}, {"y_both"});
+  // Left alone: the scale is the dividend; the product is read twice; the constant is a row, not a scalar; it would
+  // broadcast the product to rank 3; it is 0.
+  g.add_node(test::op("mm_num", "MatMul"), {"x", "w"}, {"p_num"});
+  g.add_node(test::op("num", "Div"), {"eight", "p_num"}, {"y_num"});
+  g.add_node(test::op("mm_twice", "MatMul"), {"x", "w"}, {"y_twice"});
+  g.add_node(test::op("twice", "Mul"), {"y_twice", "eight"}, {"y_twice8"});
+  g.add_node(test::op("mm_row", "MatMul"), {"x", "w"}, {"p_row"});
+  g.add_node(test::op("rowmul", "Mul"), {"p_row", "row"}, {"y_row"});
+  g.add_node(test::op("mm_deep", "MatMul"), {"x", "w"}, {"p_deep"});
+  g.add_node(test::op("deepmul", "Mul"), {"p_deep", "deep"}, {"y_deep"});
+  g.add_node(test::op("mm_zero", "MatMul"), {"x", "w"}, {"p_zero"});
+  g.add_node(test::op("zeromul", "Mul"), {"p_zero", "zero"}, {"y_zero"});
+  for (const char* o : {"y_scores", "x2", "y_both", "y_num", "y_twice", "y_twice8", "y_row", "y_deep", "y_zero"}) g.add_output(o);
+  const model m = wrap(std::move(g));
+  auto plain = make(m, graph_optimization_level::disable);
+  auto all = make(m, graph_optimization_level::all);
+  const auto& og = all.get_model().graph;
+  CHECK(fusion_kinds(all.optimizations())["MatMulScale"] == 2);
+  const auto ops = op_counts(og);
+  CHECK(ops.at("com.microsoft.FusedMatMul") == 2);
+  CHECK(ops.at("MatMul") == 5);
+  CHECK(ops.count("Div") == 1);  // the dividend
+  CHECK(ops.at("Mul") == 5);     // pre (still read), twice, rowmul, deepmul, zeromul
+  std::map<std::string, float> alpha;
+  for (node_id n = 0; n < og.node_count(); ++n)
+    if (og.node(n).op_type == "FusedMatMul") alpha[og.node(n).name] = attr_f(og.node(n), "alpha", 1.0f);
+  CHECK(alpha.at("scores") == 0.125f);
+  CHECK(alpha.at("both") == 6.0f);
+  std::set<std::string> reported(all.optimizations().fusions.begin(), all.optimizations().fusions.end());
+  CHECK(reported.count("MatMulScale: scores + scale (alpha 0.125)") == 1);
+  CHECK(reported.count("MatMulScale: both + pre + post (alpha 6)") == 1);
+  const std::vector<named_tensor> in{{"q", zoo::random_tensor({2, 3, 4}, 1, 1.0f)},
+                                     {"k", zoo::random_tensor({2, 4, 5}, 2, 1.0f)},
+                                     {"x", zoo::random_tensor({3, 4}, 3, 1.0f)}};
+  auto a = plain.run(in);
+  auto b = all.run(in);
+  REQUIRE_MESSAGE(a.has_value(), a.status().to_string());
+  REQUIRE_MESSAGE(b.has_value(), b.status().to_string());
+  check_same(*a, *b, 1e-5);
+  CHECK((*b)[7].rank() == 3);  // y_deep: the rank-3 constant broadcast the product
+}
+
+TEST_CASE("extended: a FusedMatMul's alpha takes in the scale after it, and keeps its transposes") {
+  graph g("fused_scale");
+  const auto f32 = [](std::vector<dimension> d) { return type_info::tensor_of(element_type::float32, shape(std::move(d))); };
+  g.add_input("a", f32({3, 4}));
+  g.add_input("b", f32({5, 4}));
+  const float quarter = 0.25f;
+  g.add_initializer("quarter", tensor::from<float>(std::vector<std::int64_t>{}, std::span<const float>(&quarter, 1)));
+  attribute_list at;
+  at.set("transB", std::int64_t{1});
+  at.set("alpha", 2.0f);
+  node fm = test::op("fm", "FusedMatMul", at);
+  fm.domain = "com.microsoft";
+  g.add_node(std::move(fm), {"a", "b"}, {"p"});
+  g.value(g.find_value("p")).type = f32({3, 5});  // (inference knows no contrib operator; the Div needs a type)
+  g.add_node(test::op("div", "Div"), {"p", "quarter"}, {"y"});  // * 4
+  g.add_output("y");
+  model m = wrap(std::move(g));
+  m.opsets = {{"", 13}, {"com.microsoft", 1}};
+  auto plain = make(m, graph_optimization_level::disable);
+  auto all = make(m, graph_optimization_level::all);
+  const auto& og = all.get_model().graph;
+  REQUIRE(og.node_count() == 1);
+  CHECK(og.node(0).op_type == "FusedMatMul");
+  CHECK(attr_f(og.node(0), "alpha", 1.0f) == 8.0f);
+  CHECK(attr_i(og.node(0), "transB", 0) == 1);
+  const std::vector<named_tensor> in{{"a", zoo::random_tensor({3, 4}, 4, 1.0f)}, {"b", zoo::random_tensor({5, 4}, 5, 1.0f)}};
+  auto x = plain.run(in);
+  auto y = all.run(in);
+  REQUIRE_MESSAGE(x.has_value(), x.status().to_string());
+  REQUIRE_MESSAGE(y.has_value(), y.status().to_string());
+  check_same(*x, *y, 1e-5);
 }
 
 TEST_CASE("folding and inference repeat until nothing changes: twelve chained shape computations fold whole") {

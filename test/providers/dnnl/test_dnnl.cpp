@@ -348,6 +348,55 @@ TEST_CASE("Einsums that are one product per batch run on oneDNN as FusedMatMul, 
   }
 }
 
+// MatMulScaleFusion: attention scores divided by sqrt(d) and a scaled operand become FusedMatMul alphas, which oneDNN
+// takes (its matmul's scale) and computes as the CPU provider and the unfused graph do.
+TEST_CASE("MatMul scaled by constants runs on oneDNN as FusedMatMul with alpha, with the CPU provider's answers") {
+  model m;
+  m.opsets = {{"", 13}};
+  auto& g = m.graph;
+  g.set_name("scaled");
+  g.add_input("q", f32(shape{2, 3, 5, 8}));
+  g.add_input("k", f32(shape{2, 3, 8, 6}));
+  g.add_input("mask", f32(shape{2, 1, 1, 6}));
+  g.add_input("x", f32(shape{7, 8}));
+  g.add_initializer("w", zoo::random_tensor({8, 4}, 131, 0.5f));
+  const float root = std::sqrt(8.0f), half = 0.5f;
+  g.add_initializer("root", tensor::from<float>(std::vector<std::int64_t>{}, std::span<const float>(&root, 1)));
+  g.add_initializer("half", tensor::from<float>(std::vector<std::int64_t>{}, std::span<const float>(&half, 1)));
+  g.add_node(op("scores", "MatMul"), {"q", "k"}, {"qk"});
+  g.add_node(op("scale", "Div"), {"qk", "root"}, {"qk_s"});
+  g.add_node(op("masked", "Add"), {"qk_s", "mask"}, {"s"});
+  g.add_node(op("halve", "Mul"), {"x", "half"}, {"xh"});
+  g.add_node(op("proj", "MatMul"), {"xh", "w"}, {"p"});
+  for (const char* o : {"s", "p"}) g.add_output(o, type_info::tensor_of(element_type::float32));
+  const std::vector<named_tensor> feeds{{"q", zoo::random_tensor({2, 3, 5, 8}, 132, 1.0f)},
+                                        {"k", zoo::random_tensor({2, 3, 8, 6}, 133, 1.0f)},
+                                        {"mask", zoo::random_tensor({2, 1, 1, 6}, 134, 1.0f)},
+                                        {"x", zoo::random_tensor({7, 8}, 135, 1.0f)}};
+  agree(m, feeds, with_level(graph_optimization_level::all), 1e-5, 1e-5);
+  auto d = dnnl_session::create(m, with_level(graph_optimization_level::all));
+  REQUIRE(d.has_value());
+  const graph& og = *d->plan().main.g;
+  int fused = 0;
+  for (node_id n = 0; n < og.node_count(); ++n) fused += og.node(n).op_type == "FusedMatMul" ? 1 : 0;
+  CHECK(fused == 2);
+  for (const char* n : {"scores", "proj"}) {
+    CAPTURE(n);
+    CHECK(provider_of(*d, n) == dnnl_provider::type_key);
+  }
+  // Against the graph as written (the Div and Mul run on their own).
+  auto c = cpu_session::create(m, with_level(graph_optimization_level::disable));
+  REQUIRE(c.has_value());
+  auto want = c->run(feeds);
+  auto got = d->run(feeds);
+  REQUIRE_MESSAGE(want.has_value(), want.status().to_string());
+  REQUIRE_MESSAGE(got.has_value(), got.status().to_string());
+  for (std::size_t k = 0; k < 2; ++k) {
+    INFO("output ", k);
+    EPSTACK_CHECK_CLOSE((*got)[k], (*want)[k], 1e-5, 1e-5);
+  }
+}
+
 TEST_CASE("fusion: Conv + BatchNormalization + Add + Relu becomes one convolution with post-ops") {
   const auto m = zoo::make_convnet({8}, 16, 4);
   auto d = dnnl_session::create(m, with_level(graph_optimization_level::disable));
