@@ -51,6 +51,29 @@ TEST_CASE("unary float kernels match the standard library (fast exp and erf with
   test::check_tensor<float>(run1<ops::sqrt>(kernel_node{"Sqrt"}, {{absx}}), {1000}, want, 1e-7, 1e-7);
 }
 
+TEST_CASE("erf at its ends: infinities, huge and tiny values, signed zeros and NaN; Gelu of huge values and of NaN") {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> in{inf, -inf, 20.0f, -20.5f, 1e30f, -3.4e38f, 4.0f, -6.0f, 0.0f, -0.0f, 1e-30f, 0.5f, nan};
+  const std::int64_t n = static_cast<std::int64_t>(in.size());
+  const auto x = tensor::from<float>(std::span<const std::int64_t>(&n, 1), std::span<const float>(in));
+  const auto y = run1<ops::erf>(kernel_node{"Erf"}, {{x}});
+  const float* e = y.typed<float>();
+  for (std::size_t i = 0; i + 1 < in.size(); ++i) {
+    CAPTURE(in[i]);
+    CHECK(std::fabs(e[i] - std::erf(in[i])) <= 3e-7);
+  }
+  CHECK(e[0] == 1.0f);
+  CHECK(e[1] == -1.0f);
+  CHECK(e[4] == 1.0f);
+  CHECK(e[5] == -1.0f);
+  CHECK(e[10] == doctest::Approx(1.1283791670955126e-30).epsilon(1e-6));  // 2x/sqrt(pi) near 0
+  CHECK(std::isnan(e[12]));
+  const auto g = run1<ops::gelu>(kernel_node{"Gelu", 1, "com.microsoft"}, {{x}});
+  CHECK(g.typed<float>()[4] == 1e30f);
+  CHECK(g.typed<float>()[5] == 0.0f);
+  CHECK(std::isnan(g.typed<float>()[12]));
+}
+
 TEST_CASE("exp is 0 below the normal range and saturates without overflow to NaN, and Gelu and BiasGelu follow erf") {
   const float inf = std::numeric_limits<float>::infinity();
   const auto x = tensor::from<float>({8}, {-200.0f, -87.0f, 88.0f, 200.0f, -87.5f, -100.0f, -inf, -3.4e38f});
