@@ -51,7 +51,7 @@ TEST_CASE("unary float kernels match the standard library (fast exp and erf with
   test::check_tensor<float>(run1<ops::sqrt>(kernel_node{"Sqrt"}, {{absx}}), {1000}, want, 1e-7, 1e-7);
 }
 
-TEST_CASE("erf at its ends: infinities, huge and tiny values, signed zeros and NaN; Gelu of huge values and of NaN") {
+TEST_CASE("erf at its ends (infinities, huge and tiny values, signed zeros, NaN), and Gelu of huge values and of NaN") {
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
   const std::vector<float> in{inf, -inf, 20.0f, -20.5f, 1e30f, -3.4e38f, 4.0f, -6.0f, 0.0f, -0.0f, 1e-30f, 0.5f, nan};
   const std::int64_t n = static_cast<std::int64_t>(in.size());
