@@ -46,6 +46,15 @@ void check_same(const std::vector<tensor>& a, const std::vector<tensor>& b, doub
     EPSTACK_CHECK_CLOSE(a[k], b[k], tol, tol);
   }
 }
+// Runs both sessions on `feeds`, checks that `got` gives `ref`'s outputs within `tol`, and returns `got`'s.
+std::vector<tensor> same_outputs(cpu_session& ref, cpu_session& got, const std::vector<named_tensor>& feeds, double tol) {
+  auto a = ref.run(feeds);
+  auto b = got.run(feeds);
+  REQUIRE_MESSAGE(a.has_value(), a.status().to_string());
+  REQUIRE_MESSAGE(b.has_value(), b.status().to_string());
+  check_same(*a, *b, tol);
+  return std::move(*b);
+}
 
 }  // namespace
 
@@ -191,11 +200,7 @@ TEST_CASE("a transformer's LayerNorm, residual Add, bias and GELU fuse into cont
   CHECK(ops.at("com.microsoft.BiasGelu") == 2);
   tensor ids(element_type::int64, {2, 9});
   for (std::size_t i = 0; i < ids.element_count(); ++i) ids.typed<std::int64_t>()[i] = static_cast<std::int64_t>((i * 37) % 512);
-  auto a = plain.run({{"input_ids", ids}});
-  auto b = all.run({{"input_ids", ids}});
-  REQUIRE_MESSAGE(a.has_value(), a.status().to_string());
-  REQUIRE_MESSAGE(b.has_value(), b.status().to_string());
-  check_same(*a, *b, 1e-4);
+  same_outputs(plain, all, {{"input_ids", ids}}, 1e-4);
 }
 
 TEST_CASE("the optimised model is saved (optimized_model_filepath), loads back and computes the same") {
@@ -422,11 +427,7 @@ TEST_CASE("extended: a 2-D Transpose feeding only a Gemm becomes its transA (or 
   for (std::size_t i = 0; i < yv.size(); ++i) yv[i] = static_cast<float>(i % 4) - 1.5f;
   const auto x = tensor::from<float>(std::vector<std::int64_t>{6, 5}, std::span<const float>(xv));
   const auto y = tensor::from<float>(std::vector<std::int64_t>{3, 4}, std::span<const float>(yv));
-  auto a = plain.run({{"x", x}, {"y", y}});
-  auto b = all.run({{"x", x}, {"y", y}});
-  REQUIRE_MESSAGE(a.has_value(), a.status().to_string());
-  REQUIRE_MESSAGE(b.has_value(), b.status().to_string());
-  check_same(*a, *b, 1e-5);
+  same_outputs(plain, all, {{"x", x}, {"y", y}}, 1e-5);
 }
 
 TEST_CASE("extended: an Einsum that is one matrix product per batch becomes FusedMatMul, with the same outputs") {
@@ -484,11 +485,7 @@ TEST_CASE("extended: an Einsum that is one matrix product per batch becomes Fuse
     CAPTURE(forms[f].eq);
     CHECK((nd.op_type == "FusedMatMul") == forms[f].rewritten);
   }
-  auto a = plain.run(feeds);
-  auto b = all.run(feeds);
-  REQUIRE_MESSAGE(a.has_value(), a.status().to_string());
-  REQUIRE_MESSAGE(b.has_value(), b.status().to_string());
-  check_same(*a, *b, 1e-5);
+  same_outputs(plain, all, feeds, 1e-5);
 }
 
 TEST_CASE("extended: MatMul + bias Add becomes Gemm, through Reshape views for an A of higher rank with one unsized dim at most") {
@@ -540,12 +537,8 @@ TEST_CASE("extended: MatMul + bias Add becomes Gemm, through Reshape views for a
     const std::vector<named_tensor> in{{"x", zoo::random_tensor({2, 3, 8}, 1, 1.0f)},
                                        {"xb", zoo::random_tensor({batch, 3, 8}, 2, 1.0f)},
                                        {"xs", zoo::random_tensor({1, 2, 8}, 3, 1.0f)}};
-    auto a = plain.run(in);
-    auto b = all.run(in);
-    REQUIRE_MESSAGE(a.has_value(), a.status().to_string());
-    REQUIRE_MESSAGE(b.has_value(), b.status().to_string());
-    CHECK((*b)[1].sizes()[0] == batch);
-    check_same(*a, *b, 1e-5);
+    const auto out = same_outputs(plain, all, in, 1e-5);
+    CHECK(out[1].sizes()[0] == batch);
   }
 }
 
@@ -606,12 +599,8 @@ TEST_CASE("extended: constant scalar scales around a MatMul become FusedMatMul's
   const std::vector<named_tensor> in{{"q", zoo::random_tensor({2, 3, 4}, 1, 1.0f)},
                                      {"k", zoo::random_tensor({2, 4, 5}, 2, 1.0f)},
                                      {"x", zoo::random_tensor({3, 4}, 3, 1.0f)}};
-  auto a = plain.run(in);
-  auto b = all.run(in);
-  REQUIRE_MESSAGE(a.has_value(), a.status().to_string());
-  REQUIRE_MESSAGE(b.has_value(), b.status().to_string());
-  check_same(*a, *b, 1e-5);
-  CHECK((*b)[7].rank() == 3);  // y_deep: the rank-3 constant broadcast the product
+  const auto out = same_outputs(plain, all, in, 1e-5);
+  CHECK(out[7].rank() == 3);  // y_deep: the rank-3 constant broadcast the product
 }
 
 TEST_CASE("extended: a FusedMatMul's alpha takes in the scale after it, and keeps its transposes") {
@@ -640,11 +629,7 @@ TEST_CASE("extended: a FusedMatMul's alpha takes in the scale after it, and keep
   CHECK(attr_f(og.node(0), "alpha", 1.0f) == 8.0f);
   CHECK(attr_i(og.node(0), "transB", 0) == 1);
   const std::vector<named_tensor> in{{"a", zoo::random_tensor({3, 4}, 4, 1.0f)}, {"b", zoo::random_tensor({5, 4}, 5, 1.0f)}};
-  auto x = plain.run(in);
-  auto y = all.run(in);
-  REQUIRE_MESSAGE(x.has_value(), x.status().to_string());
-  REQUIRE_MESSAGE(y.has_value(), y.status().to_string());
-  check_same(*x, *y, 1e-5);
+  same_outputs(plain, all, in, 1e-5);
 }
 
 TEST_CASE("folding and inference repeat until nothing changes: twelve chained shape computations fold whole") {
@@ -689,9 +674,5 @@ TEST_CASE("folding and inference repeat until nothing changes: twelve chained sh
   const auto sizes = *t.dims->sizes();
   CHECK(std::vector<std::int64_t>(sizes.begin(), sizes.end()) == std::vector<std::int64_t>{1, 4, 8});
   const std::vector<named_tensor> in{{"x", zoo::random_tensor({1, 4, 8}, 4, 1.0f)}};
-  auto a = plain.run(in);
-  auto b = all.run(in);
-  REQUIRE_MESSAGE(a.has_value(), a.status().to_string());
-  REQUIRE_MESSAGE(b.has_value(), b.status().to_string());
-  check_same(*a, *b, 0);
+  same_outputs(plain, all, in, 0);
 }
