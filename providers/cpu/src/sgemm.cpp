@@ -256,6 +256,16 @@ inline void micro_kernel(std::int64_t kc, const float* __restrict a, const float
   // Packed panels are aligned and zero-padded: plain loads, a constant stride. A matrix read in place needs masks at
   // its right edge (past it lies the next row, or the end of the buffer).
   if constexpr (Packed) bs = nr;
+  // C is read back as the block ends (a K block after the first): its rows, ldc apart (4 or 12 KiB in a transformer's
+  // products, so all in one set of the L1 cache), are fetched now, under the block's 256 k of arithmetic, instead of
+  // one row after another at the end. 1.2-2.5% less time on products of 2 to 4 K blocks (in-process A/B, paired).
+  if (load_c) {
+#pragma GCC unroll 12
+    for (int i = 0; i < R; ++i) {
+      _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + 16), _MM_HINT_T0);
+    }
+  }
 #pragma GCC unroll 2
   for (std::int64_t k = 0; k < kc; ++k) {
     if constexpr (Packed) {  // two lines of `pf` every 8 k (see sgemm_panels)
