@@ -87,7 +87,7 @@ inline void warn_unknown_machine_class() {
   const char* e = std::getenv("EPSTACK_MACHINE_CLASS");
   if (e != nullptr && !machine_class_named(e))
     std::cerr << "epstack: warning: EPSTACK_MACHINE_CLASS='" << e
-              << "' names no machine class (avx512_full, avx512_split); placement estimates use this machine's ("
+              << "' names no machine class (avx512_full, avx512_split, avx512_intel); placement estimates use this machine's ("
               << to_string(this_machine_class()) << ")\n";
 }
 

@@ -122,11 +122,16 @@ node_work work_of(const graph& g, node_id n, std::int64_t symbolic_as) {
 }
 
 const char* to_string(machine_class c) noexcept {
-  return c == machine_class::avx512_split ? "avx512_split" : "avx512_full";
+  switch (c) {
+    case machine_class::avx512_split: return "avx512_split";
+    case machine_class::avx512_intel: return "avx512_intel";
+    case machine_class::avx512_full: break;
+  }
+  return "avx512_full";
 }
 
 std::optional<machine_class> machine_class_named(std::string_view name) noexcept {
-  for (const auto c : {machine_class::avx512_full, machine_class::avx512_split})
+  for (const auto c : {machine_class::avx512_full, machine_class::avx512_split, machine_class::avx512_intel})
     if (name == to_string(c)) return c;
   return std::nullopt;
 }
@@ -147,14 +152,16 @@ machine_class this_machine_class() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
     unsigned a = 0, b = 0, c = 0, d = 0;
     if (__get_cpuid(0, &a, &b, &c, &d) == 0) return machine_class::avx512_full;
-    const bool amd = b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;  // "AuthenticAMD"
-    if (!amd || a < 7 || __get_cpuid(1, &a, &b, &c, &d) == 0) return machine_class::avx512_full;
+    const bool amd = b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;    // "AuthenticAMD"
+    const bool intel = b == 0x756e6547u && d == 0x49656e69u && c == 0x6c65746eu;  // "GenuineIntel"
+    if (!(amd || intel) || a < 7 || __get_cpuid(1, &a, &b, &c, &d) == 0) return machine_class::avx512_full;
     const unsigned base = (a >> 8) & 0xfu;
     const unsigned family = base == 0xfu ? base + ((a >> 20) & 0xffu) : base;
     unsigned b7 = 0;
     __cpuid_count(7, 0, a, b7, c, d);
     const bool avx512f = (b7 >> 16) & 1u;
-    if (family == 0x19 && avx512f) return machine_class::avx512_split;
+    if (intel && avx512f) return machine_class::avx512_intel;
+    if (amd && family == 0x19 && avx512f) return machine_class::avx512_split;
 #endif
     return machine_class::avx512_full;
   }();

@@ -51,10 +51,11 @@ struct partition_options {
   double placement_margin = 0.10;
   /// Under `estimate` placement, a provider that brings a thread runtime of its own (`provider_binding::
   /// intra_op_runtime`, oneDNN's OpenMP), and whose every partition runtime-free providers could run, keeps its
-  /// partitions only when they are more than `runtime_share` of the graph's estimated time or save more than
-  /// `runtime_gain` of it: otherwise it leaves them (`partition_plan::yielded`), and the session runs on one set of
-  /// threads, its own, as the stack without that provider does (the runtime follows the plan). A `runtime_share` of 0
-  /// turns this off; so does `disable_cpu_fallback`.
+  /// partitions only when they cost less than on those providers by more than `placement_margin` of theirs, and are
+  /// more than `runtime_share` of the graph's estimated time or save more than `runtime_gain` of it: otherwise it
+  /// leaves them (`partition_plan::yielded`), and the session runs on one set of threads, its own, as the stack
+  /// without that provider does (the runtime follows the plan). A `runtime_share` of 0 turns this off; so does
+  /// `disable_cpu_fallback`.
   double runtime_share = 0.05;
   double runtime_gain = 0.01;  ///< see runtime_share
   /// Providers that leave their groups from the start (a yield decided before a layout rewrite, kept after it); the

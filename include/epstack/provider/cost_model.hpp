@@ -63,14 +63,16 @@ struct cost_profile {
 /// The kinds of machine the providers' speeds were measured on: each provider has a `cost_profile` per class, since
 /// what one provider gains over another differs between them (on a core that splits 512-bit instructions, oneDNN's
 /// batch-1 products stream their weights 10-30% slower than the CPU provider's, where on a full-width core they are
-/// level).
+/// level; on Intel's server cores oneDNN's products of 64 to 256 rows lose the lead they have on Zen 5).
 enum class machine_class : std::uint8_t {
-  avx512_full,   ///< 512-bit vector units (AMD Zen 5; Intel's server cores): the reference, and any unknown machine
+  avx512_full,   ///< 512-bit vector units (AMD Zen 5): the reference, and any unknown machine
   avx512_split,  ///< 512-bit instructions run as two 256-bit halves (AMD Zen 4: family 19h with AVX-512)
+  avx512_intel,  ///< Intel's cores with AVX-512 (Xeon Scalable: Skylake-SP to Emerald Rapids; measured on the last)
 };
 
 /// The class whose profiles this process's estimates use: the one `set_machine_class` pinned, else
-/// `EPSTACK_MACHINE_CLASS` when it names one ("avx512_full", "avx512_split"), else this machine's from cpuid (both
+/// `EPSTACK_MACHINE_CLASS` when it names one ("avx512_full", "avx512_split", "avx512_intel"), else this machine's from
+/// cpuid: AMD family 19h with AVX-512 is avx512_split, Intel with AVX-512 avx512_intel, anything else avx512_full (both
 /// read once per process).
 [[nodiscard]] machine_class this_machine_class() noexcept;
 

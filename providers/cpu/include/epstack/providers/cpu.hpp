@@ -66,9 +66,34 @@ inline constexpr cost_profile avx512_split_cost_profile{
     .kernel_us = 8,
     .partition_us = 0,
 };
+/// The same, measured on an Intel Xeon (Emerald Rapids, 2 vCPUs, 2026-11-30): the medians of six calibrations
+/// (`MLP=build/shared-models/mlp_b1.onnx LLM=build/shared-models/llm_decode.onnx ROUNDS=2
+/// scripts/calibrate_placement.sh build`), in a slow phase of the VM, where every rate was about two thirds of its
+/// quiet-phase figure (products of 256 rows at 175 GFLOP/s on either provider; bench_peak's two-thread peak 284).
+/// oneDNN's are the CPU provider's over the median of the six paired ratios (each calibration times the two
+/// providers one after the other; the ratios are steadier than the rates): products level at every row count
+/// (0.94-1.04), the 3x3 chains 1.59x oneDNN's, pointwise 1.06x, depthwise 1.26x, strided dense 0.87x, streaming 0.97x.
+/// Products of 256 rows as 64 (175 measured, below the 195 of 64 rows on both: the longer runs caught more of the
+/// phase). Weights streaming from memory level on the two (mlp_b1 and llm_decode ranged 2.5-4.7 ms on both), at 25
+/// GB/s (100.7 MB in 4 ms, the slow phase's median); the fixed costs are Zen 5's, not fitted here.
+inline constexpr cost_profile avx512_intel_cost_profile{
+    .matmul_gflops = {17.9, 64.7, 149.6, 195, 195},
+    .conv_gflops = 152.7,
+    .conv3x3_gflops = 304.4,
+    .pointwise_gflops = 157.7,
+    .depthwise_gflops = 35.7,
+    .stream_gbps = 34.9,
+    .dram_gbps = 25,
+    .node_us = 0.5,
+    .kernel_us = 8,
+    .stream_kernel_us = 4.5,
+    .partition_us = 0,
+};
 /// The profile measured on machines of class `c`.
 [[nodiscard]] constexpr const cost_profile& cost_profile_for(machine_class c) noexcept {
-  return c == machine_class::avx512_split ? avx512_split_cost_profile : default_cost_profile;
+  return c == machine_class::avx512_split   ? avx512_split_cost_profile
+         : c == machine_class::avx512_intel ? avx512_intel_cost_profile
+                                            : default_cost_profile;
 }
 }  // namespace cpu
 
