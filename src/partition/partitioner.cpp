@@ -510,9 +510,9 @@ Result<partition_plan> partition_graph(const graph& g, std::span<const provider_
   // those providers' by more than the placement margin (as a later provider must to take a group from an earlier
   // one): within the margin the estimates cannot tell the two apart, and the runtime-free plan runs on the session's
   // own threads, with no hand-off to another runtime's and no second set of threads spinning (mlp_b1: 5.2 ms of CPU
-  // time a run on the CPU provider, 7.4 on oneDNN, at equal run times). Otherwise it leaves its groups, and the plan
-  // is made again; the new plan stands only if the provider has then no partitions. Estimates only: measured costs
-  // are another unit than the graph's estimate, and timing every candidate twice would spend the budget again.
+  // time a run on the CPU provider, 7.4 on oneDNN, for runs of 2.6 and 3.0 ms). Otherwise it leaves its groups, and
+  // the plan is made again; the new plan stands only if the provider has then no partitions. Estimates only: measured
+  // costs are another unit than the graph's estimate, and timing every candidate twice would spend the budget again.
   const bool may_yield = options.runtime_share > 0 && options.placement == placement_policy::estimate &&
                          !options.disable_cpu_fallback;
   const auto clear_of = [&](const partition_plan& r, const std::vector<bool>& yields) {
