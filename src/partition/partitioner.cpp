@@ -209,21 +209,11 @@ bool left_for_cheaper(graph_plan& gp, std::size_t p, const capability& cap, part
   graph_plan::placement_choice choice;
   choice.group = cap.meta ? cap.meta->name : g.describe(cap.nodes.front());
   choice.nodes = cap.nodes;
-  double mine = cost_of(gp, p, {cap}, st, choice.basis);
-  // Estimates price symbolic dimensions at 1 (estimate_microseconds): they stand where products with symbolic rows
-  // are at most a tenth of the graph's work (their speed depends on the rows), and the plan says so.
-  bool at_one = false;
-  if (mine >= 0 && choice.basis == "estimate" &&
-      std::any_of(cap.nodes.begin(), cap.nodes.end(), [&](node_id n) { return !work_of(g, n).known; })) {
-    const double share = st.symbolic_share_of(g);
-    at_one = share >= 0 && share <= 0.1;
-    if (!at_one) mine = -1;  // the stack's order, below
-  }
-  choice.costs.emplace_back(p, mine);
+  // The contestants: p, and each later provider that runs every node of the group (in groups of its own).
+  std::vector<std::pair<std::size_t, std::vector<capability>>> rivals;
+  rivals.emplace_back(p, std::vector<capability>{cap});
   std::vector<bool> mask(g.node_count());
   for (node_id n : cap.nodes) mask[n] = true;
-  double best = mine;
-  std::size_t best_p = p;
   for (std::size_t q = p + 1; q < st.providers.size(); ++q) {
     if (!priced(q)) continue;
     graph_view<graph> only(g, mask);
@@ -237,8 +227,67 @@ bool left_for_cheaper(graph_plan& gp, std::size_t p, const capability& cap, part
       }
     if (!valid || theirs.empty()) continue;
     if (!std::all_of(cap.nodes.begin(), cap.nodes.end(), [&](node_id n) { return covered[n]; })) continue;
-    const double cost = cost_of(gp, q, theirs, st, choice.basis);
-    choice.costs.emplace_back(q, cost);
+    rivals.emplace_back(q, std::move(theirs));
+  }
+  if (rivals.size() < 2) return false;  // no other provider runs all of it: not contested
+  // Each contestant's cost (p's first): measured or estimated (cost_of; the plan's basis "measure" if any was).
+  std::vector<double> costs;
+  for (const auto& [q, caps] : rivals) costs.push_back(cost_of(gp, q, caps, st, choice.basis));
+  // The estimates alone (under symbolic_pricing), as cost_of's fallback sums them.
+  const auto estimates = [&] {
+    std::vector<double> c;
+    for (const auto& [q, caps] : rivals) {
+      double us = st.providers[q].estimate_cost ? 0.0 : -1.0;
+      for (const auto& one : caps) {
+        const double e = us >= 0 ? st.providers[q].estimate_cost(g, one.nodes) : -1.0;
+        us = e >= 0 ? us + e : -1.0;
+      }
+      c.push_back(us);
+    }
+    return c;
+  };
+  // Estimates price symbolic dimensions at 1 (estimate_microseconds): they stand where products with symbolic rows
+  // are at most a tenth of the graph's work (their speed depends on the rows), and the plan says so. Where such
+  // products weigh more (a transformer with a symbolic batch and sequence), every contestant is priced with the
+  // symbolic dimensions at 1, 4, 16, 64 and 256 (the row counts of the profiles' products, for one such dimension),
+  // and the costs kept are those of the value where p fares best against the cheapest other: so a later provider takes
+  // the group only if it is cheaper by the margin at every batch, and p keeps it against a runtime-free provider
+  // (below, the thread runtime's test) only if it is clearly cheaper at some. Unknown even so: the stack's order.
+  bool at_one = false, swept = false;
+  if (costs[0] >= 0 && choice.basis == "estimate" &&
+      std::any_of(cap.nodes.begin(), cap.nodes.end(), [&](node_id n) { return !work_of(g, n).known; })) {
+    const double share = st.symbolic_share_of(g);
+    at_one = share >= 0 && share <= 0.1;
+    if (!at_one) {
+      costs[0] = -1;
+      double best_edge = 0;
+      for (const std::int64_t at : {1, 4, 16, 64, 256}) {
+        const symbolic_pricing pricing(at);
+        auto c = estimates();
+        double others = -1;
+        for (std::size_t i = 1; i < c.size(); ++i)
+          if (c[i] >= 0 && (others < 0 || c[i] < others)) others = c[i];
+        if (!(c[0] > 0) || !(others >= 0)) {
+          costs[0] = -1;
+          break;
+        }
+        const double edge = (others - c[0]) / others;  // what p saves against the cheapest other, as a fraction
+        if (costs[0] < 0 || edge > best_edge) {
+          best_edge = edge;
+          costs = std::move(c);
+        }
+      }
+      swept = costs[0] >= 0;
+    }
+  }
+  const double mine = costs[0];
+  double best = mine;
+  std::size_t best_p = p;
+  for (std::size_t i = 0; i < rivals.size(); ++i) {
+    choice.costs.emplace_back(rivals[i].first, costs[i]);
+    if (i == 0) continue;
+    const std::size_t q = rivals[i].first;
+    const double cost = costs[i];
     // A provider that yields (its thread runtime is not worth what its partitions save) leaves the group to the
     // cheapest runtime-free one; otherwise a later provider must be cheaper by the margin.
     const bool yield_to = !st.yields.empty() && st.yields[p] && !st.providers[q].intra_op_runtime;
@@ -248,7 +297,6 @@ bool left_for_cheaper(graph_plan& gp, std::size_t p, const capability& cap, part
       best_p = q;
     }
   }
-  if (choice.costs.size() < 2) return false;  // no other provider runs all of it: not contested
   if (mine < 0) {
     // Nothing to compare against (a shape the estimate needs is unknown): the stack's order stands, and the plan says
     // why, so that a user can fix the dims (free dimension overrides) or measure instead.
@@ -258,6 +306,7 @@ bool left_for_cheaper(graph_plan& gp, std::size_t p, const capability& cap, part
     return false;
   }
   if (at_one) choice.basis = "estimate, symbolic dims at 1";
+  if (swept) choice.basis = cat("estimate, symbolic dims at 1 to 256, shown where ", st.providers[p].type_key, " fares best");
   if (best_p != p && !(best < mine * (1.0 - opt.placement_margin)))
     choice.note = cat(st.providers[p].type_key, "'s thread runtime is not worth what its partitions save");
   choice.chosen = best_p;

@@ -259,7 +259,17 @@ double estimate_at(const cost_profile& profile, const graph& g, std::span<const 
 
 }  // namespace
 
+namespace {
+thread_local std::int64_t symbolic_price = 0;  // symbolic_pricing's value on this thread; 0: none
+}  // namespace
+
+symbolic_pricing::symbolic_pricing(std::int64_t value) noexcept : previous_(symbolic_price) {
+  symbolic_price = value > 0 ? value : 0;
+}
+symbolic_pricing::~symbolic_pricing() { symbolic_price = previous_; }
+
 double estimate_microseconds(const cost_profile& profile, const graph& g, std::span<const node_id> nodes) {
+  if (symbolic_price > 0) return estimate_at(profile, g, nodes, symbolic_price);
   if (const double us = estimate_at(profile, g, nodes, 0); us >= 0) return us;
   return estimate_at(profile, g, nodes, 1);
 }

@@ -775,12 +775,77 @@ TEST_CASE("placement by estimate: symbolic dims priced at 1 stand unless product
     CHECK(plan.main.nodes[0].provider == 1);
     CHECK(plan.to_table().find("(3 nodes, by estimate, symbolic dims at 1): AExecutionProvider ") != std::string::npos);
   }
-  SUBCASE("products with symbolic rows over a tenth of the work: unknown, the stack's order") {
+  SUBCASE("products with symbolic rows over a tenth of the work: priced at 1 to 256; 4x cheaper at each, the CPU takes it") {
     const auto g = conv_then_product(1000);
+    const auto plan = run(g);
+    REQUIRE(plan.main.choices.size() == 1);
+    const auto& c = plan.main.choices[0];
+    CHECK(c.basis == "estimate, symbolic dims at 1 to 256, shown where AExecutionProvider fares best");
+    CHECK(c.chosen == 1);
+    CHECK(plan.main.nodes[0].provider == 1);
+    REQUIRE(c.costs.size() == 2);
+    CHECK(c.costs[0].second == doctest::Approx(4 * c.costs[1].second));
+  }
+  SUBCASE("a dimension with neither value nor name: unknown even so, the stack's order") {
+    auto g = conv_then_product(1000);
+    g.value(g.find_value("f")).type = f32({dimension(), 1024});
     const auto plan = run(g);
     REQUIRE(plan.main.choices.size() == 1);
     CHECK(plan.main.choices[0].basis == "estimate, unknown shapes: the stack's order");
     CHECK(plan.main.choices[0].chosen == 0);
     CHECK(plan.main.nodes[0].provider == 0);
   }
+}
+
+namespace {
+// Products' rates by rows (1, 4, 16, 64, 256) and one rate for convolutions.
+cost_profile rows_profile(std::array<double, 5> matmul, double conv) {
+  cost_profile p;
+  p.conv_gflops = conv;
+  p.matmul_gflops = matmul;
+  return p;
+}
+struct big_batch_a : scripted_provider<"AExecutionProvider"> {  // 4x the CPU's speed on products of 64 rows or more
+  [[nodiscard]] double estimate_cost(const graph& g, std::span<const node_id> nodes) const {
+    return estimate_microseconds(rows_profile({100, 100, 100, 400, 400}, 400), g, nodes);
+  }
+};
+struct small_batch_cpu : test_cpu_provider {  // 4x A's on products of 16 rows or fewer
+  [[nodiscard]] double estimate_cost(const graph& g, std::span<const node_id> nodes) const {
+    return estimate_microseconds(rows_profile({400, 400, 400, 100, 100}, 400), g, nodes);
+  }
+};
+}  // namespace
+
+TEST_CASE("placement by estimate: where the cheaper provider changes with a symbolic batch, the stack's order holds") {
+  const auto g = conv_then_product(1000);
+  big_batch_a a;
+  a.script = [](const graph_view<graph>& v) {
+    std::vector<capability> r;
+    if (v.contains(0) && v.contains(2)) r.push_back(capability::group({0, 1, 2}, meta("net")));
+    return r;
+  };
+  small_batch_cpu cpu;
+  cpu.ops = {"Conv", "Flatten", "MatMul"};
+  auto plan = partition_with(g, std::tuple{a, cpu});
+  REQUIRE_MESSAGE(plan.has_value(), plan.status().to_string());
+  REQUIRE(plan->main.choices.size() == 1);
+  const auto& c = plan->main.choices[0];
+  CHECK(c.basis == "estimate, symbolic dims at 1 to 256, shown where AExecutionProvider fares best");
+  // At batch 1 the CPU provider would be cheaper by far (its products 4x faster, the convolution level), but not at
+  // every batch: A keeps the group, and the costs shown are at a batch of 64 or more, where A's products are faster.
+  CHECK(c.chosen == 0);
+  CHECK(plan->main.nodes[0].provider == 0);
+  REQUIRE(c.costs.size() == 2);
+  CHECK(c.costs[0].second < c.costs[1].second);
+  const node_id all[] = {0, 1, 2};
+  CHECK(small_batch_cpu{}.estimate_cost(g, all) < 0.5 * big_batch_a{}.estimate_cost(g, all));  // at batch 1
+  {
+    const symbolic_pricing at_256(256);  // as at 64: the products' rates are the same there, and they scale alike
+    const double a = big_batch_a{}.estimate_cost(g, all), c256 = small_batch_cpu{}.estimate_cost(g, all);
+    CHECK(c256 > 3 * a);
+    CHECK(c.costs[1].second / c.costs[0].second == doctest::Approx(c256 / a).epsilon(0.01));
+  }
+  // The scope ended: batch 1 again.
+  CHECK(small_batch_cpu{}.estimate_cost(g, all) < 0.5 * big_batch_a{}.estimate_cost(g, all));
 }

@@ -98,6 +98,21 @@ void set_machine_class(std::optional<machine_class> c) noexcept;
 /// (`symbolic_products_share`).
 [[nodiscard]] double estimate_microseconds(const cost_profile& profile, const graph& g, std::span<const node_id> nodes);
 
+/// @brief While it lives, `estimate_microseconds` on this thread prices symbolic dimensions at `value` (> 0) instead:
+/// how the partitioner asks each provider's `estimate_cost` what a group costs at several batches, where products
+/// with symbolic rows make one price meaningless (partitioner.hpp). A provider whose estimate does not go through
+/// `estimate_microseconds` is unaffected. Scopes nest; a value of 0 or less restores the default.
+class symbolic_pricing {
+ public:
+  explicit symbolic_pricing(std::int64_t value) noexcept;
+  ~symbolic_pricing();
+  symbolic_pricing(const symbolic_pricing&) = delete;
+  symbolic_pricing& operator=(const symbolic_pricing&) = delete;
+
+ private:
+  std::int64_t previous_;
+};
+
 /// The share of `nodes`' arithmetic (symbolic dimensions priced at 1) that is in products whose rows are symbolic;
 /// negative when a shape is unknown even so. Convolutions, pools and element-wise nodes scale alike with the batch on
 /// every provider, so an estimate at batch 1 compares providers at any batch; products do not (a provider's speed
