@@ -7,6 +7,7 @@
 #include "schema/modern_inference.hpp"
 
 #include <onnx/defs/shape_inference.h>
+#include <onnx/defs/tensor_proto_util.h>
 
 #include <algorithm>
 #include <functional>
@@ -133,6 +134,89 @@ bool block_guard(onnx::InferenceContext& ctx) {
   return true;
 }
 
+// After onnx 1.12's own inference: what it leaves out and can be told. Slice (opset 10+) with starts or ends that are
+// not constants (BERT's position ids sliced to the sequence length, from Shape) gets no shape at all, so everything
+// downstream has none either (the embeddings, every layer): its rank is the data's, and the axes it does not slice
+// keep their sizes (the sliced ones are left unknown).
+void slice_rank(onnx::InferenceContext& ctx) {
+  if (ctx.getNumOutputs() < 1 || ctx.getNumInputs() < 3) return;
+  auto* out = ctx.getOutputType(0);
+  const auto* in = ctx.getInputType(0);
+  if (out == nullptr || in == nullptr || !in->has_tensor_type() || !in->tensor_type().has_shape()) return;
+  if (out->has_tensor_type() && out->tensor_type().has_shape()) return;
+  const auto& dims = in->tensor_type().shape();
+  const int rank = dims.dim_size();
+  // The axes sliced: the constant `axes` input, else (no axes input) the first len(starts), else all of them.
+  std::vector<bool> sliced(static_cast<std::size_t>(rank), true);
+  const onnx::TensorProto* axes = ctx.getNumInputs() > 3 ? ctx.getInputData(3) : nullptr;
+  const auto* starts = ctx.getInputType(1);
+  if (axes != nullptr && (axes->data_type() == onnx::TensorProto::INT64 || axes->data_type() == onnx::TensorProto::INT32)) {
+    std::vector<std::int64_t> values;
+    if (axes->data_type() == onnx::TensorProto::INT64) values = onnx::ParseData<std::int64_t>(axes);
+    else
+      for (std::int32_t a : onnx::ParseData<std::int32_t>(axes)) values.push_back(a);
+    std::fill(sliced.begin(), sliced.end(), false);
+    for (std::int64_t a : values) {
+      if (a < -rank || a >= rank) return;  // invalid: left to the kernel's check
+      sliced[static_cast<std::size_t>(a < 0 ? a + rank : a)] = true;
+    }
+  } else if (ctx.getNumInputs() <= 3 && starts != nullptr && starts->has_tensor_type() &&
+             starts->tensor_type().has_shape() && starts->tensor_type().shape().dim_size() == 1 &&
+             starts->tensor_type().shape().dim(0).has_dim_value()) {
+    const auto n = starts->tensor_type().shape().dim(0).dim_value();
+    if (n < 0 || n > rank) return;
+    for (int d = static_cast<int>(n); d < rank; ++d) sliced[static_cast<std::size_t>(d)] = false;
+  }
+  auto* t = out->mutable_tensor_type();
+  if (t->elem_type() == 0) t->set_elem_type(in->tensor_type().elem_type());
+  auto* shape = t->mutable_shape();
+  for (int d = 0; d < rank; ++d) {
+    auto* dim = shape->add_dim();
+    if (!sliced[static_cast<std::size_t>(d)]) *dim = dims.dim(d);
+  }
+}
+
+// Reshape (opset 5+) takes its target from an initializer only in onnx 1.12: a target computed from Shape (BERT's
+// heads: Concat of the batch, the sequence, 12 and 64) leaves the output without a shape. Data propagation knows the
+// target's values where they come from shapes: positive ones are sizes, 0 copies the input's size at that place
+// (without allowzero), symbols stay symbols, -1 and anything not known stays unknown; with no propagated value, the
+// target's length still gives the rank.
+void reshape_rank(onnx::InferenceContext& ctx) {
+  if (ctx.getNumOutputs() < 1 || ctx.getNumInputs() < 2) return;
+  auto* out = ctx.getOutputType(0);
+  const auto* in = ctx.getInputType(0);
+  const auto* target = ctx.getInputType(1);
+  if (out == nullptr || in == nullptr || !in->has_tensor_type()) return;
+  if (out->has_tensor_type() && out->tensor_type().has_shape()) return;
+  const onnx::TensorShapeProto* values = ctx.getSymbolicInput(1);
+  std::int64_t rank = -1;
+  if (values != nullptr) rank = values->dim_size();
+  else if (target != nullptr && target->has_tensor_type() && target->tensor_type().has_shape() &&
+           target->tensor_type().shape().dim_size() == 1 && target->tensor_type().shape().dim(0).has_dim_value())
+    rank = target->tensor_type().shape().dim(0).dim_value();
+  if (rank < 0 || rank > 64) return;
+  const auto* allowzero = ctx.getAttribute("allowzero");
+  const bool copy_zero = allowzero == nullptr || allowzero->i() == 0;
+  const bool in_shape = in->tensor_type().has_shape();
+  auto* t = out->mutable_tensor_type();
+  if (t->elem_type() == 0) t->set_elem_type(in->tensor_type().elem_type());
+  auto* shape = t->mutable_shape();
+  for (int d = 0; d < static_cast<int>(rank); ++d) {
+    auto* dim = shape->add_dim();
+    if (values == nullptr) continue;
+    const auto& v = values->dim(d);
+    if (v.has_dim_value() && v.dim_value() > 0) dim->set_dim_value(v.dim_value());
+    else if (v.has_dim_value() && v.dim_value() == 0 && copy_zero && in_shape && d < in->tensor_type().shape().dim_size())
+      *dim = in->tensor_type().shape().dim(d);
+    else if (v.has_dim_param()) dim->set_dim_param(v.dim_param());
+  }
+}
+
+using post_fn = void (*)(onnx::InferenceContext&);
+post_fn post_inference(std::string_view op) {
+  return op == "Slice" ? slice_rank : op == "Reshape" ? reshape_rank : nullptr;
+}
+
 const std::unordered_map<std::string_view, guard_fn>& guards() {
   static const std::unordered_map<std::string_view, guard_fn> table = {
       {"Conv", conv_pool_guard<0, 1>},        {"ConvTranspose", conv_pool_guard<0, 1>},
@@ -207,9 +291,13 @@ const onnx::OpSchema* guarded_schema_registry::older(const std::string& key, int
     slot = std::make_unique<onnx::OpSchema>(*s);
     if (inference)
       slot->TypeAndShapeInferenceFunction([inner = s->GetTypeAndShapeInferenceFunction(), schema = s,
-                                           guard = g != guards().end() ? g->second : nullptr](onnx::InferenceContext& ctx) {
+                                           guard = g != guards().end() ? g->second : nullptr,
+                                           post = s->SinceVersion() >= (key == "Slice" ? 10 : 5) ? post_inference(key) : nullptr](onnx::InferenceContext& ctx) {
         check_input_kinds(*schema, ctx);
-        if (guard == nullptr || guard(ctx)) inner(ctx);
+        if (guard == nullptr || guard(ctx)) {
+          inner(ctx);
+          if (post != nullptr) post(ctx);
+        }
       });
     if (propagation)
       slot->PartialDataPropagationFunction(propagation_guard(s->GetDataPropagationFunction(), broadcasting_propagation(key)));

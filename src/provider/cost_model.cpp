@@ -20,7 +20,9 @@
 namespace epstack {
 namespace {
 
-// The sizes of value v, symbolic dimensions priced at `symbolic_as` (unknown when 0; `assumed` set when priced).
+// The sizes of value v, symbolic dimensions priced at `symbolic_as` (unknown when 0; `assumed` set when priced), and so
+// are dimensions with neither value nor name (what a runtime Reshape or Slice leaves: BERT's sequence after its
+// position embeddings) when the rank is known.
 std::optional<std::vector<std::int64_t>> static_sizes(const graph& g, value_id v, std::int64_t symbolic_as,
                                                       bool& assumed) {
   if (v == no_id) return std::nullopt;
@@ -30,7 +32,7 @@ std::optional<std::vector<std::int64_t>> static_sizes(const graph& g, value_id v
   sizes.reserve(t.dims->rank());
   for (const auto& d : t.dims->dims()) {
     if (d.is_known()) sizes.push_back(d.value);
-    else if (d.is_symbolic() && symbolic_as > 0) {
+    else if (symbolic_as > 0) {
       sizes.push_back(symbolic_as);
       assumed = true;
     } else return std::nullopt;

@@ -37,7 +37,8 @@ struct node_work {
 
 /// The work of node `n` of `g`, from the inferred types of its inputs and outputs. A symbolic dimension (a
 /// `dim_param`, such as a batch) is unknown when `symbolic_as` is 0, else priced at `symbolic_as` (and the work says
-/// `assumed`); a dimension with neither value nor name is always unknown.
+/// `assumed`); so is a dimension with neither value nor name (what a Reshape to a computed shape leaves); a value of
+/// unknown rank is always unknown.
 [[nodiscard]] node_work work_of(const graph& g, node_id n, std::int64_t symbolic_as = 0);
 
 /// A provider's speed on this kind of machine, per kind of work (two threads; measured, see the README's placement
