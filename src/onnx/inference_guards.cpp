@@ -150,7 +150,9 @@ void slice_rank(onnx::InferenceContext& ctx) {
   std::vector<bool> sliced(static_cast<std::size_t>(rank), true);
   const onnx::TensorProto* axes = ctx.getNumInputs() > 3 ? ctx.getInputData(3) : nullptr;
   const auto* starts = ctx.getInputType(1);
-  if (axes != nullptr && (axes->data_type() == onnx::TensorProto::INT64 || axes->data_type() == onnx::TensorProto::INT32)) {
+  // (Axes held in external data are not read here: every axis is taken as sliced.)
+  if (axes != nullptr && axes->data_location() != onnx::TensorProto::EXTERNAL &&
+      (axes->data_type() == onnx::TensorProto::INT64 || axes->data_type() == onnx::TensorProto::INT32)) {
     std::vector<std::int64_t> values;
     if (axes->data_type() == onnx::TensorProto::INT64) values = onnx::ParseData<std::int64_t>(axes);
     else

@@ -321,6 +321,53 @@ TEST_CASE("function operators no provider takes run as their function bodies (th
   }
 }
 
+TEST_CASE("a Reshape to a target computed from shapes gets the target's sizes and symbols at load") {
+  // As exporters split heads: Reshape(x, Concat(batch, seq, 2, 4)) with batch and seq gathered from Shape(x). onnx
+  // 1.12 reads Reshape's target from initializers only; data propagation knows it here.
+  graph g("heads");
+  g.add_input("x", type_info::tensor_of(element_type::float32, shape{dimension("batch"), dimension("seq"), 8}));
+  g.add_input("t", type_info::tensor_of(element_type::int64, shape{3}));  // a target no shape gives: rank only
+  g.add_initializer("i0", tensor::from<std::int64_t>({}, {0}));
+  g.add_initializer("i1", tensor::from<std::int64_t>({}, {1}));
+  g.add_initializer("ax", tensor::from<std::int64_t>({1}, {0}));
+  g.add_initializer("heads", tensor::from<std::int64_t>({2}, {2, 4}));
+  g.add_node(test::op("shape", "Shape"), {"x"}, {"s"});
+  g.add_node(test::op("g0", "Gather"), {"s", "i0"}, {"b"});
+  g.add_node(test::op("g1", "Gather"), {"s", "i1"}, {"n"});
+  g.add_node(test::op("u0", "Unsqueeze"), {"b", "ax"}, {"b1"});
+  g.add_node(test::op("u1", "Unsqueeze"), {"n", "ax"}, {"n1"});
+  g.add_node(test::op("cat", "Concat", [] {
+               attribute_list a;
+               a.set("axis", std::int64_t{0});
+               return a;
+             }()),
+             {"b1", "n1", "heads"}, {"target"});
+  g.add_node(test::op("split", "Reshape"), {"x", "target"}, {"y"});
+  g.add_node(test::op("any", "Reshape"), {"x", "t"}, {"z"});
+  g.add_output("y");
+  g.add_output("z");
+  auto m = wrap(std::move(g));
+  REQUIRE(infer_shapes(m).is_ok());
+  const auto& y = m.graph.value(m.graph.find_value("y")).type;
+  REQUIRE(y.dims.has_value());
+  REQUIRE(y.dims->rank() == 4);
+  CHECK((*y.dims)[0].param == "batch");
+  CHECK((*y.dims)[1].param == "seq");
+  CHECK((*y.dims)[2].value == 2);
+  CHECK((*y.dims)[3].value == 4);
+  const auto& z = m.graph.value(m.graph.find_value("z")).type;
+  REQUIRE(z.dims.has_value());
+  CHECK(z.dims->rank() == 3);
+  CHECK_FALSE(z.dims->is_static());
+  // The session runs both, at any batch and length.
+  auto s = make(m, graph_optimization_level::all);
+  const auto x = zoo::random_tensor({3, 5, 8}, 4, 1.0f);
+  auto r = s.run({{"x", x}, {"t", tensor::from<std::int64_t>({3}, {5, 3, 8})}});
+  REQUIRE_MESSAGE(r.has_value(), r.status().to_string());
+  CHECK(std::vector<std::int64_t>((*r)[0].sizes().begin(), (*r)[0].sizes().end()) == std::vector<std::int64_t>{3, 5, 2, 4});
+  CHECK(std::vector<std::int64_t>((*r)[1].sizes().begin(), (*r)[1].sizes().end()) == std::vector<std::int64_t>{5, 3, 8});
+}
+
 TEST_CASE("shapes inference could not size become known once folding makes their inputs constant") {
   // As exporters write position ids: Slice(positions, 0, Unsqueeze(Gather(Shape(ids), 1))). onnx's inference does not
   // read a computed Slice end, so everything after it is unsized at load; on a static input the chain folds, shapes are
