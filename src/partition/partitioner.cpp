@@ -157,6 +157,18 @@ Result<partition> candidate_partition(const graph& g, const graph_plan& gp, cons
   return part;
 }
 
+// The sum of provider `prov`'s estimates of `caps`; negative when it has none or one is unknown.
+double estimated_cost(const provider_binding& prov, const graph& g, const std::vector<capability>& caps) {
+  if (!prov.estimate_cost) return -1;
+  double total = 0;
+  for (const auto& c : caps) {
+    const double us = prov.estimate_cost(g, c.nodes);
+    if (!(us >= 0)) return -1;
+    total += us;
+  }
+  return total;
+}
+
 // The cost of provider p running `caps` (its capabilities over the contested nodes): measured when the policy says so
 // and the timer can, else the sum of the provider's estimates; negative when unknown.
 double cost_of(const graph_plan& gp, std::size_t p, const std::vector<capability>& caps, const partition_state& st,
@@ -185,14 +197,8 @@ double cost_of(const graph_plan& gp, std::size_t p, const std::vector<capability
       }
     }
   }
-  if (!prov.estimate_cost) return -1;
-  double total = 0;
-  for (const auto& c : caps) {
-    const double us = prov.estimate_cost(g, c.nodes);
-    if (!(us >= 0)) return -1;
-    total += us;
-  }
-  if (basis.empty()) basis = "estimate";
+  const double total = estimated_cost(prov, g, caps);
+  if (total >= 0 && basis.empty()) basis = "estimate";
   return total;
 }
 
@@ -233,19 +239,6 @@ bool left_for_cheaper(graph_plan& gp, std::size_t p, const capability& cap, part
   // Each contestant's cost (p's first): measured or estimated (cost_of; the plan's basis "measure" if any was).
   std::vector<double> costs;
   for (const auto& [q, caps] : rivals) costs.push_back(cost_of(gp, q, caps, st, choice.basis));
-  // The estimates alone (under symbolic_pricing), as cost_of's fallback sums them.
-  const auto estimates = [&] {
-    std::vector<double> c;
-    for (const auto& [q, caps] : rivals) {
-      double us = st.providers[q].estimate_cost ? 0.0 : -1.0;
-      for (const auto& one : caps) {
-        const double e = us >= 0 ? st.providers[q].estimate_cost(g, one.nodes) : -1.0;
-        us = e >= 0 ? us + e : -1.0;
-      }
-      c.push_back(us);
-    }
-    return c;
-  };
   // Estimates price symbolic dimensions at 1 (estimate_microseconds): they stand where products with symbolic rows
   // are at most a tenth of the graph's work (their speed depends on the rows), and the plan says so. Where such
   // products weigh more (a transformer with a symbolic batch and sequence), every contestant is priced with the
@@ -261,9 +254,11 @@ bool left_for_cheaper(graph_plan& gp, std::size_t p, const capability& cap, part
     if (!at_one) {
       costs[0] = -1;
       double best_edge = 0;
+      bool first = true;
       for (const std::int64_t at : {1, 4, 16, 64, 256}) {
         const symbolic_pricing pricing(at);
-        auto c = estimates();
+        std::vector<double> c;
+        for (const auto& [q, caps] : rivals) c.push_back(estimated_cost(st.providers[q], g, caps));
         double others = -1;
         for (std::size_t i = 1; i < c.size(); ++i)
           if (c[i] >= 0 && (others < 0 || c[i] < others)) others = c[i];
@@ -272,7 +267,8 @@ bool left_for_cheaper(graph_plan& gp, std::size_t p, const capability& cap, part
           break;
         }
         const double edge = (others - c[0]) / others;  // what p saves against the cheapest other, as a fraction
-        if (costs[0] < 0 || edge > best_edge) {
+        if (first || edge > best_edge) {
+          first = false;
           best_edge = edge;
           costs = std::move(c);
         }

@@ -763,22 +763,29 @@ TEST_CASE("cost model: the share of products with symbolic rows") {
   CHECK(symbolic_products_share(conv_then_product(10), conv_only) == 0);
 }
 
+namespace {
+// conv_then_product placed over A (which claims the whole network as one group) and a CPU fallback that runs its
+// three operators, each priced by its own estimate.
+template <class A, class Cpu>
+partition_plan place_network(const graph& g) {
+  A a;
+  a.script = [](const graph_view<graph>& v) {
+    std::vector<capability> r;
+    if (v.contains(0) && v.contains(2)) r.push_back(capability::group({0, 1, 2}, meta("net")));
+    return r;
+  };
+  Cpu cpu;
+  cpu.ops = {"Conv", "Flatten", "MatMul"};
+  auto plan = partition_with(g, std::tuple{a, cpu});
+  REQUIRE_MESSAGE(plan.has_value(), plan.status().to_string());
+  return std::move(*plan);
+}
+}  // namespace
+
 TEST_CASE("placement by estimate: symbolic dims priced at 1 stand unless products with symbolic rows dominate") {
   // A claims the whole network; the CPU fallback is priced at 4x A's rates. The plan points into the graph: each
   // subcase keeps its own.
-  const auto run = [](const graph& g) {
-    slow_a a;
-    a.script = [](const graph_view<graph>& v) {
-      std::vector<capability> r;
-      if (v.contains(0) && v.contains(2)) r.push_back(capability::group({0, 1, 2}, meta("net")));
-      return r;
-    };
-    fast_cpu cpu;
-    cpu.ops = {"Conv", "Flatten", "MatMul"};
-    auto plan = partition_with(g, std::tuple{a, cpu});
-    REQUIRE_MESSAGE(plan.has_value(), plan.status().to_string());
-    return std::move(*plan);
-  };
+  const auto run = [](const graph& g) { return place_network<slow_a, fast_cpu>(g); };
   SUBCASE("a small product: priced at batch 1, the CPU provider is 4x cheaper and takes it") {
     const auto g = conv_then_product(10);
     const auto plan = run(g);
@@ -837,23 +844,14 @@ struct small_batch_cpu : test_cpu_provider {  // 4x A's on products of 16 rows o
 
 TEST_CASE("placement by estimate: where the cheaper provider changes with a symbolic batch, the stack's order holds") {
   const auto g = conv_then_product(1000);
-  big_batch_a a;
-  a.script = [](const graph_view<graph>& v) {
-    std::vector<capability> r;
-    if (v.contains(0) && v.contains(2)) r.push_back(capability::group({0, 1, 2}, meta("net")));
-    return r;
-  };
-  small_batch_cpu cpu;
-  cpu.ops = {"Conv", "Flatten", "MatMul"};
-  auto plan = partition_with(g, std::tuple{a, cpu});
-  REQUIRE_MESSAGE(plan.has_value(), plan.status().to_string());
-  REQUIRE(plan->main.choices.size() == 1);
-  const auto& c = plan->main.choices[0];
+  const auto plan = place_network<big_batch_a, small_batch_cpu>(g);
+  REQUIRE(plan.main.choices.size() == 1);
+  const auto& c = plan.main.choices[0];
   CHECK(c.basis == "estimate, symbolic dims at 1 to 256, shown where AExecutionProvider fares best");
   // At batch 1 the CPU provider would be cheaper by far (its products 4x faster, the convolution level), but not at
   // every batch: A keeps the group, and the costs shown are at a batch of 64 or more, where A's products are faster.
   CHECK(c.chosen == 0);
-  CHECK(plan->main.nodes[0].provider == 0);
+  CHECK(plan.main.nodes[0].provider == 0);
   REQUIRE(c.costs.size() == 2);
   CHECK(c.costs[0].second < c.costs[1].second);
   const node_id all[] = {0, 1, 2};
