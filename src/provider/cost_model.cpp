@@ -67,7 +67,7 @@ std::int64_t int_attr(const node& nd, std::string_view name, std::int64_t def) {
 
 bool is_product(std::string_view op) {
   return op == "MatMul" || op == "Gemm" || op == "FusedMatMul" || op == "FusedGemm" || op == "MatMulInteger" ||
-         op == "QLinearMatMul";
+         op == "QLinearMatMul" || op == "MatMulBias";
 }
 bool is_convolution(std::string_view op) { return op == "Conv" || op == "FusedConv" || op == "ConvInteger"; }
 
@@ -82,9 +82,9 @@ node_work work_of(const graph& g, node_id n, std::int64_t symbolic_as) {
   if (!w.known) return w;
   const std::string_view op = nd.op_type;
   // com.epstack.nchwc16: the CPU provider's blocked layout (its Conv declares the filter's sizes; a Winograd one its
-  // transformed tile's, which overstates its arithmetic).
-  const bool standard =
-      nd.domain.empty() || nd.domain == "ai.onnx" || nd.domain == "com.microsoft" || nd.domain == "com.epstack.nchwc16";
+  // transformed tile's, which overstates its arithmetic); com.epstack.cpu: its fused products (MatMulBias).
+  const bool standard = nd.domain.empty() || nd.domain == "ai.onnx" || nd.domain == "com.microsoft" ||
+                        nd.domain == "com.epstack.nchwc16" || nd.domain == "com.epstack.cpu";
   if (standard && is_product(op) && nd.inputs.size() >= 2 && !nd.outputs.empty()) {
     const auto a = static_sizes(g, nd.inputs[0], symbolic_as, w.assumed);
     const auto y = static_sizes(g, nd.outputs[0], symbolic_as, w.assumed);

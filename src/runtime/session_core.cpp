@@ -378,25 +378,45 @@ Status prepare_onnx_model(session_core::stage& d, const session_options& options
                     cat("session option ", config_keys::cpu_fuse_depthwise, " is '", *v, "'; it takes 0 or 1"));
     fuse_depthwise = fuse_depthwise && *v == "1";
   }
-  if (blocked_layout) {
+  bool fuse_products = options.optimization_level() >= graph_optimization_level::extended && can_run &&
+                       can_run(cpu_fused_domain, "MatMulBias");
+  if (auto v = options.config(config_keys::cpu_fuse_products)) {
+    if (*v != "0" && *v != "1")
+      return Status(errc::invalid_argument,
+                    cat("session option ", config_keys::cpu_fuse_products, " is '", *v, "'; it takes 0 or 1"));
+    fuse_products = fuse_products && *v == "1";
+  }
+  // A pass over the nodes the CPU provider got (`pass(on_cpu, rewritten)`, returning how many it converted); when it
+  // converted any, the graph is partitioned again, the new operators being the CPU provider's alone.
+  const auto cpu_pass = [&](const auto& pass) -> Status {
+    if (d.plan.cpu_provider == no_index) return {};
     std::vector<bool> on_cpu(d.m.graph.node_count());
     for (node_id n = 0; n < on_cpu.size(); ++n) on_cpu[n] = d.plan.main.nodes[n].provider == d.plan.cpu_provider;
-    // The choices that gave the CPU provider nodes the layout rewrote are kept for the plan's reader (the others are
+    // The choices that gave the CPU provider nodes the pass rewrote are kept for the plan's reader (the others are
     // made again on the new graph): the pass says which of the graph's nodes it rewrote, alone or fused into one.
-    std::vector<graph_plan::placement_choice> before;
+    std::vector<graph_plan::placement_choice> before, kept = d.plan.main.choices_before_layout;
     for (const auto& c : d.plan.main.choices)
       if (c.chosen == d.plan.cpu_provider) before.push_back(c);
     std::vector<bool> rewritten;
-    EPSTACK_ASSIGN_OR_RETURN(const auto converted, nchwc_layout(d.m, on_cpu, d.report, winograd, fuse_depthwise, &rewritten));
-    if (converted > 0) {
-      // A provider that left its groups for its thread runtime leaves them again: the rewrite assumed it.
-      po.yield = d.plan.yielded;
-      EPSTACK_ASSIGN_OR_RETURN(d.plan, partition_graph(d.m.graph, providers, po));
-      const auto was_rewritten = [&](node_id n) { return n < rewritten.size() && rewritten[n]; };
-      for (auto& c : before)
-        if (std::any_of(c.nodes.begin(), c.nodes.end(), was_rewritten)) d.plan.main.choices_before_layout.push_back(std::move(c));
-    }
-  }
+    EPSTACK_ASSIGN_OR_RETURN(const std::size_t converted, pass(on_cpu, rewritten));
+    if (converted == 0) return {};
+    // A provider that left its groups for its thread runtime leaves them again: the rewrite assumed it.
+    po.yield = d.plan.yielded;
+    EPSTACK_ASSIGN_OR_RETURN(d.plan, partition_graph(d.m.graph, providers, po));
+    d.plan.main.choices_before_layout = std::move(kept);
+    const auto was_rewritten = [&](node_id n) { return n < rewritten.size() && rewritten[n]; };
+    for (auto& c : before)
+      if (std::any_of(c.nodes.begin(), c.nodes.end(), was_rewritten)) d.plan.main.choices_before_layout.push_back(std::move(c));
+    return {};
+  };
+  if (blocked_layout)
+    EPSTACK_RETURN_IF_ERROR(cpu_pass([&](const std::vector<bool>& on_cpu, std::vector<bool>& rewritten) {
+      return nchwc_layout(d.m, on_cpu, d.report, winograd, fuse_depthwise, &rewritten);
+    }));
+  if (fuse_products)
+    EPSTACK_RETURN_IF_ERROR(cpu_pass([&](const std::vector<bool>& on_cpu, std::vector<bool>& rewritten) {
+      return cpu_product_fusion(d.m, on_cpu, d.report, &rewritten);
+    }));
   const auto is_restored = [&](const partition& part) {
     return !part.is_fused() && part.nodes.size() == 1 && ctx::is_ep_context_node(part.g->node(part.nodes.front()));
   };

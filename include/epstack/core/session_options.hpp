@@ -98,6 +98,10 @@ inline constexpr std::string_view cpu_winograd = "epstack.cpu_winograd";
 /// alone reads it (MobileNet's expansion and depthwise layers: PointwiseDepthwiseConv, the expansion never stored);
 /// "0": two convolutions.
 inline constexpr std::string_view cpu_fuse_depthwise = "epstack.cpu_fuse_depthwise";
+/// epstack's own: "1" (the default, at optimisation level extended and above) lets the CPU provider's MatMul nodes with a
+/// constant B take the Add of a constant bias over their columns and a Relu or Gelu after it (or a BiasGelu) into one
+/// com.epstack.cpu MatMulBias, applied as the product is stored; "0": the nodes as they are.
+inline constexpr std::string_view cpu_fuse_products = "epstack.cpu_fuse_products";
 /// epstack's own: a second folder in which the files an EP context generation would write (the model, its binaries)
 /// must not exist yet, checked before anything is compiled, as in the model's own folder (`compile_model` sets it to
 /// its final output's folder while the session writes into a working folder).

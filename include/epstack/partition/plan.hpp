@@ -60,8 +60,9 @@ struct graph_plan {
   std::vector<std::size_t> execution_order;     ///< partitions in an order where producers run first
   std::vector<refused_group> refused;
   std::vector<placement_choice> choices;  ///< placement by cost, in the order decided
-  /// Choices made before the CPU provider's blocked layout rewrote the nodes they gave it (the graph was partitioned
-  /// again after it); their node ids are those of the graph before the rewrite, so they are shown, not used.
+  /// Choices made before the CPU provider's rewrites (the blocked layout, the fused products) changed the nodes they
+  /// gave it (the graph was partitioned again after each); their node ids are those of the graph before that rewrite,
+  /// so they are shown, not used.
   std::vector<placement_choice> choices_before_layout;
   std::vector<subgraph_ref> subgraphs;
 };
@@ -199,7 +200,7 @@ struct partition_plan {
       if (!c.note.empty()) os << " (" << c.note << ")";
       os << "\n";
     };
-    for (const auto& c : gp.choices_before_layout) write_choice(c, " before the blocked layout");
+    for (const auto& c : gp.choices_before_layout) write_choice(c, " before the CPU provider's rewrites");
     for (const auto& c : gp.choices) write_choice(c, "");
     for (const auto& s : gp.subgraphs) {
       os << indent << "  subgraph of " << g.describe(s.node) << " attribute '" << s.attribute << "'"

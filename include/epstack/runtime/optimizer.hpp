@@ -61,6 +61,19 @@ inline constexpr std::string_view nchwc_domain = "com.epstack.nchwc16";
                                                bool winograd = true, bool fuse_depthwise = true,
                                                std::vector<bool>* rewritten = nullptr);
 
+/// The domain of the fused products only the CPU provider runs (MatMulBias), written after partitioning.
+inline constexpr std::string_view cpu_fused_domain = "com.epstack.cpu";
+
+/// @brief Products of the CPU provider with what follows them, after partitioning (its nodes only, as the blocked
+/// layout): a MatMul of the main graph for which `eligible[node]` holds, B a constant float matrix, followed by the
+/// Add of a constant bias of one value per column (then, optionally, Relu or Gelu), by BiasGelu with such a bias, or
+/// by Relu or Gelu alone, each the sole reader of the value before it and eligible too, becomes one MatMulBias of
+/// domain `cpu_fused_domain` (inputs A, B, bias; attribute activation "Relu" or "Gelu"), writing the last node's
+/// output. Returns how many were fused; 0 leaves `m` unchanged. `rewritten`, when given, flags the nodes of the graph
+/// `m` held before that were fused.
+[[nodiscard]] Result<std::size_t> cpu_product_fusion(model& m, const std::vector<bool>& eligible, optimization_report& rep,
+                                                     std::vector<bool>* rewritten = nullptr);
+
 /// For each node of a graph, whether some provider of the stack takes it (its `get_capability` on the whole graph).
 using claim_query = std::function<std::vector<bool>(const graph&)>;
 

@@ -3,6 +3,8 @@
 // the A panels of the block.
 #include "sgemm.hpp"
 
+#include "fast_math.hpp"
+
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -194,6 +196,7 @@ void sgemm_apply_epilogue(const sgemm_epilogue& ep, float* c, std::int64_t ldc, 
       if (ep.z != nullptr) v += ep.z[i * ep.ldz + j];
       if (ep.activation == sgemm_epilogue::act::relu) v = std::max(v, 0.0f);
       else if (ep.activation == sgemm_epilogue::act::clip) v = std::min(std::max(v, ep.lo), ep.hi);
+      else if (ep.activation == sgemm_epilogue::act::gelu) v = gelu_erf(v);
       row[j] = v;
     }
   }
@@ -229,12 +232,22 @@ namespace {
       x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, zi + 16));
     }
     if (ep->activation == sgemm_epilogue::act::relu) {
-      x0 = _mm512_max_ps(x0, _mm512_setzero_ps());
-      x1 = _mm512_max_ps(x1, _mm512_setzero_ps());
+      // max(0, x): vmaxps returns its second operand when either is NaN, so NaN stays NaN (as the Relu node's).
+      x0 = _mm512_max_ps(_mm512_setzero_ps(), x0);
+      x1 = _mm512_max_ps(_mm512_setzero_ps(), x1);
     } else if (ep->activation == sgemm_epilogue::act::clip) {
       const __m512 lo = _mm512_set1_ps(ep->lo), hi = _mm512_set1_ps(ep->hi);
       x0 = _mm512_min_ps(_mm512_max_ps(x0, lo), hi);
       x1 = _mm512_min_ps(_mm512_max_ps(x1, lo), hi);
+    } else if (ep->activation == sgemm_epilogue::act::gelu) {
+      // The row's 32 values through gelu_erf, the element-wise Gelu's own function (a loop the compiler vectorises):
+      // the product's tile is still in L1, where a Gelu (BiasGelu) node after it read and wrote Y once more.
+      alignas(64) float t[32];
+      _mm512_store_ps(t, x0);
+      _mm512_store_ps(t + 16, x1);
+      for (int j = 0; j < 32; ++j) t[j] = gelu_erf(t[j]);
+      x0 = _mm512_load_ps(t);
+      x1 = _mm512_load_ps(t + 16);
     }
   }
   _mm512_mask_storeu_ps(ci, m0, x0);

@@ -50,13 +50,14 @@ void pack_a_panels(float* dst, const float* a, std::int64_t lda, bool ta, std::i
 /// of packed_b_size(K, N) floats.
 void pack_b(float* dst, const float* b, std::int64_t ldb, bool tb, std::int64_t K, std::int64_t N);
 
-/// @brief What is applied to C as the last K block is stored: per-row bias, a residual Z laid out like C, and a
-/// ReLU or clip. Rows and columns are C's (absolute, not relative to a panel).
+/// @brief What is applied to C as the last K block is stored: per-row bias, a residual Z laid out like C (or, with
+/// `ldz` 0, one value per column: a bias over N), and a ReLU, clip or GELU (erf form, gelu_erf of fast_math.hpp).
+/// Rows and columns are C's (absolute, not relative to a panel).
 struct sgemm_epilogue {
   const float* bias = nullptr;
   const float* z = nullptr;
   std::int64_t ldz = 0;
-  enum class act : std::uint8_t { none, relu, clip } activation = act::none;
+  enum class act : std::uint8_t { none, relu, clip, gelu } activation = act::none;
   float lo = 0, hi = 0;
 };
 

@@ -239,7 +239,7 @@ TEST_CASE("placement by cost: 3x3 convolutions with a symbolic batch, priced at 
   REQUIRE(c.costs.size() == 2);
   CHECK(c.costs[1].second > 0);
   CHECK(c.costs[1].second < 0.9 * c.costs[0].second);
-  CHECK(plan.to_table().find("nodes before the blocked layout, by estimate, symbolic dims at 1): DnnlExecutionProvider ") !=
+  CHECK(plan.to_table().find("nodes before the CPU provider's rewrites, by estimate, symbolic dims at 1): DnnlExecutionProvider ") !=
         std::string::npos);
   // Every convolution is the CPU provider's, in its blocked layout.
   std::size_t convs = 0;
@@ -290,7 +290,7 @@ TEST_CASE("placement by cost: the plan shows the choices the blocked layout rewr
   CHECK(plan.main.g->node(plan.main.choices[0].nodes[0]).name == "soft");
   CHECK(plan.providers[plan.main.choices[0].chosen] == cpu_provider::type_key);
   const auto table = plan.to_table();
-  CHECK(table.find("(2 nodes before the blocked layout, by estimate)") != std::string::npos);
+  CHECK(table.find("(2 nodes before the CPU provider's rewrites, by estimate)") != std::string::npos);
   CHECK(table.find("(1 nodes, by estimate)") != std::string::npos);
 }
 

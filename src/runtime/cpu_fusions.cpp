@@ -1,0 +1,128 @@
+// Fusions for the CPU provider's products, after partitioning (as the blocked layout, on the nodes the CPU provider
+// got, since no other provider runs what they write): MatMul with a constant B, then the bias Add over its columns and
+// a Relu or Gelu, become one com.epstack.cpu MatMulBias whose bias and activation are applied as each tile of the
+// product is stored. Before partitioning, fuse_matmul_add makes Gemm of MatMul + Add only where the rows' leading
+// dimensions allow Reshapes (at most one unknown); a transformer exported with a dynamic batch and sequence (BERT's
+// Q, K and V projections) keeps a MatMul and an Add that read and write Y once more each, and its feed-forward layer a
+// BiasGelu after the MatMul (ONNX Runtime runs both as they are, or folds them into its Attention operator).
+#include "egraph.hpp"
+
+#include <epstack/ir/node_facts.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace epstack {
+
+using namespace opt;
+
+namespace {
+
+bool is_contrib(const enode& en, std::string_view op) {
+  return !en.dead && en.n.domain == contrib_domain && en.n.op_type == op;
+}
+
+// "Relu" or "Gelu" when `en` is a float ReLU or an erf-form GELU (com.microsoft Gelu, or ai.onnx Gelu-20 with
+// approximate "none"), else empty.
+std::string activation_of(const enode& en) {
+  if (en.inputs.size() != 1 || en.outputs.size() != 1) return {};
+  if (is_op(en, "Relu") && en.n.since_version >= 6) return "Relu";
+  if (is_contrib(en, "Gelu")) return "Gelu";
+  if (is_op(en, "Gelu")) {
+    const std::string a = attr_s(en.n, "approximate", "none");
+    return a == "none" ? "Gelu" : std::string();
+  }
+  return {};
+}
+
+// True when `t` is a constant float bias of one value per column of a rank-`rank` product with N columns, which
+// broadcasts without changing the product's shape: [N], or [1, ..., 1, N] of at most `rank` dimensions.
+bool column_bias(const tensor* t, std::int64_t N, std::size_t rank) {
+  if (t == nullptr || t->type() != element_type::float32 || t->rank() == 0 || t->rank() > rank) return false;
+  const auto s = t->sizes();
+  for (std::size_t d = 0; d + 1 < s.size(); ++d)
+    if (s[d] != 1) return false;
+  return s.back() == N;
+}
+
+}  // namespace
+
+Result<std::size_t> cpu_product_fusion(model& m, const std::vector<bool>& eligible, optimization_report& rep,
+                                       std::vector<bool>* rewritten) {
+  const std::size_t before = m.graph.node_count();
+  if (rewritten != nullptr) rewritten->assign(before, false);
+  EPSTACK_ASSIGN_OR_RETURN(egraph e, to_egraph(m.graph));
+  const auto ok = [&](const enode& en) { return !en.dead && en.origin != no_id && en.origin < eligible.size() && eligible[en.origin]; };
+  std::size_t fused = 0;
+  for (std::size_t i = 0; i < e.nodes.size(); ++i) {
+    const enode& mm = e.nodes[i];
+    if (!is_op(mm, "MatMul") || !ok(mm) || mm.inputs.size() != 2 || mm.outputs.size() != 1) continue;
+    const type_info* at = e.type_of(mm.inputs[0]);
+    const tensor* b = e.constant(mm.inputs[1]);
+    if (at == nullptr || !at->is_tensor() || at->elem != element_type::float32 || !at->dims || at->dims->rank() < 2 ||
+        b == nullptr || b->type() != element_type::float32 || b->rank() != 2)
+      continue;
+    const std::int64_t N = b->sizes()[1];
+    const std::size_t rank = at->dims->rank();
+    std::vector<std::size_t> chain{i};
+    std::string bias, activation, y = mm.outputs[0];
+    // The node after `v`, when it alone reads `v` (no graph output, no subgraph) and is the CPU provider's.
+    const auto next_of = [&](const std::string& v) -> const enode* {
+      const auto c = e.sole_consumer(v);
+      return c && ok(e.nodes[*c]) ? &e.nodes[*c] : nullptr;
+    };
+    const enode* nx = next_of(y);
+    if (nx != nullptr && is_op(*nx, "Add") && nx->inputs.size() == 2 && nx->outputs.size() == 1) {
+      const std::string& other = nx->inputs[0] == y ? nx->inputs[1] : nx->inputs[0];
+      if (other != y && column_bias(e.constant(other), N, rank)) {
+        bias = other;
+        chain.push_back(static_cast<std::size_t>(nx - e.nodes.data()));
+        y = nx->outputs[0];
+        if (const enode* act = next_of(y); act != nullptr && !(activation = activation_of(*act)).empty()) {
+          chain.push_back(static_cast<std::size_t>(act - e.nodes.data()));
+          y = act->outputs[0];
+        }
+      }
+    } else if (nx != nullptr && is_contrib(*nx, "BiasGelu") && nx->inputs.size() == 2 && nx->inputs[0] == y &&
+               nx->outputs.size() == 1 && column_bias(e.constant(nx->inputs[1]), N, 1)) {
+      bias = nx->inputs[1];
+      activation = "Gelu";
+      chain.push_back(static_cast<std::size_t>(nx - e.nodes.data()));
+      y = nx->outputs[0];
+    } else if (nx != nullptr && !(activation = activation_of(*nx)).empty()) {
+      chain.push_back(static_cast<std::size_t>(nx - e.nodes.data()));
+      y = nx->outputs[0];
+    }
+    if (chain.size() == 1) continue;
+    enode f;
+    f.n.name = mm.n.name;
+    f.n.op_type = "MatMulBias";
+    f.n.domain = std::string(cpu_fused_domain);
+    f.n.since_version = 1;
+    if (!activation.empty()) f.n.attributes.set("activation", activation);
+    f.inputs = {mm.inputs[0], mm.inputs[1]};
+    if (!bias.empty()) f.inputs.push_back(bias);
+    f.outputs = {y};
+    f.origin = mm.origin;
+    std::string names;
+    for (const std::size_t k : chain) {
+      names += cat(names.empty() ? "" : " + ", e.nodes[k].n.name);
+      if (rewritten != nullptr && e.nodes[k].origin < before) (*rewritten)[e.nodes[k].origin] = true;
+      if (k != i) e.nodes[k].dead = true;
+    }
+    rep.fusions.push_back(cat("MatMulBias: ", names));
+    // In the MatMul's place: its operands are there already, and the bias is a constant.
+    e.nodes[i] = std::move(f);
+    e.index();
+    ++fused;
+  }
+  if (fused == 0) return std::size_t{0};
+  dead_node_elimination(e, rep);
+  m.graph = from_egraph(e);
+  if (m.opset(cpu_fused_domain) < 0) m.opsets.push_back({std::string(cpu_fused_domain), 1});
+  rep.nodes_after = m.graph.node_count();
+  return fused;
+}
+
+}  // namespace epstack

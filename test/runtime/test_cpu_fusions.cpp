@@ -1,0 +1,300 @@
+// The CPU provider's fused products (cpu_product_fusion, after partitioning): MatMul with a constant B and the bias
+// Add, Relu, Gelu or BiasGelu after it become one com.epstack.cpu MatMulBias, applied as the product is stored. Each
+// case against the same session with the fusion off (epstack.cpu_fuse_products = 0) and against a product computed
+// here in double; what is not fused; the option's values; the fused graph saved and loaded again.
+#include <epstack/testing/model_zoo.hpp>
+#include <epstack/ir/node_facts.hpp>
+#include <epstack/onnx/onnx_io.hpp>
+#include <epstack/providers/cpu.hpp>
+#include <epstack/runtime/optimizer.hpp>
+#include <epstack/runtime/session.hpp>
+
+#include "../support/compare.hpp"
+#include "../support/graphs.hpp"
+#include "../support/temp_dir.hpp"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <tuple>
+#include <string>
+#include <vector>
+
+using namespace epstack;
+using test::op;
+using test::op_counts;
+
+namespace {
+
+using cpu_session = session<cpu_provider>;
+constexpr const char* fused_op = "com.epstack.cpu.MatMulBias";
+
+node contrib(std::string name, std::string type) {
+  node n = op(std::move(name), std::move(type));
+  n.domain = "com.microsoft";
+  return n;
+}
+
+// x [batch, seq, K] (symbolic leading dimensions unless `rows` is given: then [1, rows, K]) through seven chains on
+// weights of K x N:
+//   y1 = x W1 + b1                      (Add(Y, bias))
+//   y2 = Relu(b2 + x W2)                (Add(bias, Y), then Relu)
+//   y3 = BiasGelu(x W3, b3)             (com.microsoft)
+//   y4 = Gelu(x W4 + b4)                (com.microsoft Gelu after the Add: the optimiser's BiasGelu, fused all the same)
+//   y5 = Relu(x W5)                     (an activation alone)
+//   y6 = x W6 + c6, c6 [1, 1, 1, N]     (of higher rank than Y: the sum's shape is not the product's, not fused)
+//   y7 = x W7 + b7, x W7 also an output (read twice: not fused)
+model chains(std::int64_t K, std::int64_t N, std::int64_t rows = 0) {
+  graph g("products");
+  const shape xs = rows > 0 ? shape{1, rows, K} : shape{dimension("batch"), dimension("seq"), K};
+  g.add_input("x", type_info::tensor_of(element_type::float32, xs));
+  std::uint64_t seed = 11;
+  for (int i = 1; i <= 7; ++i) {
+    const std::string s = std::to_string(i);
+    g.add_initializer("W" + s, zoo::random_tensor({K, N}, seed++, 0.5f));
+    g.add_initializer("b" + s, i == 6 ? zoo::random_tensor({1, 1, 1, N}, seed, 1.0f) : zoo::random_tensor({N}, seed, 1.0f));
+    ++seed;
+    g.add_node(op("mm" + s, "MatMul"), {"x", "W" + s}, {"p" + s});
+  }
+  g.add_node(op("add1", "Add"), {"p1", "b1"}, {"y1"});
+  g.add_node(op("add2", "Add"), {"b2", "p2"}, {"s2"});
+  g.add_node(op("relu2", "Relu"), {"s2"}, {"y2"});
+  g.add_node(contrib("bgelu3", "BiasGelu"), {"p3", "b3"}, {"y3"});
+  g.add_node(op("add4", "Add"), {"p4", "b4"}, {"s4"});
+  g.add_node(contrib("gelu4", "Gelu"), {"s4"}, {"y4"});
+  g.add_node(op("relu5", "Relu"), {"p5"}, {"y5"});
+  g.add_node(op("add6", "Add"), {"p6", "b6"}, {"y6"});
+  g.add_node(op("add7", "Add"), {"p7", "b7"}, {"y7"});
+  // Declared as an exporter would (onnx 1.12's inference knows no com.microsoft operator: y3 and y4 would have none).
+  const auto ys = [&](bool rank4) {
+    std::vector<dimension> d;
+    if (rank4) d.emplace_back(1);
+    if (rows > 0) d.insert(d.end(), {dimension(1), dimension(rows)});
+    else d.insert(d.end(), {dimension("batch"), dimension("seq")});
+    d.emplace_back(N);
+    return type_info::tensor_of(element_type::float32, shape(std::move(d)));
+  };
+  for (const char* o : {"y1", "y2", "y3", "y4", "y5", "y6", "y7", "p7"}) g.add_output(o, ys(std::string(o) == "y6"));
+  model m;
+  m.opsets = {{"", 13}, {"com.microsoft", 1}};
+  m.graph = std::move(g);
+  return m;
+}
+
+// act(x W + b) in double, b one value per column (of any rank).
+std::vector<double> reference(const tensor& x, const tensor& w, const tensor* b, const std::string& act) {
+  const auto xs = x.sizes();
+  const std::int64_t K = xs.back(), N = w.sizes()[1], rows = static_cast<std::int64_t>(x.element_count()) / K;
+  const float* px = x.typed<float>();
+  const float* pw = w.typed<float>();
+  std::vector<double> y(static_cast<std::size_t>(rows * N));
+  for (std::int64_t i = 0; i < rows; ++i)
+    for (std::int64_t j = 0; j < N; ++j) {
+      double acc = 0;
+      for (std::int64_t k = 0; k < K; ++k) acc += static_cast<double>(px[i * K + k]) * pw[k * N + j];
+      if (b != nullptr) acc += b->typed<float>()[j];
+      if (act == "Relu") acc = std::max(acc, 0.0);
+      if (act == "Gelu") acc = 0.5 * acc * (1.0 + std::erf(acc / std::sqrt(2.0)));
+      y[static_cast<std::size_t>(i * N + j)] = acc;
+    }
+  return y;
+}
+
+void check_reference(const tensor& got, const std::vector<double>& want) {
+  REQUIRE(got.element_count() == want.size());
+  const float* p = got.typed<float>();
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    CAPTURE(i);
+    const double tol = 2e-4 + 2e-4 * std::fabs(want[i]);
+    REQUIRE_FALSE(std::isnan(p[i]));
+    CHECK(std::fabs(static_cast<double>(p[i]) - want[i]) <= tol);
+  }
+}
+
+const tensor& init(const model& m, const std::string& name) {
+  const value_id v = m.graph.find_value(name);
+  REQUIRE(v != no_id);
+  REQUIRE(m.graph.value(v).initializer.has_value());
+  return *m.graph.value(v).initializer;
+}
+
+}  // namespace
+
+TEST_CASE("CPU fused products: MatMul with a bias Add, Relu, Gelu or BiasGelu after it computes what the nodes compute") {
+  // K and N: a K block and a half (the epilogue on the last block only), columns not a multiple of the 32-wide panel;
+  // rows from 1 (matrix-vector panels when static) to 74 (partial panels of 12), symbolic or static.
+  for (const auto& [K, N, batch, seq, static_rows] :
+       std::vector<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, bool>>{
+           {384, 72, 2, 37, false}, {64, 40, 1, 3, false}, {96, 33, 1, 2, true}, {300, 100, 1, 13, true}}) {
+    CAPTURE(K);
+    CAPTURE(N);
+    CAPTURE(batch * seq);
+    CAPTURE(static_rows);
+    const model m = chains(K, N, static_rows ? seq : 0);
+    const tensor x = zoo::random_tensor({batch, seq, K}, 99, 1.0f);
+    const std::vector<named_tensor> in{{"x", x}};
+    for (const int threads : {1, 2, 3}) {
+      CAPTURE(threads);
+      session_options so;
+      so.set_intra_op_threads(threads);
+      auto fused = cpu_session::create(m, so);
+      so.set_config(config_keys::cpu_fuse_products, "0");
+      auto plain = cpu_session::create(m, so);
+      REQUIRE_MESSAGE(fused.has_value(), fused.status().to_string());
+      REQUIRE_MESSAGE(plain.has_value(), plain.status().to_string());
+      const auto counts = op_counts(fused->get_model().graph);
+      const auto count = [&](const char* k) { return counts.count(k) ? counts.at(k) : 0; };
+      if (!static_rows) {
+        CHECK(count(fused_op) == 5);  // chains 1 to 5
+        CHECK(count("MatMul") == 2);  // 6 and 7
+        CHECK(count("Add") == 2);
+        CHECK(count("Relu") == 0);
+        CHECK(count("com.microsoft.Gelu") == 0);
+      } else {
+        // Every size known: before partitioning, MatMul + Add of chains 1, 2 and 4 became Gemm between Reshapes
+        // (fuse_matmul_add, the bias in the Gemm's epilogue); the Relu and Gelu after them stay nodes.
+        CHECK(count(fused_op) == 2);  // chains 3 and 5
+        CHECK(count("Gemm") == 3);
+        CHECK(count("Relu") == 1);
+        CHECK(count("com.microsoft.Gelu") == 1);
+      }
+      CHECK(count("com.microsoft.BiasGelu") == 0);
+      CHECK(op_counts(plain->get_model().graph).count(fused_op) == 0);
+      const auto& fusions = fused->optimizations().fusions;
+      CHECK(std::count_if(fusions.begin(), fusions.end(), [](const std::string& f) { return f.rfind("MatMulBias: ", 0) == 0; }) ==
+            count(fused_op));
+      auto a = fused->run(in);
+      auto b = plain->run(in);
+      REQUIRE_MESSAGE(a.has_value(), a.status().to_string());
+      REQUIRE_MESSAGE(b.has_value(), b.status().to_string());
+      REQUIRE(a->size() == 8);
+      for (std::size_t i = 0; i < a->size(); ++i) {
+        CAPTURE(i);
+        EPSTACK_CHECK_CLOSE((*a)[i], (*b)[i], 1e-5, 1e-5);
+      }
+      const char* acts[] = {"", "Relu", "Gelu", "Gelu", "Relu", "", ""};
+      for (int i = 1; i <= 7; ++i) {
+        CAPTURE(i);
+        const std::string s = std::to_string(i);
+        const tensor* bias = i == 5 ? nullptr : &init(m, "b" + s);
+        check_reference((*a)[static_cast<std::size_t>(i - 1)], reference(x, init(m, "W" + s), bias, acts[i - 1]));
+      }
+      check_reference((*a)[7], reference(x, init(m, "W7"), nullptr, ""));
+    }
+  }
+}
+
+// The fused graph is what an EPContext model or a saved optimised model holds of the CPU provider's part: saved as
+// ONNX (domain com.epstack.cpu imported), loaded and run again; at level basic nothing is fused; a NaN in x reaches
+// its row of every output as in the nodes; the option's refusal names it.
+TEST_CASE("CPU fused products: saved and loaded again, the optimisation levels, NaN rows and the option's values") {
+  const model m = chains(64, 48);
+  tensor x = zoo::random_tensor({1, 5, 64}, 7, 1.0f);
+  x.typed<float>()[2 * 64 + 10] = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<named_tensor> in{{"x", x}};
+  auto fused = cpu_session::create(m);
+  REQUIRE_MESSAGE(fused.has_value(), fused.status().to_string());
+  auto want = fused->run(in);
+  REQUIRE_MESSAGE(want.has_value(), want.status().to_string());
+  for (std::size_t o = 0; o < 7; ++o) {
+    CAPTURE(o);
+    const float* p = (*want)[o].typed<float>();
+    const std::int64_t N = (*want)[o].sizes().back();
+    for (std::int64_t r = 0; r < 5; ++r) {
+      CAPTURE(r);
+      // The NaN reaches its row of every output (Relu keeps NaN, fused or not), and no other row.
+      bool any_nan = false;
+      for (std::int64_t j = 0; j < N; ++j) any_nan = any_nan || std::isnan(p[r * N + j]);
+      CHECK(any_nan == (r == 2));
+    }
+  }
+  session_options plain_opts;
+  plain_opts.set_config(config_keys::cpu_fuse_products, "0");
+  auto plain = cpu_session::create(m, plain_opts);
+  REQUIRE(plain.has_value());
+  auto pr = plain->run(in);
+  REQUIRE(pr.has_value());
+  for (std::size_t o = 0; o < 8; ++o) {
+    CAPTURE(o);
+    const float* p = (*want)[o].typed<float>();
+    const float* q = (*pr)[o].typed<float>();
+    for (std::size_t i = 0; i < (*want)[o].element_count(); ++i) {
+      CAPTURE(i);
+      REQUIRE(std::isnan(p[i]) == std::isnan(q[i]));
+      if (!std::isnan(p[i])) CHECK(std::fabs(p[i] - q[i]) <= 1e-5f + 1e-5f * std::fabs(q[i]));
+    }
+  }
+
+  test::temp_dir dir;
+  const auto path = dir.path() / "fused.onnx";
+  REQUIRE(save_model(fused->get_model(), path).is_ok());
+  auto saved = load_model(path);
+  REQUIRE_MESSAGE(saved.has_value(), saved.status().to_string());
+  CHECK(saved->opset("com.epstack.cpu") == 1);
+  CHECK(op_counts(saved->graph).at(fused_op) == 5);
+  auto again = cpu_session::create(*saved);
+  REQUIRE_MESSAGE(again.has_value(), again.status().to_string());
+  auto r = again->run(in);
+  REQUIRE_MESSAGE(r.has_value(), r.status().to_string());
+  for (std::size_t o = 0; o < 8; ++o) {
+    CAPTURE(o);
+    REQUIRE((*r)[o].byte_size() == (*want)[o].byte_size());
+    CHECK(std::memcmp((*r)[o].data(), (*want)[o].data(), (*r)[o].byte_size()) == 0);
+  }
+
+  session_options basic;
+  basic.set_graph_optimization_level(graph_optimization_level::basic);
+  auto b = cpu_session::create(m, basic);
+  REQUIRE(b.has_value());
+  CHECK(op_counts(b->get_model().graph).count(fused_op) == 0);
+
+  session_options bad_opts;
+  bad_opts.set_config(config_keys::cpu_fuse_products, "yes");
+  auto bad = cpu_session::create(m, bad_opts);
+  REQUIRE_FALSE(bad.has_value());
+  CHECK(bad.code() == errc::invalid_argument);
+  CHECK(bad.status().message().find("epstack.cpu_fuse_products") != std::string::npos);
+  CHECK(bad.status().message().find("'yes'") != std::string::npos);
+}
+
+// The kernel's own refusals: a bias that is not one value per column (a graph written by hand), an activation it
+// does not know.
+TEST_CASE("CPU fused products: MatMulBias refuses a bias of the wrong size and an unknown activation, naming them") {
+  const auto build = [](std::int64_t bias_len, const std::string& act) {
+    graph g("mmb");
+    g.add_input("x", type_info::tensor_of(element_type::float32, shape{dimension("n"), 8}));
+    g.add_initializer("W", zoo::random_tensor({8, 6}, 3, 1.0f));
+    g.add_initializer("b", zoo::random_tensor({bias_len}, 4, 1.0f));
+    node n = op("fused", "MatMulBias");
+    n.domain = "com.epstack.cpu";
+    if (!act.empty()) n.attributes.set("activation", act);
+    g.add_node(std::move(n), {"x", "W", "b"}, {"y"});
+    g.add_output("y");
+    model m;
+    m.opsets = {{"", 13}, {"com.epstack.cpu", 1}};
+    m.graph = std::move(g);
+    return m;
+  };
+  const std::vector<named_tensor> in{{"x", zoo::random_tensor({3, 8}, 5, 1.0f)}};
+  auto good = cpu_session::create(build(6, "Gelu"));
+  REQUIRE_MESSAGE(good.has_value(), good.status().to_string());
+  auto y = good->run(in);
+  REQUIRE_MESSAGE(y.has_value(), y.status().to_string());
+  const model gm = build(6, "Gelu");
+  check_reference((*y)[0], reference(in[0].value, init(gm, "W"), &init(gm, "b"), "Gelu"));
+
+  auto wrong = cpu_session::create(build(5, ""));
+  REQUIRE(wrong.has_value());
+  auto r = wrong->run(in);
+  REQUIRE_FALSE(r.has_value());
+  CHECK(r.code() == errc::invalid_argument);
+  CHECK(r.status().message().find("fused") != std::string::npos);
+  CHECK(r.status().message().find("one float per column (6)") != std::string::npos);
+
+  auto unknown = cpu_session::create(build(6, "Tanh"));
+  REQUIRE_FALSE(unknown.has_value());
+  CHECK(unknown.status().message().find("fused") != std::string::npos);
+}
