@@ -3,6 +3,8 @@
 # dnnl,cpu"): per model and round, `epstack perf` on the default stack (placement by estimate), on dnnl,cpu with
 # ONNX Runtime's greedy priority placement, and on cpu, one after the other, so that the machine's phases fall on all
 # three alike. Prints each run, then per model the ratio default / the faster member in each round and their median.
+# Separate processes still see this VM's phases differently (up to 10% between windows); `epstack compare --model M`
+# (its default arms are these three) interleaves the runs in one process, which resolves 1-3%.
 # Usage: scripts/bench_members.sh [BUILD_DIR] [MODEL ...]
 #   env: MODELS_DIR (default BUILD_DIR/shared-models), ROUNDS (3), ITERS (40), THREADS (2)
 set -eu

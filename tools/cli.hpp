@@ -356,6 +356,7 @@ int convert(const std::vector<std::string>& argv);
 int run(const std::vector<std::string>& argv);
 int partition(const std::vector<std::string>& argv);
 int perf(const std::vector<std::string>& argv);
+int compare(const std::vector<std::string>& argv);
 int compile(const std::vector<std::string>& argv);
 int ops(const std::vector<std::string>& argv);
 int ctxgen(const std::vector<std::string>& argv);

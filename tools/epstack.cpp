@@ -37,6 +37,11 @@ int usage(std::ostream& os, int code) {
         "       [--gap-ms G]  (a pause after each timed run: a model run now and then; CPU time a run reported)\n"
         "       [--free-dims k=v,...]  (ONNX Runtime's free dimension overrides, as onnxruntime_perf_test -f)\n"
         "                                benchmark with the peer protocol (shared/bench/inputs.md): one JSON line\n"
+        "  compare --model M [--arm LABEL:PROVIDERS[:k=v,...]]... [--rounds R] [--warmup W] [--gap-ms G] [--threads N]\n"
+        "          [--config k=v]... [--dims k=v,...] [--seed S] [--id-max N] [--opt L] [--free-dims k=v,...]\n"
+        "                                sessions of M side by side in one process, runs interleaved round by round\n"
+        "                                (default arms: default, dnnl,cpu by priority, cpu): each arm's median and p90,\n"
+        "                                per-round ratios to the first arm, the first over the faster other; one JSON line\n"
         "  generate mlp|convnet|mobilenetv2|transformer OUT.onnx [--widths 256,512,10] [--channels 16,32,64] [--size 64]\n"
         "           [--layers 2] [--hidden 64] [--external] [--opset N] [--ir N]\n"
         "                                write a model built with epstack's own IR (epstack::zoo; weights external\n"
@@ -83,6 +88,7 @@ int main(int argc, char** argv) {
   if (cmd == "run") return epstack::cli::run(args);
   if (cmd == "partition") return epstack::cli::partition(args);
   if (cmd == "perf") return epstack::cli::perf(args);
+  if (cmd == "compare") return epstack::cli::compare(args);
   if (cmd == "compile") return epstack::cli::compile(args);
   if (cmd == "ops") return epstack::cli::ops(args);
   if (cmd == "ctxgen") return epstack::cli::ctxgen(args);

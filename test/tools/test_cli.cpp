@@ -319,6 +319,50 @@ TEST_CASE("epstack perf --gap-ms pauses after each timed run and reports the CPU
   CHECK(huge.out.find("--gap-ms must be at most 2147483647") != std::string::npos);
 }
 
+// compare: two CPU sessions of a transformer, one with its products fused and one without, run in turn in one
+// process: each arm's times, the ratios, the outputs compared (the same within rounding); its refusals.
+TEST_CASE("epstack compare runs arms side by side in one process and reports medians, ratios and differences") {
+  test::temp_dir dir;
+  const auto model = dir / "tr.onnx";
+  REQUIRE(epstack_cli("generate transformer " + model.string() + " --layers 1 --hidden 64").code == 0);
+  auto r = epstack_cli("compare --model " + model.string() + " --rounds 6 --warmup 1 --gap-ms 0 --threads 2 --dims batch=1,seq=16 " +
+                       "--arm fused:cpu --arm plain:cpu:epstack.cpu_fuse_products=0");
+  REQUIRE_MESSAGE(r.code == 0, r.out);
+  const auto at = r.out.find("{\"model\"");
+  REQUIRE(at != std::string::npos);
+  const std::string line = r.out.substr(at);
+  CHECK(line.find("\"rounds\":6") != std::string::npos);
+  CHECK(line.find("\"label\":\"fused\",\"providers\":\"cpu\",\"config\":{}") != std::string::npos);
+  CHECK(line.find("\"label\":\"plain\",\"providers\":\"cpu\",\"config\":{\"epstack.cpu_fuse_products\":\"0\"}") != std::string::npos);
+  CHECK(line.find("\"ratios\":[{\"arm\":\"plain\",\"over\":\"fused\"") != std::string::npos);
+  CHECK(line.find("\"first_over_faster\":{\"arm\":\"plain\"") != std::string::npos);
+  // The plain arm's outputs against the fused one's: within rounding (|a - b| / (1 + |b|)).
+  const auto d = line.find("\"max_difference\":", line.find("\"label\":\"plain\""));
+  REQUIRE(d != std::string::npos);
+  const double diff = std::strtod(line.c_str() + d + std::strlen("\"max_difference\":"), nullptr);
+  CHECK(diff >= 0.0);
+  CHECK(diff < 1e-4);
+  CHECK(r.out.find("plain / fused: median ") != std::string::npos);
+  CHECK(r.out.find("differs from") == std::string::npos);
+
+  auto one = epstack_cli("compare --model " + model.string() + " --arm a:cpu");
+  CHECK(one.code == 2);
+  CHECK(one.out.find("give two --arm or more") != std::string::npos);
+  auto spec = epstack_cli("compare --model " + model.string() + " --arm nocolon --arm b:cpu");
+  CHECK(spec.code == 2);
+  CHECK(spec.out.find("--arm 'nocolon': expected LABEL:PROVIDERS") != std::string::npos);
+  auto stack = epstack_cli("compare --model " + model.string() + " --arm a:cpu --arm b:tpu,cpu --rounds 2");
+  CHECK(stack.code != 0);
+  CHECK(stack.out.find("unknown provider stack 'tpu,cpu'") != std::string::npos);
+  auto rounds = epstack_cli("compare --model " + model.string() + " --rounds 1");
+  CHECK(rounds.code == 2);
+  CHECK(rounds.out.find("--rounds must be from 2 to 1000000") != std::string::npos);
+  auto bad_cfg = epstack_cli("compare --model " + model.string() + " --arm a:cpu --arm b:cpu:epstack.cpu_fuse_products=maybe --rounds 2");
+  CHECK(bad_cfg.code != 0);
+  CHECK(bad_cfg.out.find("arm 'b'") != std::string::npos);
+  CHECK(bad_cfg.out.find("epstack.cpu_fuse_products") != std::string::npos);
+}
+
 TEST_CASE("epstack refuses unknown stacks, options and files with a message and a non-zero exit") {
   auto stack = epstack_cli("run nothing.onnx --providers tpu");
   CHECK(stack.code == 1);

@@ -1,0 +1,247 @@
+// epstack compare: sessions of one model side by side in one process, their runs interleaved round by round, so
+// that the machine's phases (a VM whose memory-bound loops lose a third for seconds at a time) fall on every arm
+// alike. Separate processes one after another (scripts/bench_members.sh) differ by up to 10% between windows on
+// such a machine; runs alternated within a process differ by 1-2%, which is what a 3% rule needs. Each arm's runs
+// find in cache what the other arms' runs left: a model whose weights fit the last-level cache alone but not once
+// per arm (mlp_b1's 100 MB against this VM's share of its L3) runs colder here than in `epstack perf`.
+#include "cli.hpp"
+
+#include <epstack/testing/bench_inputs.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <iostream>
+#include <memory>
+#include <thread>
+
+namespace epstack::cli {
+
+Result<bench::input_rule> input_rule_from(const args& a);
+Result<std::vector<named_tensor>> generated_inputs(const std::vector<io_info>& infos, const bench::input_rule& rule,
+                                                   std::vector<std::string>& warnings);
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+// One arm: a label, a stack and its own config entries, and its session behind a function (the stacks are
+// different session types).
+struct arm {
+  std::string label, providers;
+  std::vector<std::pair<std::string, std::string>> config;
+  std::function<Result<std::vector<ivalue>>(const std::vector<named_value>&)> run;
+  std::vector<io_info> inputs;
+  std::vector<double> times;
+};
+
+// "LABEL:PROVIDERS[:key=value,...]".
+Result<arm> parse_arm(const std::string& spec) {
+  const auto c1 = spec.find(':');
+  if (c1 == std::string::npos || c1 == 0 || c1 + 1 == spec.size())
+    return Status(errc::invalid_argument, "--arm '" + spec + "': expected LABEL:PROVIDERS[:key=value,...]");
+  arm r;
+  r.label = spec.substr(0, c1);
+  const auto c2 = spec.find(':', c1 + 1);
+  r.providers = spec.substr(c1 + 1, c2 == std::string::npos ? std::string::npos : c2 - c1 - 1);
+  if (c2 != std::string::npos) {
+    EPSTACK_ASSIGN_OR_RETURN(r.config, key_values(spec.substr(c2 + 1), "--arm"));
+  }
+  return r;
+}
+
+double quantile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  const double pos = q * static_cast<double>(v.size() - 1);
+  const auto lo = static_cast<std::size_t>(std::floor(pos));
+  const auto hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+}
+
+// The largest |a - b| / (1 + |b|) over the float outputs (NaN against a number: infinity), and whether every
+// output has the same type and sizes.
+std::pair<double, bool> difference(const std::vector<ivalue>& a, const std::vector<ivalue>& b) {
+  if (a.size() != b.size()) return {INFINITY, false};
+  double worst = 0;
+  for (std::size_t k = 0; k < a.size(); ++k) {
+    if (!a[k].is_tensor() || !b[k].is_tensor()) continue;
+    const tensor& x = a[k].as_tensor();
+    const tensor& y = b[k].as_tensor();
+    if (x.type() != y.type() || !std::ranges::equal(x.sizes(), y.sizes())) return {INFINITY, false};
+    if (x.type() != element_type::float32) continue;
+    const float* p = x.typed<float>();
+    const float* q = y.typed<float>();
+    for (std::size_t i = 0; i < x.element_count(); ++i) {
+      if (std::isnan(p[i]) != std::isnan(q[i])) return {INFINITY, true};
+      if (std::isnan(p[i])) continue;
+      worst = std::max(worst, std::fabs(static_cast<double>(p[i]) - q[i]) / (1.0 + std::fabs(static_cast<double>(q[i]))));
+    }
+  }
+  return {worst, true};
+}
+
+}  // namespace
+
+int compare(const std::vector<std::string>& argv) {
+  auto a = args::parse(argv, {"--model", "--arm", "--threads", "--rounds", "--warmup", "--gap-ms", "--config", "--dims",
+                              "--seed", "--id-max", "--opt", "--free-dims"});
+  if (!a) return usage_error(a.status().message());
+  const std::string model = a->get("--model").value_or(a->positional.empty() ? std::string() : a->positional[0]);
+  if (model.empty()) return usage_error("compare: --model is required");
+  long long rounds = 40, warmup = 3, gap_ms = 5;
+  for (auto [k, dst, min, max] : {std::tuple{"--rounds", &rounds, 2LL, 1000000LL}, std::tuple{"--warmup", &warmup, 0LL, 1000000LL},
+                                  std::tuple{"--gap-ms", &gap_ms, 0LL, 60000LL}})
+    if (auto v = a->get(k)) {
+      auto n = to_int(*v, k);
+      if (!n) return usage_error(n.status().message());
+      if (*n < min || *n > max)
+        return usage_error(std::string(k) + " must be from " + std::to_string(min) + " to " + std::to_string(max));
+      *dst = *n;
+    }
+  std::vector<arm> arms;
+  std::vector<std::string> specs = a->all("--arm");
+  // Without --arm: the default stack against its members, as issue 18's rule reads (oneDNN's arm with ONNX Runtime's
+  // greedy priority placement, as bench_members.sh).
+  if (specs.empty()) {
+    specs = {"default:default", "cpu:cpu"};
+    if (default_stack() != "cpu") specs.insert(specs.begin() + 1, default_stack() + ":" + default_stack() + ":epstack.placement=priority");
+  }
+  for (const auto& s : specs) {
+    auto r = parse_arm(s);
+    if (!r) return usage_error(r.status().message());
+    arms.push_back(std::move(*r));
+  }
+  if (arms.size() < 2) return usage_error("compare: give two --arm or more (or none, for default against its members)");
+  warn_unknown_machine_class();
+  auto base = session_options_from(*a);
+  if (!base) return fail(base.status());
+  if (!a->get("--threads")) base->set_intra_op_threads(2);
+  // The pools' workers stop spinning when their run ends: an arm's idle workers spinning (then yielding, for up to
+  // 300000 turns) through the next arm's run took its cores (two CPU sessions of MobileNetV2: 3.5 and 9.4 ms).
+  if (!base->config(config_keys::force_spinning_stop)) base->set_config(config_keys::force_spinning_stop, "1");
+  auto rule = input_rule_from(*a);
+  if (!rule) return fail(rule.status());
+
+  for (auto& x : arms) {
+    auto so = *base;
+    for (const auto& [k, v] : x.config) so.set_config(k, v);
+    Status created;
+    const auto st = with_stack(x.providers, [&](auto tag) {
+      using S = typename decltype(tag)::type;
+      auto s = S::create(model, so, providers_for<S>(so));
+      if (!s) {
+        created = s.status();
+        return;
+      }
+      auto held = std::make_shared<S>(std::move(*s));
+      x.inputs = held->inputs();
+      x.run = [held](const std::vector<named_value>& feeds) { return held->run_values(feeds); };
+    });
+    if (!st) return fail(st);
+    if (!created) return fail(Status(created.code(), "arm '" + x.label + "': " + created.message()));
+  }
+  std::vector<std::string> warnings;
+  auto gen = generated_inputs(arms.front().inputs, *rule, warnings);
+  if (!gen) return fail(gen.status());
+  for (const auto& w : warnings) std::cerr << "[epstack compare] warning: " << w << "\n";
+  std::vector<named_value> feeds;
+  for (auto& f : *gen) feeds.push_back({f.name, std::move(f.value)});
+
+  // The answers first: every arm against the first (a stack gives the same answers as the CPU provider alone).
+  std::vector<std::vector<ivalue>> first_out(arms.size());
+  for (std::size_t i = 0; i < arms.size(); ++i) {
+    auto out = arms[i].run(feeds);
+    if (!out) return fail(Status(out.code(), "arm '" + arms[i].label + "': " + out.status().message()));
+    first_out[i] = std::move(*out);
+  }
+  std::vector<double> diffs(arms.size(), 0.0);
+  for (std::size_t i = 1; i < arms.size(); ++i) {
+    const auto [d, same_shapes] = difference(first_out[i], first_out[0]);
+    if (!same_shapes)
+      return fail(Status(errc::fail, "arm '" + arms[i].label + "' gives outputs of other types or sizes than '" + arms[0].label + "'"));
+    diffs[i] = d;
+    if (d > 1e-3)
+      std::cerr << "[epstack compare] warning: arm '" << arms[i].label << "' differs from '" << arms[0].label << "' by " << d
+                << " (|a - b| / (1 + |b|))\n";
+  }
+  first_out.clear();
+
+  const auto pause = [&] {
+    if (gap_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(gap_ms));
+  };
+  for (long long w = 0; w < warmup; ++w)
+    for (auto& x : arms) {
+      if (auto out = x.run(feeds); !out) return fail(out.status());
+      pause();
+    }
+  // Each round runs the arms in the next of all their orders (n! of them, cycled): each arm follows each other arm
+  // equally often. Rotations alone (0 1 2, 1 2 0, 2 0 1) put the CPU stack's arm before the default stack's in two
+  // rounds of three and before oneDNN's in one: an arm after another thread runtime's run pays for waking its own,
+  // and the default stack ran 1.5-5% slower than dnnl,cpu on MobileNet-sized runs of the same plan.
+  std::vector<std::size_t> order(arms.size());
+  for (std::size_t k = 0; k < order.size(); ++k) order[k] = k;
+  for (long long r = 0; r < rounds; ++r, std::next_permutation(order.begin(), order.end()))
+    for (std::size_t k = 0; k < arms.size(); ++k) {
+      auto& x = arms[order[k]];
+      const auto t0 = clock_type::now();
+      auto out = x.run(feeds);
+      x.times.push_back(std::chrono::duration<double, std::milli>(clock_type::now() - t0).count());
+      if (!out) return fail(Status(out.code(), "arm '" + x.label + "': " + out.status().message()));
+      pause();
+    }
+
+  const std::string name = std::filesystem::path(model).stem().string();
+  json j;
+  j.begin_object().key("model").value(name).key("rounds").value(rounds).key("gap_ms").value(gap_ms);
+  j.key("arms").begin_array();
+  for (std::size_t i = 0; i < arms.size(); ++i) {
+    const auto& x = arms[i];
+    j.begin_object().key("label").value(x.label).key("providers").value(x.providers).key("config").begin_object();
+    for (const auto& [k, v] : x.config) j.key(k).value(v);
+    j.end_object();
+    j.key("median_ms").value(quantile(x.times, 0.5)).key("p90_ms").value(quantile(x.times, 0.9));
+    j.key("max_difference").value(diffs[i]).end_object();
+    std::fprintf(stderr, "[epstack compare] %s %-10s median %9.3f ms  p90 %9.3f ms\n", name.c_str(), x.label.c_str(),
+                 quantile(x.times, 0.5), quantile(x.times, 0.9));
+  }
+  j.end_array();
+  // Per round, each arm's time over the first arm's; and the first arm's over the fastest of the others.
+  j.key("ratios").begin_array();
+  for (std::size_t i = 1; i < arms.size(); ++i) {
+    std::vector<double> r;
+    for (long long k = 0; k < rounds; ++k) r.push_back(arms[i].times[static_cast<std::size_t>(k)] / arms[0].times[static_cast<std::size_t>(k)]);
+    j.begin_object().key("arm").value(arms[i].label).key("over").value(arms[0].label);
+    j.key("median").value(quantile(r, 0.5)).key("p10").value(quantile(r, 0.1)).key("p90").value(quantile(r, 0.9)).end_object();
+    std::fprintf(stderr, "[epstack compare] %s %s / %s: median %.4f (p10 %.4f, p90 %.4f)\n", name.c_str(), arms[i].label.c_str(),
+                 arms[0].label.c_str(), quantile(r, 0.5), quantile(r, 0.1), quantile(r, 0.9));
+  }
+  j.end_array();
+  std::vector<double> best;
+  for (long long k = 0; k < rounds; ++k) {
+    double m = INFINITY;
+    for (std::size_t i = 1; i < arms.size(); ++i) m = std::min(m, arms[i].times[static_cast<std::size_t>(k)]);
+    best.push_back(arms[0].times[static_cast<std::size_t>(k)] / m);
+  }
+  j.key("first_over_best_of_rest").begin_object().key("median").value(quantile(best, 0.5));
+  j.key("p10").value(quantile(best, 0.1)).key("p90").value(quantile(best, 0.9)).end_object();
+  // The faster of the other arms by their medians (the 3% rule's "better of cpu and dnnl,cpu"), per round.
+  std::size_t faster = 1;
+  for (std::size_t i = 2; i < arms.size(); ++i)
+    if (quantile(arms[i].times, 0.5) < quantile(arms[faster].times, 0.5)) faster = i;
+  std::vector<double> over_faster;
+  for (long long k = 0; k < rounds; ++k)
+    over_faster.push_back(arms[0].times[static_cast<std::size_t>(k)] / arms[faster].times[static_cast<std::size_t>(k)]);
+  j.key("first_over_faster").begin_object().key("arm").value(arms[faster].label).key("median").value(quantile(over_faster, 0.5));
+  j.key("p10").value(quantile(over_faster, 0.1)).key("p90").value(quantile(over_faster, 0.9)).end_object();
+  j.end_object();
+  std::fprintf(stderr, "[epstack compare] %s %s / the faster other arm (%s, by median): median %.4f (p10 %.4f, p90 %.4f)\n",
+               name.c_str(), arms[0].label.c_str(), arms[faster].label.c_str(), quantile(over_faster, 0.5),
+               quantile(over_faster, 0.1), quantile(over_faster, 0.9));
+  std::cout << j.str() << std::endl;
+  return 0;
+}
+
+}  // namespace epstack::cli
