@@ -9,6 +9,7 @@
 #endif
 #include <epstack/runtime/session.hpp>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -283,6 +284,16 @@ class json {
     sep();
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+    os_ << buf;
+    return *this;
+  }
+  /// `v` to 9 significant digits (1e-07 stays 1e-07, where value's fixed decimals write 0.000), null when it is
+  /// not finite (JSON has no inf or nan).
+  json& number(double v) {
+    if (!std::isfinite(v)) return null();
+    sep();
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.9g", v);
     os_ << buf;
     return *this;
   }

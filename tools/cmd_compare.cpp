@@ -12,11 +12,13 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <iostream>
 #include <memory>
 #include <thread>
+#include <type_traits>
 
 namespace epstack::cli {
 
@@ -47,6 +49,8 @@ Result<arm> parse_arm(const std::string& spec) {
   r.label = spec.substr(0, c1);
   const auto c2 = spec.find(':', c1 + 1);
   r.providers = spec.substr(c1 + 1, c2 == std::string::npos ? std::string::npos : c2 - c1 - 1);
+  if (r.providers.empty())
+    return Status(errc::invalid_argument, "--arm '" + spec + "': no PROVIDERS between the colons (expected LABEL:PROVIDERS[:key=value,...])");
   if (c2 != std::string::npos) {
     EPSTACK_ASSIGN_OR_RETURN(r.config, key_values(spec.substr(c2 + 1), "--arm"));
   }
@@ -61,24 +65,43 @@ double quantile(std::vector<double> v, double q) {
   return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
 }
 
-// The largest |a - b| / (1 + |b|) over the float outputs (NaN against a number: infinity), and whether every
-// output has the same type and sizes.
+// The largest |a - b| / (1 + |b|) over the floating-point outputs (float, double, float16, bfloat16; NaN against a
+// number: infinity); other element types must be equal byte for byte (infinity where not). Second: whether every
+// output has the same kind, type and sizes.
+template <class T>
+double float_difference(const tensor& x, const tensor& y) {
+  const T* p = x.typed<T>();
+  const T* q = y.typed<T>();
+  double worst = 0;
+  for (std::size_t i = 0; i < x.element_count(); ++i) {
+    double u = 0, v = 0;
+    if constexpr (std::is_same_v<T, double>) u = p[i], v = q[i];
+    else u = static_cast<double>(static_cast<float>(p[i])), v = static_cast<double>(static_cast<float>(q[i]));
+    if (std::isnan(u) != std::isnan(v)) return INFINITY;
+    if (!std::isnan(u)) worst = std::max(worst, u == v ? 0.0 : std::fabs(u - v) / (1.0 + std::fabs(v)));
+  }
+  return worst;
+}
 std::pair<double, bool> difference(const std::vector<ivalue>& a, const std::vector<ivalue>& b) {
   if (a.size() != b.size()) return {INFINITY, false};
   double worst = 0;
   for (std::size_t k = 0; k < a.size(); ++k) {
-    if (!a[k].is_tensor() || !b[k].is_tensor()) continue;
+    if (a[k].is_tensor() != b[k].is_tensor()) return {INFINITY, false};
+    if (!a[k].is_tensor()) continue;  // sequences and optionals: not compared
     const tensor& x = a[k].as_tensor();
     const tensor& y = b[k].as_tensor();
     if (x.type() != y.type() || !std::ranges::equal(x.sizes(), y.sizes())) return {INFINITY, false};
-    if (x.type() != element_type::float32) continue;
-    const float* p = x.typed<float>();
-    const float* q = y.typed<float>();
-    for (std::size_t i = 0; i < x.element_count(); ++i) {
-      if (std::isnan(p[i]) != std::isnan(q[i])) return {INFINITY, true};
-      if (std::isnan(p[i])) continue;
-      worst = std::max(worst, std::fabs(static_cast<double>(p[i]) - q[i]) / (1.0 + std::fabs(static_cast<double>(q[i]))));
+    double d = 0;
+    switch (x.type()) {
+      case element_type::float32: d = float_difference<float>(x, y); break;
+      case element_type::float64: d = float_difference<double>(x, y); break;
+      case element_type::float16: d = float_difference<float16>(x, y); break;
+      case element_type::bfloat16: d = float_difference<bfloat16>(x, y); break;
+      case element_type::string: break;  // not compared
+      default:
+        d = x.byte_size() == y.byte_size() && std::memcmp(x.data(), y.data(), x.byte_size()) == 0 ? 0.0 : INFINITY;
     }
+    worst = std::max(worst, d);
   }
   return {worst, true};
 }
@@ -150,7 +173,8 @@ int compare(const std::vector<std::string>& argv) {
   std::vector<named_value> feeds;
   for (auto& f : *gen) feeds.push_back({f.name, std::move(f.value)});
 
-  // The answers first: every arm against the first (a stack gives the same answers as the CPU provider alone).
+  // The answers first: every arm against the first (a stack gives the same answers as the CPU provider alone). A
+  // difference above 1e-3 is a warning (arms may differ on purpose: Winograd against direct convolutions).
   std::vector<std::vector<ivalue>> first_out(arms.size());
   for (std::size_t i = 0; i < arms.size(); ++i) {
     auto out = arms[i].run(feeds);
@@ -174,16 +198,31 @@ int compare(const std::vector<std::string>& argv) {
   };
   for (long long w = 0; w < warmup; ++w)
     for (auto& x : arms) {
-      if (auto out = x.run(feeds); !out) return fail(out.status());
+      if (auto out = x.run(feeds); !out) return fail(Status(out.code(), "arm '" + x.label + "': " + out.status().message()));
       pause();
     }
   // Each round runs the arms in the next of all their orders (n! of them, cycled): each arm follows each other arm
   // equally often. Rotations alone (0 1 2, 1 2 0, 2 0 1) put the CPU stack's arm before the default stack's in two
   // rounds of three and before oneDNN's in one: an arm after another thread runtime's run pays for waking its own,
   // and the default stack ran 1.5-5% slower than dnnl,cpu on MobileNet-sized runs of the same plan.
+  // Whole cycles of orders, so that the balance holds: n! orders for up to 5 arms (rounds rounded up to a multiple:
+  // 40 rounds of 3 arms run 42), rotations beyond (each arm first equally often).
+  std::size_t cycle = arms.size() <= 5 ? 1 : arms.size();
+  if (arms.size() <= 5)
+    for (std::size_t k = 2; k <= arms.size(); ++k) cycle *= k;
+  if (const auto c = static_cast<long long>(cycle); rounds % c != 0) {
+    const long long up = (rounds / c + 1) * c;
+    std::cerr << "[epstack compare] " << rounds << " rounds rounded up to " << up << " (whole cycles of " << c
+              << " orders of the arms)\n";
+    rounds = up;
+  }
   std::vector<std::size_t> order(arms.size());
   for (std::size_t k = 0; k < order.size(); ++k) order[k] = k;
-  for (long long r = 0; r < rounds; ++r, std::next_permutation(order.begin(), order.end()))
+  const auto next_order = [&] {
+    if (arms.size() <= 5) std::next_permutation(order.begin(), order.end());
+    else std::rotate(order.begin(), order.begin() + 1, order.end());
+  };
+  for (long long r = 0; r < rounds; ++r, next_order())
     for (std::size_t k = 0; k < arms.size(); ++k) {
       auto& x = arms[order[k]];
       const auto t0 = clock_type::now();
@@ -202,8 +241,8 @@ int compare(const std::vector<std::string>& argv) {
     j.begin_object().key("label").value(x.label).key("providers").value(x.providers).key("config").begin_object();
     for (const auto& [k, v] : x.config) j.key(k).value(v);
     j.end_object();
-    j.key("median_ms").value(quantile(x.times, 0.5)).key("p90_ms").value(quantile(x.times, 0.9));
-    j.key("max_difference").value(diffs[i]).end_object();
+    j.key("median_ms").number(quantile(x.times, 0.5)).key("p90_ms").number(quantile(x.times, 0.9));
+    j.key("max_difference").number(diffs[i]).end_object();
     std::fprintf(stderr, "[epstack compare] %s %-10s median %9.3f ms  p90 %9.3f ms\n", name.c_str(), x.label.c_str(),
                  quantile(x.times, 0.5), quantile(x.times, 0.9));
   }
@@ -214,7 +253,7 @@ int compare(const std::vector<std::string>& argv) {
     std::vector<double> r;
     for (long long k = 0; k < rounds; ++k) r.push_back(arms[i].times[static_cast<std::size_t>(k)] / arms[0].times[static_cast<std::size_t>(k)]);
     j.begin_object().key("arm").value(arms[i].label).key("over").value(arms[0].label);
-    j.key("median").value(quantile(r, 0.5)).key("p10").value(quantile(r, 0.1)).key("p90").value(quantile(r, 0.9)).end_object();
+    j.key("median").number(quantile(r, 0.5)).key("p10").number(quantile(r, 0.1)).key("p90").number(quantile(r, 0.9)).end_object();
     std::fprintf(stderr, "[epstack compare] %s %s / %s: median %.4f (p10 %.4f, p90 %.4f)\n", name.c_str(), arms[i].label.c_str(),
                  arms[0].label.c_str(), quantile(r, 0.5), quantile(r, 0.1), quantile(r, 0.9));
   }
@@ -225,8 +264,8 @@ int compare(const std::vector<std::string>& argv) {
     for (std::size_t i = 1; i < arms.size(); ++i) m = std::min(m, arms[i].times[static_cast<std::size_t>(k)]);
     best.push_back(arms[0].times[static_cast<std::size_t>(k)] / m);
   }
-  j.key("first_over_best_of_rest").begin_object().key("median").value(quantile(best, 0.5));
-  j.key("p10").value(quantile(best, 0.1)).key("p90").value(quantile(best, 0.9)).end_object();
+  j.key("first_over_best_of_rest").begin_object().key("median").number(quantile(best, 0.5));
+  j.key("p10").number(quantile(best, 0.1)).key("p90").number(quantile(best, 0.9)).end_object();
   // The faster of the other arms by their medians (the 3% rule's "better of cpu and dnnl,cpu"), per round.
   std::size_t faster = 1;
   for (std::size_t i = 2; i < arms.size(); ++i)
@@ -234,8 +273,8 @@ int compare(const std::vector<std::string>& argv) {
   std::vector<double> over_faster;
   for (long long k = 0; k < rounds; ++k)
     over_faster.push_back(arms[0].times[static_cast<std::size_t>(k)] / arms[faster].times[static_cast<std::size_t>(k)]);
-  j.key("first_over_faster").begin_object().key("arm").value(arms[faster].label).key("median").value(quantile(over_faster, 0.5));
-  j.key("p10").value(quantile(over_faster, 0.1)).key("p90").value(quantile(over_faster, 0.9)).end_object();
+  j.key("first_over_faster").begin_object().key("arm").value(arms[faster].label).key("median").number(quantile(over_faster, 0.5));
+  j.key("p10").number(quantile(over_faster, 0.1)).key("p90").number(quantile(over_faster, 0.9)).end_object();
   j.end_object();
   std::fprintf(stderr, "[epstack compare] %s %s / the faster other arm (%s, by median): median %.4f (p10 %.4f, p90 %.4f)\n",
                name.c_str(), arms[0].label.c_str(), arms[faster].label.c_str(), quantile(over_faster, 0.5),

@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <tuple>
 #include <string>
@@ -87,7 +88,9 @@ model chains(std::int64_t K, std::int64_t N, std::int64_t rows = 0) {
 // act(x W + b) in double, b one value per column (of any rank).
 std::vector<double> reference(const tensor& x, const tensor& w, const tensor* b, const std::string& act) {
   const auto xs = x.sizes();
-  const std::int64_t K = xs.back(), N = w.sizes()[1], rows = static_cast<std::int64_t>(x.element_count()) / K;
+  const std::int64_t K = xs.back(), N = w.sizes()[1];
+  std::int64_t rows = 1;
+  for (std::size_t d = 0; d + 1 < xs.size(); ++d) rows *= xs[d];
   const float* px = x.typed<float>();
   const float* pw = w.typed<float>();
   std::vector<double> y(static_cast<std::size_t>(rows * N));
@@ -296,5 +299,193 @@ TEST_CASE("CPU fused products: MatMulBias refuses a bias of the wrong size and a
 
   auto unknown = cpu_session::create(build(6, "Tanh"));
   REQUIRE_FALSE(unknown.has_value());
-  CHECK(unknown.status().message().find("fused") != std::string::npos);
+  CHECK(unknown.status().message().find("'fused'") != std::string::npos);
+  CHECK(unknown.status().message().find("MatMulBias") != std::string::npos);
+}
+
+namespace {
+
+// Runs Add itself (Y = A + B, B one value per column of A, or A's own sizes): the test's second provider, so that a
+// MatMul's Add is not the CPU provider's.
+struct add_probe {
+  using provider_concept = execution_provider_tag;
+  static constexpr std::string_view type_key = "AddProbeExecutionProvider";
+  [[nodiscard]] std::vector<capability> get_capability(const graph_view<graph>& v) const {
+    std::vector<capability> r;
+    for (node_id n : v.nodes())
+      if (v.graph().node(n).op_type == "Add" && v.graph().node(n).domain.empty()) r.push_back(capability::single(n));
+    return r;
+  }
+  [[nodiscard]] Result<std::vector<compute_function>> compile(std::span<const partition> parts) const {
+    std::vector<compute_function> fns(parts.size(), [](compute_context& ctx) -> Status {
+      const tensor& a = ctx.input(0);
+      const tensor& b = ctx.input(1);
+      const bool left = a.element_count() >= b.element_count();
+      const tensor& big = left ? a : b;
+      const tensor& small = left ? b : a;
+      tensor& y = ctx.allocate_output(0, element_type::float32, big.sizes());
+      const float* p = big.typed<float>();
+      const float* q = small.typed<float>();
+      float* o = y.typed<float>();
+      for (std::size_t i = 0; i < big.element_count(); ++i) o[i] = p[i] + q[i % small.element_count()];
+      return {};
+    });
+    return fns;
+  }
+};
+
+model single_chain(const std::function<void(graph&)>& tail, std::int64_t opset = 13) {
+  graph g("chain");
+  // Two sizes unknown: the optimiser's Gemm (before partitioning) leaves MatMul + Add alone.
+  g.add_input("x", type_info::tensor_of(element_type::float32, shape{dimension("n"), dimension("m"), 16}));
+  g.add_initializer("W", zoo::random_tensor({16, 12}, 21, 0.5f));
+  g.add_initializer("b", zoo::random_tensor({12}, 22, 1.0f));
+  g.add_initializer("b_row", zoo::random_tensor({1, 12}, 23, 1.0f));
+  g.add_node(op("mm", "MatMul"), {"x", "W"}, {"p"});
+  tail(g);
+  g.add_output("y", type_info::tensor_of(element_type::float32, shape{dimension("n"), dimension("m"), 12}));
+  model m;
+  m.opsets = {{"", opset}};
+  m.graph = std::move(g);
+  return m;
+}
+
+}  // namespace
+
+// Each case against the nodes unfused (the option off) and, where it says so, fused or not: a [1, N] bias (fused), Add(P, P) (not a bias), ai.onnx Gelu-20 with
+// approximate "none" (fused) and "tanh" (not: the epilogue computes the erf form), an Add another provider runs (not),
+// and FusedConv's Relu in the SGEMM's epilogue (level extended: NCHW, im2col) keeping a NaN as the Relu node does.
+TEST_CASE("CPU fused products: what is fused and what is not, against the nodes unfused") {
+  const std::vector<named_tensor> in{{"x", zoo::random_tensor({5, 3, 16}, 24, 1.0f)}};
+  struct fuse_case {
+    const char* name;
+    model m;
+    bool fused;
+  };
+  const std::vector<fuse_case> cases{
+      {"[1, N] bias", single_chain([](graph& g) { g.add_node(op("add", "Add"), {"b_row", "p"}, {"y"}); }), true},
+      {"Add(P, P)", single_chain([](graph& g) { g.add_node(op("add", "Add"), {"p", "p"}, {"y"}); }), false},
+      {"Gelu-20 none", single_chain([](graph& g) {
+         g.add_node(op("add", "Add"), {"p", "b"}, {"s"});
+         node n = op("gelu", "Gelu");
+         n.attributes.set("approximate", std::string("none"));
+         g.add_node(std::move(n), {"s"}, {"y"});
+       }, 20), true},
+      {"Gelu-20 tanh", single_chain([](graph& g) {
+         g.add_node(op("add", "Add"), {"p", "b"}, {"s"});
+         node n = op("gelu", "Gelu");
+         n.attributes.set("approximate", std::string("tanh"));
+         g.add_node(std::move(n), {"s"}, {"y"});
+       }, 20), false},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.name);
+    auto fused = cpu_session::create(c.m);
+    session_options off;
+    off.set_config(config_keys::cpu_fuse_products, "0");
+    auto plain = cpu_session::create(c.m, off);
+    REQUIRE_MESSAGE(fused.has_value(), fused.status().to_string());
+    REQUIRE_MESSAGE(plain.has_value(), plain.status().to_string());
+    const auto counts = op_counts(fused->get_model().graph);
+    // Gelu-20 tanh: the bias Add still joins the product; the Gelu stays a node.
+    const bool bias_only = std::string(c.name) == "Gelu-20 tanh";
+    CHECK((counts.count(fused_op) == 1) == (c.fused || bias_only));
+    if (c.fused) CHECK(counts.size() == 1);
+    if (bias_only) CHECK(counts.at("Gelu") == 1);
+    auto a = fused->run(in);
+    auto b = plain->run(in);
+    REQUIRE_MESSAGE(a.has_value(), a.status().to_string());
+    REQUIRE_MESSAGE(b.has_value(), b.status().to_string());
+    EPSTACK_CHECK_CLOSE((*a)[0], (*b)[0], 1e-5, 1e-5);
+  }
+
+  // The Add on another provider: the MatMul stays a MatMul, the answers the same.
+  const model m = single_chain([](graph& g) { g.add_node(op("add", "Add"), {"p", "b"}, {"y"}); });
+  auto mixed = session<add_probe, cpu_provider>::create(m);
+  REQUIRE_MESSAGE(mixed.has_value(), mixed.status().to_string());
+  const auto counts = op_counts(mixed->get_model().graph);
+  CHECK(counts.count(fused_op) == 0);
+  CHECK(counts.at("MatMul") == 1);
+  auto fused = cpu_session::create(m);
+  REQUIRE(fused.has_value());
+  CHECK(op_counts(fused->get_model().graph).at(fused_op) == 1);
+  auto a = mixed->run(in);
+  auto b = fused->run(in);
+  REQUIRE_MESSAGE(a.has_value(), a.status().to_string());
+  REQUIRE(b.has_value());
+  EPSTACK_CHECK_CLOSE((*a)[0], (*b)[0], 1e-5, 1e-5);
+
+  // FusedConv + Relu through the SGEMM's epilogue (level extended: no blocked layout), a NaN in the input: the same
+  // NaN positions as Conv and Relu as nodes (level disable).
+  graph g("conv_relu");
+  g.add_input("x", type_info::tensor_of(element_type::float32, shape{1, 8, 6, 6}));
+  g.add_initializer("w", zoo::random_tensor({16, 8, 3, 3}, 31, 0.3f));
+  g.add_initializer("cb", zoo::random_tensor({16}, 32, 0.3f));
+  node conv = op("conv", "Conv");
+  conv.attributes.set("pads", std::vector<std::int64_t>{1, 1, 1, 1});
+  g.add_node(std::move(conv), {"x", "w", "cb"}, {"c"});
+  g.add_node(op("relu", "Relu"), {"c"}, {"y"});
+  g.add_output("y", type_info::tensor_of(element_type::float32, shape{1, 16, 6, 6}));
+  model cm;
+  cm.opsets = {{"", 13}};
+  cm.graph = std::move(g);
+  tensor x = zoo::random_tensor({1, 8, 6, 6}, 33, 1.0f);
+  x.typed<float>()[3 * 36 + 2 * 6 + 2] = std::numeric_limits<float>::quiet_NaN();
+  session_options ext, none;
+  ext.set_graph_optimization_level(graph_optimization_level::extended);
+  none.set_graph_optimization_level(graph_optimization_level::disable);
+  auto fc = cpu_session::create(cm, ext);
+  auto nodes = cpu_session::create(cm, none);
+  REQUIRE_MESSAGE(fc.has_value(), fc.status().to_string());
+  REQUIRE(nodes.has_value());
+  CHECK(op_counts(fc->get_model().graph).at("com.microsoft.FusedConv") == 1);
+  auto ra = fc->run({{"x", x}});
+  auto rb = nodes->run({{"x", x}});
+  REQUIRE(ra.has_value());
+  REQUIRE(rb.has_value());
+  const float* p = (*ra)[0].typed<float>();
+  const float* q = (*rb)[0].typed<float>();
+  int nans = 0;
+  for (std::size_t i = 0; i < (*ra)[0].element_count(); ++i) {
+    CAPTURE(i);
+    REQUIRE(std::isnan(p[i]) == std::isnan(q[i]));
+    nans += std::isnan(p[i]) ? 1 : 0;
+    if (!std::isnan(p[i])) CHECK(std::fabs(p[i] - q[i]) <= 1e-5f + 1e-5f * std::fabs(q[i]));
+  }
+  CHECK(nans == 16 * 9);  // every output channel at the 3x3 pixels around the NaN
+}
+
+// The kernel's path for a B that is not a constant (nothing packed at create: the product, then the epilogue row by
+// row) and for K = 0 (Y is the bias, through the activation).
+TEST_CASE("CPU fused products: MatMulBias with B a graph input, and with K = 0") {
+  for (const std::int64_t K : {std::int64_t{0}, std::int64_t{24}}) {
+    CAPTURE(K);
+    graph g("mmb_input");
+    g.add_input("x", type_info::tensor_of(element_type::float32, shape{7, K}));
+    g.add_input("W", type_info::tensor_of(element_type::float32, shape{K, 40}));
+    g.add_initializer("b", zoo::random_tensor({40}, 41, 1.0f));
+    node n = op("fused", "MatMulBias");
+    n.domain = "com.epstack.cpu";
+    n.attributes.set("activation", std::string("Relu"));
+    g.add_node(std::move(n), {"x", "W", "b"}, {"y"});
+    g.add_output("y");
+    model m;
+    m.opsets = {{"", 13}, {"com.epstack.cpu", 1}};
+    m.graph = std::move(g);
+    const tensor x = K > 0 ? zoo::random_tensor({7, K}, 42, 1.0f) : tensor(element_type::float32, {7, 0});
+    const tensor w = K > 0 ? zoo::random_tensor({K, 40}, 43, 1.0f) : tensor(element_type::float32, {0, 40});
+    for (const int threads : {1, 2}) {
+      CAPTURE(threads);
+      session_options so;
+      so.set_intra_op_threads(threads);
+      auto s = cpu_session::create(m, so);
+      REQUIRE_MESSAGE(s.has_value(), s.status().to_string());
+      auto y = s->run({{"x", x}, {"W", w}});
+      REQUIRE_MESSAGE(y.has_value(), y.status().to_string());
+      REQUIRE((*y)[0].sizes().size() == 2);
+      CHECK((*y)[0].sizes()[0] == 7);
+      CHECK((*y)[0].sizes()[1] == 40);
+      check_reference((*y)[0], reference(x, w, &init(m, "b"), "Relu"));
+    }
+  }
 }

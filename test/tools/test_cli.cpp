@@ -345,6 +345,16 @@ TEST_CASE("epstack compare runs arms side by side in one process and reports med
   CHECK(r.out.find("plain / fused: median ") != std::string::npos);
   CHECK(r.out.find("differs from") == std::string::npos);
 
+  // Three arms: whole cycles of their 6 orders (4 rounds become 6).
+  auto three = epstack_cli("compare --model " + model.string() + " --rounds 4 --warmup 0 --gap-ms 0 --threads 1 " +
+                           "--arm a:cpu --arm b:cpu --arm c:cpu:epstack.cpu_fuse_products=0");
+  REQUIRE_MESSAGE(three.code == 0, three.out);
+  CHECK(three.out.find("4 rounds rounded up to 6 (whole cycles of 6 orders of the arms)") != std::string::npos);
+  CHECK(three.out.find("\"rounds\":6") != std::string::npos);
+  auto empty = epstack_cli("compare --model " + model.string() + " --arm a::k=v --arm b:cpu");
+  CHECK(empty.code == 2);
+  CHECK(empty.out.find("no PROVIDERS between the colons") != std::string::npos);
+
   auto one = epstack_cli("compare --model " + model.string() + " --arm a:cpu");
   CHECK(one.code == 2);
   CHECK(one.out.find("give two --arm or more") != std::string::npos);
