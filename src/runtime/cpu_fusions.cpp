@@ -1,7 +1,7 @@
 // Fusions for the CPU provider's products, after partitioning (as the blocked layout, on the nodes the CPU provider
 // got, since no other provider runs what they write): MatMul with a constant B, then the bias Add over its columns and
-// a Relu or Gelu, become one com.epstack.cpu MatMulBias whose bias and activation are applied as each tile of the
-// product is stored. Before partitioning, fuse_matmul_add makes Gemm of MatMul + Add only where the rows' leading
+// a Relu or Gelu (and Gemm followed by Relu or Gelu), become one com.epstack.cpu MatMulBias whose bias and activation
+// are applied as each tile of the product is stored. Before partitioning, fuse_matmul_add makes Gemm of MatMul + Add only where the rows' leading
 // dimensions allow Reshapes (at most one unknown); a transformer exported with a dynamic batch and sequence (BERT's
 // Q, K and V projections) keeps a MatMul and an Add that read and write Y once more each, and its feed-forward layer a
 // BiasGelu after the MatMul (ONNX Runtime runs both as they are, or folds them into its Attention operator).
@@ -46,6 +46,51 @@ bool column_bias(const tensor* t, std::int64_t N, std::size_t rank) {
   return s.back() == N;
 }
 
+// Gemm(A, B[, C]) (transA 0, alpha 1, beta 1 or no C; B a constant float matrix, C a constant bias over the columns)
+// followed by Relu or Gelu, its sole reader on the CPU provider too ==> MatMulBias with transB and the activation
+// (ONNX Runtime's GemmActivationFusion writes FusedGemm for the same). Not for A of at most 4 rows known at create:
+// those Gemms run on the matrix-vector kernels, which a deployable links alone (gemm_mv_bt_of<float>), and a Relu
+// after a batch-1 product costs a few microseconds.
+template <class Ok>
+bool fuse_gemm_activation(egraph& e, std::size_t i, const Ok& ok, optimization_report& rep, std::vector<bool>* rewritten,
+                          std::size_t before) {
+  const enode& gm = e.nodes[i];
+  if (!is_op(gm, "Gemm") || !ok(gm) || gm.inputs.size() < 2 || gm.inputs.size() > 3 || gm.outputs.size() != 1) return false;
+  if (attr_i(gm.n, "transA", 0) != 0 || attr_f(gm.n, "alpha", 1.0f) != 1.0f) return false;
+  const type_info* at = e.type_of(gm.inputs[0]);
+  const tensor* b = e.constant(gm.inputs[1]);
+  if (at == nullptr || !at->is_tensor() || at->elem != element_type::float32 || !at->dims || at->dims->rank() != 2 ||
+      b == nullptr || b->type() != element_type::float32 || b->rank() != 2)
+    return false;
+  if (const auto& rows = (*at->dims)[0]; rows.is_known() && rows.value <= 4) return false;
+  const bool tb = attr_i(gm.n, "transB", 0) != 0;
+  const std::int64_t N = b->sizes()[tb ? 0 : 1];
+  const bool has_c = gm.inputs.size() == 3 && !gm.inputs[2].empty();
+  if (has_c && (attr_f(gm.n, "beta", 1.0f) != 1.0f || !column_bias(e.constant(gm.inputs[2]), N, 2))) return false;
+  const auto c = e.sole_consumer(gm.outputs[0]);
+  if (!c || !ok(e.nodes[*c])) return false;
+  const std::string activation = activation_of(e.nodes[*c]);
+  if (activation.empty()) return false;
+  enode f;
+  f.n.name = gm.n.name;
+  f.n.op_type = "MatMulBias";
+  f.n.domain = std::string(cpu_fused_domain);
+  f.n.since_version = 1;
+  f.n.attributes.set("activation", activation);
+  if (tb) f.n.attributes.set("transB", std::int64_t{1});
+  f.inputs = {gm.inputs[0], gm.inputs[1]};
+  if (has_c) f.inputs.push_back(gm.inputs[2]);
+  f.outputs = {e.nodes[*c].outputs[0]};
+  f.origin = gm.origin;
+  rep.fusions.push_back(cat("MatMulBias: ", gm.n.name, " + ", e.nodes[*c].n.name));
+  for (const std::size_t k : {i, *c})
+    if (rewritten != nullptr && e.nodes[k].origin < before) (*rewritten)[e.nodes[k].origin] = true;
+  e.nodes[*c].dead = true;
+  e.nodes[i] = std::move(f);
+  e.index();
+  return true;
+}
+
 }  // namespace
 
 Result<std::size_t> cpu_product_fusion(model& m, const std::vector<bool>& eligible, optimization_report& rep,
@@ -56,6 +101,10 @@ Result<std::size_t> cpu_product_fusion(model& m, const std::vector<bool>& eligib
   const auto ok = [&](const enode& en) { return !en.dead && en.origin != no_id && en.origin < eligible.size() && eligible[en.origin]; };
   std::size_t fused = 0;
   for (std::size_t i = 0; i < e.nodes.size(); ++i) {
+    if (fuse_gemm_activation(e, i, ok, rep, rewritten, before)) {
+      ++fused;
+      continue;
+    }
     const enode& mm = e.nodes[i];
     if (!is_op(mm, "MatMul") || !ok(mm) || mm.inputs.size() != 2 || mm.outputs.size() != 1) continue;
     const type_info* at = e.type_of(mm.inputs[0]);

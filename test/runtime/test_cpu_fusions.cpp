@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <span>
 #include <limits>
 #include <tuple>
 #include <string>
@@ -397,6 +398,57 @@ TEST_CASE("CPU fused products: what is fused and what is not, against the nodes 
     REQUIRE_MESSAGE(a.has_value(), a.status().to_string());
     REQUIRE_MESSAGE(b.has_value(), b.status().to_string());
     EPSTACK_CHECK_CLOSE((*a)[0], (*b)[0], 1e-5, 1e-5);
+  }
+
+  // Gemm followed by an activation (ONNX Runtime's FusedGemm): B [N, K] (transB) or [K, N], with or without C, a
+  // symbolic batch; not for a batch of 2 known at create (the matrix-vector kernels), alpha 2, or a C of N rows.
+  struct gemm_case {
+    const char* name;
+    bool trans_b, with_c, static_batch, fuses;
+    float alpha;
+    const char* act;
+    bool c_per_row = false;
+  };
+  for (const auto& gc : std::vector<gemm_case>{{"transB, C, Relu", true, true, false, true, 1.0f, "Relu"},
+                                               {"B, no C, Gelu", false, false, false, true, 1.0f, "Gelu"},
+                                               {"batch 2 known", true, true, true, false, 1.0f, "Relu"},
+                                               {"alpha 2", true, true, false, false, 2.0f, "Relu"},
+                                               {"C [N, 1]", false, true, false, false, 1.0f, "Relu", true}}) {
+    CAPTURE(gc.name);
+    graph g("gemm_act");
+    const shape xs = gc.static_batch ? shape{2, 16} : shape{dimension("n"), 16};
+    g.add_input("x", type_info::tensor_of(element_type::float32, xs));
+    g.add_initializer("W", gc.trans_b ? zoo::random_tensor({12, 16}, 51, 0.5f) : zoo::random_tensor({16, 12}, 51, 0.5f));
+    g.add_initializer("c", gc.c_per_row ? zoo::random_tensor({12, 1}, 52, 1.0f) : zoo::random_tensor({12}, 52, 1.0f));
+    node gm = op("gemm", "Gemm");
+    if (gc.trans_b) gm.attributes.set("transB", std::int64_t{1});
+    if (gc.alpha != 1.0f) gm.attributes.set("alpha", gc.alpha);
+    std::vector<std::string> ins{"x", "W"};
+    if (gc.with_c) ins.push_back("c");
+    const std::vector<std::string> outs{"p"};
+    g.add_node(std::move(gm), std::span<const std::string>(ins), std::span<const std::string>(outs));
+    node a = std::string(gc.act) == "Gelu" ? contrib("act", "Gelu") : op("act", gc.act);
+    g.add_node(std::move(a), {"p"}, {"y"});
+    g.add_output("y", type_info::tensor_of(element_type::float32, gc.static_batch ? shape{2, 12} : shape{dimension("n"), 12}));
+    model gmodel;
+    gmodel.opsets = {{"", 13}, {"com.microsoft", 1}};
+    gmodel.graph = std::move(g);
+    const std::int64_t rows = gc.static_batch ? 2 : (gc.c_per_row ? 12 : 9);
+    const std::vector<named_tensor> gin{{"x", zoo::random_tensor({rows, 16}, 53, 1.0f)}};
+    auto f = cpu_session::create(gmodel);
+    session_options off;
+    off.set_config(config_keys::cpu_fuse_products, "0");
+    auto p = cpu_session::create(gmodel, off);
+    REQUIRE_MESSAGE(f.has_value(), f.status().to_string());
+    REQUIRE(p.has_value());
+    const auto gcounts = op_counts(f->get_model().graph);
+    CHECK((gcounts.count(fused_op) == 1) == gc.fuses);
+    CHECK((gcounts.count("Gemm") == 0) == gc.fuses);
+    auto ra = f->run(gin);
+    auto rb = p->run(gin);
+    REQUIRE_MESSAGE(ra.has_value(), ra.status().to_string());
+    REQUIRE(rb.has_value());
+    EPSTACK_CHECK_CLOSE((*ra)[0], (*rb)[0], 1e-5, 1e-5);
   }
 
   // The Add on another provider: the MatMul stays a MatMul, the answers the same.

@@ -69,7 +69,8 @@ inline constexpr std::string_view cpu_fused_domain = "com.epstack.cpu";
 /// Add of a constant bias of one value per column (then, optionally, Relu or Gelu), by BiasGelu with such a bias, or
 /// by Relu or Gelu alone, each the sole reader of the value before it and eligible too, becomes one MatMulBias of
 /// domain `cpu_fused_domain` (inputs A, B, bias; attribute activation "Relu" or "Gelu"), writing the last node's
-/// output. Returns how many were fused; 0 leaves `m` unchanged. `rewritten`, when given, flags the nodes of the graph
+/// output; so does a Gemm (transA 0, alpha 1, beta 1, a constant B and column bias C; A not of at most 4 rows known
+/// at create) followed by Relu or Gelu (attribute transB as the Gemm's). Returns how many were fused; 0 leaves `m` unchanged. `rewritten`, when given, flags the nodes of the graph
 /// `m` held before that were fused.
 [[nodiscard]] Result<std::size_t> cpu_product_fusion(model& m, const std::vector<bool>& eligible, optimization_report& rep,
                                                      std::vector<bool>* rewritten = nullptr);

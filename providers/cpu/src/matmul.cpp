@@ -691,8 +691,8 @@ Result<compute_function> fused_matmul::compile(const graph& g, node_id n) {
   return make_fn("FusedMatMul", [=](compute_context& ctx) { return matmul_compute<float>(ctx, ta, tb, alpha, pre.get()); });
 }
 
-// com.epstack.cpu MatMulBias(A [..., K], B [K, N][, bias [N]]), attribute activation "" (none), "Relu" or "Gelu":
-// act(A B + bias) in float, A's batches stacked as rows of one product. With B packed at create, the bias and the
+// com.epstack.cpu MatMulBias(A [..., K], B [K, N] (or [N, K] with attribute transB 1)[, bias [N]]), attribute
+// activation "" (none), "Relu" or "Gelu": act(A B + bias) in float, A's batches stacked as rows of one product. With B packed at create, the bias and the
 // activation are applied as each tile of Y is stored (sgemm_epilogue); otherwise after the product, row by row.
 namespace {
 std::optional<sgemm_epilogue::act> matmul_bias_activation(const node& nd) {
@@ -713,15 +713,16 @@ Result<compute_function> matmul_bias::compile(const graph& g, node_id n) {
   if (!act)
     return Status(errc::not_implemented, cat("MatMulBias node '", nd.name, "': activation '", attr_s(nd, "activation"),
                                              "' is none of Relu and Gelu"));
-  auto pre = std::make_shared<const prepacked_b>(prepack_constant_b(g, n, false));
-  return make_fn("MatMulBias", [pre, act = *act](compute_context& ctx) -> Status {
+  const bool tb = attr_i(nd, "transB", 0) != 0;
+  auto pre = std::make_shared<const prepacked_b>(prepack_constant_b(g, n, tb));
+  return make_fn("MatMulBias", [pre, act = *act, tb](compute_context& ctx) -> Status {
     const tensor& a = ctx.input(0);
     const tensor& b = ctx.input(1);
     if (a.rank() < 2 || b.rank() != 2)
       return Status(errc::invalid_argument, cat("A must have rank 2 or more and B must be a matrix, got ", dims_string(a.sizes()),
                                                 " and ", dims_string(b.sizes())));
-    const std::int64_t K = a.sizes().back(), N = b.sizes()[1];
-    if (b.sizes()[0] != K)
+    const std::int64_t K = a.sizes().back(), N = b.sizes()[tb ? 0 : 1];
+    if (b.sizes()[tb ? 1 : 0] != K)
       return Status(errc::invalid_argument, cat("inner dimensions differ: ", dims_string(a.sizes()), " x ", dims_string(b.sizes())));
     const tensor* bias = ctx.has_input(2) ? &ctx.input(2) : nullptr;
     if (bias != nullptr && (bias->element_count() != static_cast<std::size_t>(N) || bias->type() != element_type::float32))
@@ -741,7 +742,7 @@ Result<compute_function> matmul_bias::compile(const graph& g, node_id n) {
       gemm_prepacked(ctx, false, rows, a.typed<float>(), K, 1.0f, *pre, y, N, false, any ? &ep : nullptr);
       return {};
     }
-    gemm_parallel<float>(ctx, false, false, rows, N, K, 1.0f, a.typed<float>(), K, b.typed<float>(), N, y, N, false);
+    gemm_parallel<float>(ctx, false, tb, rows, N, K, 1.0f, a.typed<float>(), K, b.typed<float>(), b.sizes()[1], y, N, false);
     if (any)
       ctx.parallel_for(static_cast<std::size_t>(rows), 1, [&](std::size_t r0, std::size_t r1) {
         sgemm_apply_epilogue(ep, y, N, static_cast<std::int64_t>(r0), static_cast<std::int64_t>(r1), 0, N);
