@@ -46,6 +46,34 @@ bool column_bias(const tensor* t, std::int64_t N, std::size_t rank) {
   return s.back() == N;
 }
 
+// Replaces the nodes `chain` (the product first) by one MatMulBias in the product's place (its operands are there
+// already, and the bias is a constant), writing `y`; reports the fusion and flags the nodes in `rewritten`.
+void replace_chain(egraph& e, const std::vector<std::size_t>& chain, const std::string& bias, const std::string& activation,
+                   bool trans_b, const std::string& y, optimization_report& rep, std::vector<bool>* rewritten,
+                   std::size_t before) {
+  const std::size_t i = chain.front();
+  enode f;
+  f.n.name = e.nodes[i].n.name;
+  f.n.op_type = "MatMulBias";
+  f.n.domain = std::string(cpu_fused_domain);
+  f.n.since_version = 1;
+  if (!activation.empty()) f.n.attributes.set("activation", activation);
+  if (trans_b) f.n.attributes.set("transB", std::int64_t{1});
+  f.inputs = {e.nodes[i].inputs[0], e.nodes[i].inputs[1]};
+  if (!bias.empty()) f.inputs.push_back(bias);
+  f.outputs = {y};
+  f.origin = e.nodes[i].origin;
+  std::string names;
+  for (const std::size_t k : chain) {
+    names += cat(names.empty() ? "" : " + ", e.nodes[k].n.name);
+    if (rewritten != nullptr && e.nodes[k].origin < before) (*rewritten)[e.nodes[k].origin] = true;
+    if (k != i) e.nodes[k].dead = true;
+  }
+  rep.fusions.push_back(cat("MatMulBias: ", names));
+  e.nodes[i] = std::move(f);
+  e.index();
+}
+
 // Gemm(A, B[, C]) (transA 0, alpha 1, beta 1 or no C; B a constant float matrix, C a constant bias over the columns)
 // followed by Relu or Gelu, its sole reader on the CPU provider too ==> MatMulBias with transB and the activation
 // (ONNX Runtime's GemmActivationFusion writes FusedGemm for the same). Not for A of at most 4 rows known at create:
@@ -71,23 +99,8 @@ bool fuse_gemm_activation(egraph& e, std::size_t i, const Ok& ok, optimization_r
   if (!c || !ok(e.nodes[*c])) return false;
   const std::string activation = activation_of(e.nodes[*c]);
   if (activation.empty()) return false;
-  enode f;
-  f.n.name = gm.n.name;
-  f.n.op_type = "MatMulBias";
-  f.n.domain = std::string(cpu_fused_domain);
-  f.n.since_version = 1;
-  f.n.attributes.set("activation", activation);
-  if (tb) f.n.attributes.set("transB", std::int64_t{1});
-  f.inputs = {gm.inputs[0], gm.inputs[1]};
-  if (has_c) f.inputs.push_back(gm.inputs[2]);
-  f.outputs = {e.nodes[*c].outputs[0]};
-  f.origin = gm.origin;
-  rep.fusions.push_back(cat("MatMulBias: ", gm.n.name, " + ", e.nodes[*c].n.name));
-  for (const std::size_t k : {i, *c})
-    if (rewritten != nullptr && e.nodes[k].origin < before) (*rewritten)[e.nodes[k].origin] = true;
-  e.nodes[*c].dead = true;
-  e.nodes[i] = std::move(f);
-  e.index();
+  replace_chain(e, {i, *c}, has_c ? gm.inputs[2] : std::string(), activation, tb, e.nodes[*c].outputs[0], rep, rewritten,
+                before);
   return true;
 }
 
@@ -144,26 +157,7 @@ Result<std::size_t> cpu_product_fusion(model& m, const std::vector<bool>& eligib
       y = nx->outputs[0];
     }
     if (chain.size() == 1) continue;
-    enode f;
-    f.n.name = mm.n.name;
-    f.n.op_type = "MatMulBias";
-    f.n.domain = std::string(cpu_fused_domain);
-    f.n.since_version = 1;
-    if (!activation.empty()) f.n.attributes.set("activation", activation);
-    f.inputs = {mm.inputs[0], mm.inputs[1]};
-    if (!bias.empty()) f.inputs.push_back(bias);
-    f.outputs = {y};
-    f.origin = mm.origin;
-    std::string names;
-    for (const std::size_t k : chain) {
-      names += cat(names.empty() ? "" : " + ", e.nodes[k].n.name);
-      if (rewritten != nullptr && e.nodes[k].origin < before) (*rewritten)[e.nodes[k].origin] = true;
-      if (k != i) e.nodes[k].dead = true;
-    }
-    rep.fusions.push_back(cat("MatMulBias: ", names));
-    // In the MatMul's place: its operands are there already, and the bias is a constant.
-    e.nodes[i] = std::move(f);
-    e.index();
+    replace_chain(e, chain, bias, activation, false, y, rep, rewritten, before);
     ++fused;
   }
   if (fused == 0) return std::size_t{0};
