@@ -210,3 +210,64 @@ TEST_CASE("a model with a file per tensor keeps at most 64 of them open") {
   REQUIRE(again.has_value());
   CHECK(enable_bulk_reads(*again));
 }
+
+#if defined(__linux__)
+TEST_CASE("released huge chunks are kept for reuse up to the limit, best fit, and given back at 0") {
+  auto& cache = detail::huge_chunk_cache::get();
+  const std::size_t mib = std::size_t{1} << 20;
+  set_weight_memory_cache_limit(0);
+  CHECK(weight_memory_cached_bytes() == 0);
+  set_weight_memory_cache_limit(16 * mib);
+  CHECK(cache.limit() == 16 * mib);
+
+  auto a = detail::map_huge_chunk(8 * mib);
+  std::byte* const at = a.get();
+  std::memset(at, 0x5A, 8 * mib);
+  a.reset();
+  CHECK(weight_memory_cached_bytes() == 8 * mib);
+  // A request rounding up to the same 8 MiB gets that chunk back (mapped, no fault to take), and the cache is empty.
+  auto b = detail::map_huge_chunk(7 * mib + 1);
+  CHECK(b.get() == at);
+  CHECK(weight_memory_cached_bytes() == 0);
+  b.reset();
+
+  // A kept chunk over twice the request is not cut down for it (the next create's same-sized request would miss).
+  auto c = detail::map_huge_chunk(2 * mib);
+  CHECK(c.get() != at);
+  CHECK(weight_memory_cached_bytes() == 8 * mib);
+  std::byte* const small_at = c.get();
+  c.reset();
+  CHECK(weight_memory_cached_bytes() == 10 * mib);
+  // Best fit among those kept: the 2 MiB chunk serves a 2 MiB request; the 8 MiB one a 5 MiB request (whole).
+  auto d = detail::map_huge_chunk(2 * mib);
+  CHECK(d.get() == small_at);
+  auto e = detail::map_huge_chunk(5 * mib);
+  CHECK(e.get() == at);
+  CHECK(weight_memory_cached_bytes() == 0);
+  d.reset();
+  e.reset();
+  CHECK(weight_memory_cached_bytes() == 10 * mib);
+
+  // Beyond the limit a released chunk is unmapped, not kept.
+  {
+    auto big = detail::map_huge_chunk(12 * mib);
+    big.get()[12 * mib - 1] = std::byte{1};
+  }
+  CHECK(weight_memory_cached_bytes() == 10 * mib);
+  // Poisoned for tests: every kept byte 0xFF.
+  cache.poison_for_tests();
+  auto f = detail::map_huge_chunk(2 * mib);
+  CHECK(f.get() == small_at);
+  CHECK(static_cast<unsigned char>(f.get()[0]) == 0xFF);
+  CHECK(static_cast<unsigned char>(f.get()[2 * mib - 1]) == 0xFF);
+  f.reset();
+  // Lowering the limit unmaps what is kept beyond it; 0 keeps nothing, and a release is then unmapped at once.
+  set_weight_memory_cache_limit(2 * mib);
+  CHECK(weight_memory_cached_bytes() <= 2 * mib);
+  set_weight_memory_cache_limit(0);
+  CHECK(weight_memory_cached_bytes() == 0);
+  (void)detail::map_huge_chunk(2 * mib);
+  CHECK(weight_memory_cached_bytes() == 0);
+  set_weight_memory_cache_limit(256 * mib);
+}
+#endif

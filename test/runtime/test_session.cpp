@@ -1,6 +1,7 @@
 #include <epstack/testing/model_zoo.hpp>
 #include <epstack/providers/cpu.hpp>
 #include <epstack/runtime/session.hpp>
+#include <epstack/core/weight_memory.hpp>
 
 #include "../support/compare.hpp"
 #include "../support/cpu_time.hpp"
@@ -496,4 +497,47 @@ TEST_CASE("session.intra_op.allow_spinning and session.force_spinning_stop put t
     if (c.spins) CHECK(ms.back() > 0.1);
     else CHECK(*std::max_element(ms.begin(), ms.end()) < 3.0);
   }
+}
+
+// Weight memory released by a session is kept for the next create (weight_memory.hpp's huge_chunk_cache), holding
+// what was written there. Filled with NaN before the second create: a layout that left padding unwritten, counting on
+// fresh pages' zeros, would change the second session's answers.
+TEST_CASE("a session created on reused weight memory computes what the first one did") {
+  set_weight_memory_cache_limit(std::size_t{1} << 30);
+  struct one {
+    model m;
+    std::string input;
+    std::initializer_list<std::int64_t> sizes;
+  };
+  // Padded channel blocks (MobileNetV2's 24, 40...; the convnet's 290), Winograd filters of 290 (not a multiple of
+  // the 12-row panels), classifiers of 1000 columns (not a multiple of 32), a batch unknown at create and batch 1.
+  const one cases[] = {{zoo::make_mobilenetv2(32, 1000, 1.0f), "input", {1, 3, 32, 32}},
+                       {zoo::make_convnet({40, 290}, 16, 10), "image", {1, 3, 16, 16}},
+                       {zoo::make_mlp({300, 1000, 1000, 10}), "input", {3, 300}},
+                       {zoo::make_mlp({300, 1000, 1000, 10}, dimension(1)), "input", {1, 300}}};
+  for (const auto& c : cases) {
+    CAPTURE(c.m.graph.name());
+    const tensor x = uniform(c.sizes, 11);
+    std::vector<tensor> first;
+    {
+      auto s = cpu_session::create(c.m);
+      REQUIRE_MESSAGE(s.has_value(), s.status().to_string());
+      auto out = s->run({{c.input, x}});
+      REQUIRE_MESSAGE(out.has_value(), out.status().to_string());
+      first = std::move(*out);
+    }
+    CHECK(weight_memory_cached_bytes() > 0);
+    detail::huge_chunk_cache::get().poison_for_tests();
+    auto s = cpu_session::create(c.m);
+    REQUIRE_MESSAGE(s.has_value(), s.status().to_string());
+    auto out = s->run({{c.input, x}});
+    REQUIRE_MESSAGE(out.has_value(), out.status().to_string());
+    REQUIRE(out->size() == first.size());
+    for (std::size_t k = 0; k < first.size(); ++k) {
+      const auto cmp = test::compare((*out)[k], first[k], 1e-6, 1e-6);
+      CHECK_MESSAGE(cmp.ok(), cmp.message());
+    }
+  }
+  set_weight_memory_cache_limit(0);
+  CHECK(weight_memory_cached_bytes() == 0);
 }
