@@ -212,6 +212,8 @@ int rss_probe(const char* path) {
 
 int main(int argc, char** argv) {
   if (argc == 3 && std::strcmp(argv[1], "--rss") == 0) return rss_probe(argv[2]);
+  // first_touch, lay_out_weights and read_weights measure fresh memory: no chunk kept from one iteration for the next.
+  epstack::set_weight_memory_cache_limit(0);
   const auto dir = models_dir();
   for (const char* name : {"resnet50", "bert_base_seq128", "mobilenetv2", "llm_prefill"}) {
     const auto p = dir / (std::string(name) + ".onnx");

@@ -503,6 +503,14 @@ TEST_CASE("session.intra_op.allow_spinning and session.force_spinning_stop put t
 // what was written there. Filled with NaN before the second create: a layout that left padding unwritten, counting on
 // fresh pages' zeros, would change the second session's answers.
 TEST_CASE("a session created on reused weight memory computes what the first one did") {
+  const std::size_t saved = detail::huge_chunk_cache::get().limit();
+  struct restore {
+    std::size_t limit;
+    ~restore() {
+      set_weight_memory_cache_limit(0);  // the poisoned chunks go
+      set_weight_memory_cache_limit(limit);
+    }
+  } restored{saved};
   set_weight_memory_cache_limit(std::size_t{1} << 30);
   struct one {
     model m;
@@ -517,6 +525,8 @@ TEST_CASE("a session created on reused weight memory computes what the first one
                        {zoo::make_mlp({300, 1000, 1000, 10}, dimension(1)), "input", {1, 300}}};
   for (const auto& c : cases) {
     CAPTURE(c.m.graph.name());
+    set_weight_memory_cache_limit(0);  // only this case's chunks kept
+    set_weight_memory_cache_limit(std::size_t{1} << 30);
     const tensor x = uniform(c.sizes, 11);
     std::vector<tensor> first;
     {
@@ -526,10 +536,12 @@ TEST_CASE("a session created on reused weight memory computes what the first one
       REQUIRE_MESSAGE(out.has_value(), out.status().to_string());
       first = std::move(*out);
     }
-    CHECK(weight_memory_cached_bytes() > 0);
+    const std::size_t kept = weight_memory_cached_bytes();
+    CHECK(kept > 0);
     detail::huge_chunk_cache::get().poison_for_tests();
     auto s = cpu_session::create(c.m);
     REQUIRE_MESSAGE(s.has_value(), s.status().to_string());
+    CHECK(weight_memory_cached_bytes() < kept);  // the second create took poisoned chunks
     auto out = s->run({{c.input, x}});
     REQUIRE_MESSAGE(out.has_value(), out.status().to_string());
     REQUIRE(out->size() == first.size());
@@ -538,6 +550,4 @@ TEST_CASE("a session created on reused weight memory computes what the first one
       CHECK_MESSAGE(cmp.ok(), cmp.message());
     }
   }
-  set_weight_memory_cache_limit(0);
-  CHECK(weight_memory_cached_bytes() == 0);
 }

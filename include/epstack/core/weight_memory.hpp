@@ -66,8 +66,8 @@ class huge_chunk_cache {
   [[gnu::noinline, gnu::cold]] void give(std::byte* p, std::size_t size) noexcept {
     {
       std::lock_guard lock(mu_);
-      if (bytes_ + size <= limit_ && count_ < max_entries) {
-        ::madvise(p, size, MADV_FREE);
+      // Kept only where the kernel may take its pages back (MADV_FREE, Linux 4.5 and later).
+      if (bytes_ + size <= limit_ && count_ < max_entries && ::madvise(p, size, MADV_FREE) == 0) {
         kept_[count_++] = {p, size};
         bytes_ += size;
         return;
@@ -141,12 +141,13 @@ class huge_chunk_cache {
 }
 }  // namespace detail
 
-/// @brief The most bytes of released weight memory (huge chunks of the sessions destroyed and of creates' staging
-/// buffers) the process keeps to reuse in later creates (default 256 MiB; 0 keeps none, and unmaps what is kept now).
-/// Kept memory is advised MADV_FREE: the kernel reclaims it under memory pressure, though it counts in the resident
-/// set until then. A process that creates sessions again and again (a server loading models, a benchmark) skips the
-/// faults and the zeroing of fresh pages; one that creates a session once loses nothing. Linux only (a no-op
-/// elsewhere).
+/// @brief The most bytes of released weight memory (huge chunks of the sessions destroyed, of creates' staging and
+/// reading buffers, of the Conv+BatchNorm fusion's scaled filters) the process keeps to reuse in later creates
+/// (default 256 MiB; 0 keeps none, and unmaps what is kept now). Kept memory is advised MADV_FREE: the kernel reclaims
+/// it under memory pressure, though it counts in the resident set until then. A process that creates sessions again
+/// and again (a server loading models, a benchmark) skips the faults and the zeroing of fresh pages; one that creates
+/// a session once keeps its create's staging buffers resident (reclaimable) for nothing: set 0 there. Linux only (a
+/// no-op elsewhere).
 inline void set_weight_memory_cache_limit(std::size_t bytes) noexcept {
 #if defined(__linux__)
   detail::huge_chunk_cache::get().set_limit(bytes);

@@ -662,38 +662,57 @@ TEST_CASE("a product written in its Transpose's order computes every value") {
 
 // As test_session's case for the CPU provider: the oneDNN provider's reordered weights (blocked, padded formats) on
 // weight memory a destroyed session released, filled with NaN in between, give the first session's answers. Placed
-// by priority (oneDNN takes every node it can) and by the default placement.
+// by priority (oneDNN takes every node it can) and by the default placement; every size fixed at create (a free
+// dimension override), so that oneDNN lays its weights out in the create's chunks (for a symbolic size it would at
+// the first run, in memory of its own).
 TEST_CASE("a default-stack session created on reused weight memory computes what the first one did") {
-  set_weight_memory_cache_limit(std::size_t{1} << 30);
+  const std::size_t saved = detail::huge_chunk_cache::get().limit();
+  struct restore {
+    std::size_t limit;
+    ~restore() {
+      set_weight_memory_cache_limit(0);  // the poisoned chunks go
+      set_weight_memory_cache_limit(limit);
+    }
+  } restored{saved};
   struct one {
     model m;
-    std::string input;
+    std::string input, dim;
+    std::int64_t value;
     std::initializer_list<std::int64_t> sizes;
   };
-  const one cases[] = {{zoo::make_mobilenetv2(32, 1000, 1.0f), "input", {1, 3, 32, 32}},
-                       {zoo::make_convnet({40, 290}, 16, 10), "image", {1, 3, 16, 16}},
-                       {zoo::make_mlp({300, 1000, 1000, 10}), "input", {3, 300}}};
-  // (oneDNN plans a model of symbolic sizes at its first run, its weights then outside the create's chunks.)
-  bool reused = false;
+  const one cases[] = {{zoo::make_mobilenetv2(32, 1000, 1.0f), "input", "N", 1, {1, 3, 32, 32}},
+                       {zoo::make_convnet({40, 290}, 16, 10), "image", "N", 1, {1, 3, 16, 16}},
+                       {zoo::make_mlp({300, 1000, 1000, 10}), "input", "batch", 3, {3, 300}}};
   for (const std::string placement : {"priority", "estimate"})
     for (const auto& c : cases) {
       CAPTURE(c.m.graph.name());
       CAPTURE(placement);
+      set_weight_memory_cache_limit(0);  // only this case's chunks kept
+      set_weight_memory_cache_limit(std::size_t{1} << 30);
       session_options so;
       so.set_config(config_keys::placement, placement);
+      so.add_free_dimension_override(c.dim, c.value);
       const tensor x = zoo::random_tensor(c.sizes, 11, 1.0f);
       std::vector<tensor> first;
       {
         auto s = dnnl_session::create(c.m, so);
         REQUIRE_MESSAGE(s.has_value(), s.status().to_string());
+        if (placement == "priority") {  // oneDNN has partitions to lay weights out for
+          const auto& plan = s->plan();
+          CHECK(std::count(plan.main.partition_provider.begin(), plan.main.partition_provider.end(),
+                           static_cast<std::size_t>(std::find(plan.providers.begin(), plan.providers.end(),
+                                                              dnnl_provider::type_key) - plan.providers.begin())) > 0);
+        }
         auto out = s->run({{c.input, x}});
         REQUIRE_MESSAGE(out.has_value(), out.status().to_string());
         first = std::move(*out);
       }
-      reused = reused || weight_memory_cached_bytes() > 0;
+      const std::size_t kept = weight_memory_cached_bytes();
+      CHECK(kept > 0);
       detail::huge_chunk_cache::get().poison_for_tests();
       auto s = dnnl_session::create(c.m, so);
       REQUIRE_MESSAGE(s.has_value(), s.status().to_string());
+      CHECK(weight_memory_cached_bytes() < kept);  // the second create took poisoned chunks
       auto out = s->run({{c.input, x}});
       REQUIRE_MESSAGE(out.has_value(), out.status().to_string());
       REQUIRE(out->size() == first.size());
@@ -702,7 +721,4 @@ TEST_CASE("a default-stack session created on reused weight memory computes what
         CHECK_MESSAGE(cmp.ok(), cmp.message());
       }
     }
-  CHECK(reused);
-  set_weight_memory_cache_limit(0);
-  CHECK(weight_memory_cached_bytes() == 0);
 }
