@@ -1,10 +1,11 @@
 // Fusions for the CPU provider's products, after partitioning (as the blocked layout, on the nodes the CPU provider
 // got, since no other provider runs what they write): MatMul with a constant B, then the bias Add over its columns and
 // a Relu or Gelu (and Gemm followed by Relu or Gelu), become one com.epstack.cpu MatMulBias whose bias and activation
-// are applied as each tile of the product is stored. Before partitioning, fuse_matmul_add makes Gemm of MatMul + Add only where the rows' leading
-// dimensions allow Reshapes (at most one unknown); a transformer exported with a dynamic batch and sequence (BERT's
-// Q, K and V projections) keeps a MatMul and an Add that read and write Y once more each, and its feed-forward layer a
-// BiasGelu after the MatMul (ONNX Runtime runs both as they are, or folds them into its Attention operator).
+// are applied as each tile of the product is stored. Before partitioning, fuse_matmul_add makes Gemm of MatMul + Add
+// only where the rows' leading dimensions allow Reshapes (at most one unknown); a transformer exported with a dynamic
+// batch and sequence (BERT's Q, K and V projections) keeps a MatMul and an Add that read and write Y once more each,
+// and its feed-forward layer a BiasGelu after the MatMul (ONNX Runtime runs both as they are, or folds them into its
+// Attention operator).
 #include "egraph.hpp"
 
 #include <epstack/ir/node_facts.hpp>

@@ -1,12 +1,12 @@
 #include <epstack/testing/model_zoo.hpp>
 #include <epstack/providers/cpu.hpp>
 #include <epstack/runtime/session.hpp>
-#include <epstack/core/weight_memory.hpp>
 
 #include "../support/compare.hpp"
 #include "../support/cpu_time.hpp"
 #include "../support/denormals.hpp"
 #include "../support/graphs.hpp"
+#include "../support/reused_weight_memory.hpp"
 #include "../support/temp_dir.hpp"
 #include "../support/test_providers.hpp"
 
@@ -500,18 +500,9 @@ TEST_CASE("session.intra_op.allow_spinning and session.force_spinning_stop put t
 }
 
 // Weight memory released by a session is kept for the next create (weight_memory.hpp's huge_chunk_cache), holding
-// what was written there. Filled with NaN before the second create: a layout that left padding unwritten, counting on
-// fresh pages' zeros, would change the second session's answers.
+// what was written there: the CPU provider's layouts write all they read (test/support/reused_weight_memory.hpp).
 TEST_CASE("a session created on reused weight memory computes what the first one did") {
-  const std::size_t saved = detail::huge_chunk_cache::get().limit();
-  struct restore {
-    std::size_t limit;
-    ~restore() {
-      set_weight_memory_cache_limit(0);  // the poisoned chunks go
-      set_weight_memory_cache_limit(limit);
-    }
-  } restored{saved};
-  set_weight_memory_cache_limit(std::size_t{1} << 30);
+  const test::kept_weight_memory keep;
   struct one {
     model m;
     std::string input;
@@ -525,29 +516,6 @@ TEST_CASE("a session created on reused weight memory computes what the first one
                        {zoo::make_mlp({300, 1000, 1000, 10}, dimension(1)), "input", {1, 300}}};
   for (const auto& c : cases) {
     CAPTURE(c.m.graph.name());
-    set_weight_memory_cache_limit(0);  // only this case's chunks kept
-    set_weight_memory_cache_limit(std::size_t{1} << 30);
-    const tensor x = uniform(c.sizes, 11);
-    std::vector<tensor> first;
-    {
-      auto s = cpu_session::create(c.m);
-      REQUIRE_MESSAGE(s.has_value(), s.status().to_string());
-      auto out = s->run({{c.input, x}});
-      REQUIRE_MESSAGE(out.has_value(), out.status().to_string());
-      first = std::move(*out);
-    }
-    const std::size_t kept = weight_memory_cached_bytes();
-    CHECK(kept > 0);
-    detail::huge_chunk_cache::get().poison_for_tests();
-    auto s = cpu_session::create(c.m);
-    REQUIRE_MESSAGE(s.has_value(), s.status().to_string());
-    CHECK(weight_memory_cached_bytes() < kept);  // the second create took poisoned chunks
-    auto out = s->run({{c.input, x}});
-    REQUIRE_MESSAGE(out.has_value(), out.status().to_string());
-    REQUIRE(out->size() == first.size());
-    for (std::size_t k = 0; k < first.size(); ++k) {
-      const auto cmp = test::compare((*out)[k], first[k], 1e-6, 1e-6);
-      CHECK_MESSAGE(cmp.ok(), cmp.message());
-    }
+    test::check_create_on_poisoned_memory([&] { return cpu_session::create(c.m); }, c.input, uniform(c.sizes, 11));
   }
 }

@@ -692,8 +692,9 @@ Result<compute_function> fused_matmul::compile(const graph& g, node_id n) {
 }
 
 // com.epstack.cpu MatMulBias(A [..., K], B [K, N] (or [N, K] with attribute transB 1)[, bias [N]]), attribute
-// activation "" (none), "Relu" or "Gelu": act(A B + bias) in float, A's batches stacked as rows of one product. With B packed at create, the bias and the
-// activation are applied as each tile of Y is stored (sgemm_epilogue); otherwise after the product, row by row.
+// activation "" (none), "Relu" or "Gelu": act(A B + bias) in float, A's batches stacked as rows of one product. With
+// B packed at create, the bias and the activation are applied as each tile of Y is stored (sgemm_epilogue); otherwise
+// after the product, row by row.
 namespace {
 std::optional<sgemm_epilogue::act> matmul_bias_activation(const node& nd) {
   const std::string a = attr_s(nd, "activation");

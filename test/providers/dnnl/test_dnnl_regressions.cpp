@@ -4,10 +4,10 @@
 #include <epstack/providers/cpu.hpp>
 #include <epstack/providers/dnnl.hpp>
 #include <epstack/runtime/session.hpp>
-#include <epstack/core/weight_memory.hpp>
 
 #include "../../support/compare.hpp"
 #include "../../support/graphs.hpp"
+#include "../../support/reused_weight_memory.hpp"
 #include "../../support/test_values.hpp"
 
 #include <doctest/doctest.h>
@@ -666,14 +666,7 @@ TEST_CASE("a product written in its Transpose's order computes every value") {
 // dimension override), so that oneDNN lays its weights out in the create's chunks (for a symbolic size it would at
 // the first run, in memory of its own).
 TEST_CASE("a default-stack session created on reused weight memory computes what the first one did") {
-  const std::size_t saved = detail::huge_chunk_cache::get().limit();
-  struct restore {
-    std::size_t limit;
-    ~restore() {
-      set_weight_memory_cache_limit(0);  // the poisoned chunks go
-      set_weight_memory_cache_limit(limit);
-    }
-  } restored{saved};
+  const test::kept_weight_memory keep;
   struct one {
     model m;
     std::string input, dim;
@@ -687,38 +680,19 @@ TEST_CASE("a default-stack session created on reused weight memory computes what
     for (const auto& c : cases) {
       CAPTURE(c.m.graph.name());
       CAPTURE(placement);
-      set_weight_memory_cache_limit(0);  // only this case's chunks kept
-      set_weight_memory_cache_limit(std::size_t{1} << 30);
       session_options so;
       so.set_config(config_keys::placement, placement);
       so.add_free_dimension_override(c.dim, c.value);
-      const tensor x = zoo::random_tensor(c.sizes, 11, 1.0f);
-      std::vector<tensor> first;
-      {
+      const auto create = [&] {
         auto s = dnnl_session::create(c.m, so);
-        REQUIRE_MESSAGE(s.has_value(), s.status().to_string());
-        if (placement == "priority") {  // oneDNN has partitions to lay weights out for
+        if (s && placement == "priority") {  // oneDNN has partitions to lay weights out for
           const auto& plan = s->plan();
           CHECK(std::count(plan.main.partition_provider.begin(), plan.main.partition_provider.end(),
                            static_cast<std::size_t>(std::find(plan.providers.begin(), plan.providers.end(),
                                                               dnnl_provider::type_key) - plan.providers.begin())) > 0);
         }
-        auto out = s->run({{c.input, x}});
-        REQUIRE_MESSAGE(out.has_value(), out.status().to_string());
-        first = std::move(*out);
-      }
-      const std::size_t kept = weight_memory_cached_bytes();
-      CHECK(kept > 0);
-      detail::huge_chunk_cache::get().poison_for_tests();
-      auto s = dnnl_session::create(c.m, so);
-      REQUIRE_MESSAGE(s.has_value(), s.status().to_string());
-      CHECK(weight_memory_cached_bytes() < kept);  // the second create took poisoned chunks
-      auto out = s->run({{c.input, x}});
-      REQUIRE_MESSAGE(out.has_value(), out.status().to_string());
-      REQUIRE(out->size() == first.size());
-      for (std::size_t k = 0; k < first.size(); ++k) {
-        const auto cmp = test::compare((*out)[k], first[k], 1e-6, 1e-6);
-        CHECK_MESSAGE(cmp.ok(), cmp.message());
-      }
+        return s;
+      };
+      test::check_create_on_poisoned_memory(create, c.input, zoo::random_tensor(c.sizes, 11, 1.0f));
     }
 }
