@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 using namespace epstack;
@@ -150,6 +151,36 @@ TEST_CASE("mapped weights are read in bulk with the bytes the mapping holds") {
     const float* got = r.floats(mapped);
     CHECK(std::memcmp(got, v.data(), v.size() * sizeof(float)) == 0);
     CHECK(arena.blocks() == 0);  // staging is not a block
+    // A helper thread of the create (the CPU provider compiles nodes on every core): its weights in the create's
+    // chunks, its reads in a buffer of its own, the staging buffer left to the creating thread (what it holds stays).
+    const std::byte* helper_read = nullptr;
+    bool helper_same = false;
+    std::thread helper([&] {
+      const weight_arena_scope shared(&arena, weight_arena_scope::helper_thread_t{});
+      auto w = allocate_weight(100);
+      weight_reader hr;
+      helper_read = hr.read(mapped);
+      helper_same = std::memcmp(helper_read, v.data(), v.size() * sizeof(float)) == 0;
+    });
+    helper.join();
+    CHECK(arena.blocks() == 1);
+    CHECK(helper_read != reinterpret_cast<const std::byte*>(got));
+    CHECK(helper_read != base);
+    CHECK(helper_same);
+    CHECK(std::memcmp(got, v.data(), v.size() * sizeof(float)) == 0);
+    {
+      // On the creating thread the helper form changes nothing: the staging buffer is read into again.
+      const weight_arena_scope same(&arena, weight_arena_scope::helper_thread_t{});
+      weight_reader r2;
+      CHECK(r2.read(mapped) == reinterpret_cast<const std::byte*>(got));
+      auto w = allocate_weight(100);
+      CHECK(arena.blocks() == 2);
+    }
+    // Nor does a helper scope outlive itself: a thread without one has no arena.
+    const std::size_t before = arena.blocks();
+    std::thread outside([&] { auto w = allocate_weight(100); });
+    outside.join();
+    CHECK(arena.blocks() == before);
   }
   // A tensor that is not file-backed, or a small one, is read in place.
   tensor own = tensor::uninitialized(element_type::float32, sizes);

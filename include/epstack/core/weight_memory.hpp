@@ -209,7 +209,7 @@ class weight_arena {
   }
 
   /// @brief A buffer of at least `bytes` for reading a weight about to be laid out (weight_reader), valid until the
-  /// next call; one buffer for the whole create, so its pages are touched once. For the thread the arena is current on.
+  /// next call; one buffer for the whole create, so its pages are touched once. For the create's own thread only, not its helpers (weight_arena_scope).
   [[nodiscard, gnu::noinline, gnu::cold]] std::byte* staging(std::size_t bytes) {
     std::lock_guard lock(mu_);
     if (bytes > staging_bytes_) {
@@ -251,21 +251,45 @@ class weight_arena {
 namespace detail {
 /// The arena of the session create running on this thread (weight_arena_scope), or null.
 inline thread_local weight_arena* current_weight_arena = nullptr;
+/// Whether weight_reader reads into that arena's staging buffer on this thread: on the create's own thread, not on the
+/// helper threads it lays weights out on (the buffer is one, valid until the next read).
+inline thread_local bool current_weight_arena_stages = false;
 }  // namespace detail
+
+/// @brief The arena `allocate_weight` uses on this thread (weight_arena_scope), or null: for a create that lays weights
+/// out on helper threads too (weight_arena_scope's helper_thread form).
+[[nodiscard]] inline weight_arena* current_weight_arena() noexcept { return detail::current_weight_arena; }
 
 /// @brief Makes `arena` the one `allocate_weight` uses on this thread until the scope ends (null: none, for copies
 /// that do not live as long as the session, such as the candidates timed by placement by measure).
 class weight_arena_scope {
  public:
-  explicit weight_arena_scope(weight_arena* arena) noexcept : previous_(detail::current_weight_arena) {
+  explicit weight_arena_scope(weight_arena* arena) noexcept
+      : previous_(detail::current_weight_arena), previous_stages_(detail::current_weight_arena_stages) {
     detail::current_weight_arena = arena;
+    detail::current_weight_arena_stages = true;
   }
-  ~weight_arena_scope() { detail::current_weight_arena = previous_; }
+  /// Tag of the form for a create's helper threads.
+  struct helper_thread_t {};
+  /// On a thread that lays out weights for a create running on another (`arena`: current_weight_arena() there): its
+  /// weights go to the create's chunks too, and weight_reader reads into buffers of its own. Where `arena` is current
+  /// already (the create's own thread, running its share of the work) nothing changes.
+  weight_arena_scope(weight_arena* arena, helper_thread_t) noexcept
+      : previous_(detail::current_weight_arena), previous_stages_(detail::current_weight_arena_stages) {
+    if (previous_ == arena) return;
+    detail::current_weight_arena = arena;
+    detail::current_weight_arena_stages = false;
+  }
+  ~weight_arena_scope() {
+    detail::current_weight_arena = previous_;
+    detail::current_weight_arena_stages = previous_stages_;
+  }
   weight_arena_scope(const weight_arena_scope&) = delete;
   weight_arena_scope& operator=(const weight_arena_scope&) = delete;
 
  private:
   weight_arena* previous_;
+  bool previous_stages_;
 };
 
 /// @brief Memory for a weight laid out for a kernel, alive while the result is: from the arena of the create running
@@ -361,7 +385,7 @@ class weight_reader {
     if (!t.is_file_backed() || t.byte_size() < min_bytes || t.byte_size() > max_bytes) return t.data();
     const std::size_t n = t.byte_size();
     std::byte* buf = nullptr;
-    if (auto* a = detail::current_weight_arena) {
+    if (auto* a = detail::current_weight_arena; a != nullptr && detail::current_weight_arena_stages) {
       buf = a->staging(n);
     } else {
       if (n > own_bytes_) {

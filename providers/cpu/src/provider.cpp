@@ -2,11 +2,15 @@
 // single-node partitions with it, on all the machine's cores. One copy for every kernel list.
 #include <epstack/providers/cpu.hpp>
 
-#include <epstack/core/thread_pool.hpp>
+#include <epstack/core/weight_memory.hpp>
 #include <epstack/ir/node_facts.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <exception>
+#include <system_error>
+#include <thread>
+#include <vector>
 
 namespace epstack::cpu {
 
@@ -30,6 +34,26 @@ Result<compute_function> compile_node(const graph& g, node_id n, std::span<const
   }
 }
 
+namespace {
+struct compile_work {
+  std::span<const partition> parts;
+  std::span<const kernel_ref> kernels;
+  std::vector<Result<compute_function>>& results;
+  std::atomic<std::size_t> next;
+  weight_arena* arena;  // the create's (current_weight_arena on its thread)
+};
+
+// Compiles the nodes not yet taken, from the last, on this thread. Not inlined: the serial and the pool's calls
+// share it (the deployables count their bytes).
+[[gnu::noinline]] void compile_from_last(compile_work& w) {
+  const weight_arena_scope shared(w.arena, weight_arena_scope::helper_thread_t{});
+  for (std::size_t k; (k = w.next.fetch_add(1, std::memory_order_relaxed)) < w.parts.size();) {
+    const std::size_t i = w.parts.size() - 1 - k;
+    w.results[i] = compile_node(*w.parts[i].g, w.parts[i].nodes.front(), w.kernels);
+  }
+}
+}  // namespace
+
 Result<std::vector<compute_function>> compile_nodes(std::span<const partition> parts, std::span<const kernel_ref> kernels) {
   for (const auto& p : parts)
     if (p.nodes.size() != 1)
@@ -44,18 +68,24 @@ Result<std::vector<compute_function>> compile_nodes(std::span<const partition> p
   for (const auto& p : parts)
     for (std::size_t k = 0; k < p.g->node(p.nodes.front()).inputs.size(); ++k)
       if (const tensor* t = constant_input(*p.g, p.nodes.front(), k)) weight_bytes += t->byte_size();
-  const auto compile_from_last = [&](std::atomic<std::size_t>& next) {
-    for (std::size_t k; (k = next.fetch_add(1, std::memory_order_relaxed)) < parts.size();) {
-      const std::size_t i = parts.size() - 1 - k;
-      results[i] = compile_node(*parts[i].g, parts[i].nodes.front(), kernels);
-    }
-  };
-  std::atomic<std::size_t> next{0};
+  // The worker lays its nodes' weights out in the create's huge-page chunks too: in memory of its own they missed
+  // the huge pages, and a later create's reuse of the chunks (weight_memory.hpp) missed with them.
+  compile_work work{parts, kernels, results, {0}, current_weight_arena()};
   if (weight_bytes < (std::size_t{1} << 20)) {
-    compile_from_last(next);
+    compile_from_last(work);
   } else {
-    thread_pool pool;
-    pool.parallel_for(static_cast<std::size_t>(pool.size()), 1, [&](std::size_t, std::size_t) { compile_from_last(next); });
+    // This thread and a helper per other core (plain threads: a pool's queue and wake-ups cost the deployables
+    // bytes and a compile nothing), joined as they go out of scope.
+    std::vector<std::jthread> helpers;
+    const std::size_t threads = std::min<std::size_t>(std::max(1u, std::thread::hardware_concurrency()), parts.size());
+    for (std::size_t t = 1; t < threads; ++t) {
+      try {
+        helpers.emplace_back([&work] { compile_from_last(work); });
+      } catch (const std::system_error&) {
+        break;  // no more threads: the others (and this one) take the rest
+      }
+    }
+    compile_from_last(work);
   }
   std::vector<compute_function> fns;
   fns.reserve(parts.size());
