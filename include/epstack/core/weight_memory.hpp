@@ -209,7 +209,8 @@ class weight_arena {
   }
 
   /// @brief A buffer of at least `bytes` for reading a weight about to be laid out (weight_reader), valid until the
-  /// next call; one buffer for the whole create, so its pages are touched once. For the create's own thread only, not its helpers (weight_arena_scope).
+  /// next call; one buffer for the whole create, so its pages are touched once. For the create's own thread only, not
+  /// its helpers (weight_arena_scope).
   [[nodiscard, gnu::noinline, gnu::cold]] std::byte* staging(std::size_t bytes) {
     std::lock_guard lock(mu_);
     if (bytes > staging_bytes_) {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <exception>
+#include <mutex>
 #include <system_error>
 #include <thread>
 #include <vector>
@@ -41,15 +42,23 @@ struct compile_work {
   std::vector<Result<compute_function>>& results;
   std::atomic<std::size_t> next;
   weight_arena* arena;  // the create's (current_weight_arena on its thread)
+  std::mutex failed_lock;
+  std::exception_ptr failed;  // what escaped a compile (out of memory), rethrown on the create's thread
 };
 
-// Compiles the nodes not yet taken, from the last, on this thread. Not inlined: the serial and the pool's calls
+// Compiles the nodes not yet taken, from the last, on this thread. Not inlined: the create's thread and its helpers
 // share it (the deployables count their bytes).
-[[gnu::noinline]] void compile_from_last(compile_work& w) {
+[[gnu::noinline]] void compile_from_last(compile_work& w) noexcept {
   const weight_arena_scope shared(w.arena, weight_arena_scope::helper_thread_t{});
-  for (std::size_t k; (k = w.next.fetch_add(1, std::memory_order_relaxed)) < w.parts.size();) {
-    const std::size_t i = w.parts.size() - 1 - k;
-    w.results[i] = compile_node(*w.parts[i].g, w.parts[i].nodes.front(), w.kernels);
+  try {
+    for (std::size_t k; (k = w.next.fetch_add(1, std::memory_order_relaxed)) < w.parts.size();) {
+      const std::size_t i = w.parts.size() - 1 - k;
+      w.results[i] = compile_node(*w.parts[i].g, w.parts[i].nodes.front(), w.kernels);
+    }
+  } catch (...) {
+    w.next = w.parts.size();
+    const std::lock_guard lock(w.failed_lock);
+    if (!w.failed) w.failed = std::current_exception();
   }
 }
 }  // namespace
@@ -68,9 +77,9 @@ Result<std::vector<compute_function>> compile_nodes(std::span<const partition> p
   for (const auto& p : parts)
     for (std::size_t k = 0; k < p.g->node(p.nodes.front()).inputs.size(); ++k)
       if (const tensor* t = constant_input(*p.g, p.nodes.front(), k)) weight_bytes += t->byte_size();
-  // The worker lays its nodes' weights out in the create's huge-page chunks too: in memory of its own they missed
+  // The helpers lay their nodes' weights out in the create's huge-page chunks too: in memory of their own they missed
   // the huge pages, and a later create's reuse of the chunks (weight_memory.hpp) missed with them.
-  compile_work work{parts, kernels, results, {0}, current_weight_arena()};
+  compile_work work{parts, kernels, results, {0}, current_weight_arena(), {}, {}};
   if (weight_bytes < (std::size_t{1} << 20)) {
     compile_from_last(work);
   } else {
@@ -87,6 +96,7 @@ Result<std::vector<compute_function>> compile_nodes(std::span<const partition> p
     }
     compile_from_last(work);
   }
+  if (work.failed) std::rethrow_exception(work.failed);
   std::vector<compute_function> fns;
   fns.reserve(parts.size());
   for (std::size_t i = 0; i < parts.size(); ++i) {
