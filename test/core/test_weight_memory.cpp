@@ -153,20 +153,24 @@ TEST_CASE("mapped weights are read in bulk with the bytes the mapping holds") {
     CHECK(arena.blocks() == 0);  // staging is not a block
     // A helper thread of the create (the CPU provider compiles nodes on every core): its weights in the create's
     // chunks, its reads in a buffer of its own, the staging buffer left to the creating thread (what it holds stays).
-    const std::byte* helper_read = nullptr;
-    bool helper_same = false;
+    // Compared on the helper thread, while its reader (and buffer) lives; the thread_locals it found after its scope.
+    bool helper_own_buffer = false, helper_same = false, helper_restored = false;
     std::thread helper([&] {
-      const weight_arena_scope shared(&arena, weight_arena_scope::helper_thread_t{});
-      auto w = allocate_weight(100);
-      weight_reader hr;
-      helper_read = hr.read(mapped);
-      helper_same = std::memcmp(helper_read, v.data(), v.size() * sizeof(float)) == 0;
+      {
+        const weight_arena_scope shared(&arena, weight_arena_scope::helper_thread_t{});
+        auto w = allocate_weight(100);
+        weight_reader hr;
+        const std::byte* read = hr.read(mapped);
+        helper_own_buffer = read != reinterpret_cast<const std::byte*>(got) && read != base;
+        helper_same = std::memcmp(read, v.data(), v.size() * sizeof(float)) == 0;
+      }
+      helper_restored = current_weight_arena() == nullptr;
     });
     helper.join();
     CHECK(arena.blocks() == 1);
-    CHECK(helper_read != reinterpret_cast<const std::byte*>(got));
-    CHECK(helper_read != base);
+    CHECK(helper_own_buffer);
     CHECK(helper_same);
+    CHECK(helper_restored);
     CHECK(std::memcmp(got, v.data(), v.size() * sizeof(float)) == 0);
     {
       // On the creating thread the helper form changes nothing: the staging buffer is read into again.
@@ -176,11 +180,22 @@ TEST_CASE("mapped weights are read in bulk with the bytes the mapping holds") {
       auto w = allocate_weight(100);
       CHECK(arena.blocks() == 2);
     }
-    // Nor does a helper scope outlive itself: a thread without one has no arena.
-    const std::size_t before = arena.blocks();
-    std::thread outside([&] { auto w = allocate_weight(100); });
-    outside.join();
-    CHECK(arena.blocks() == before);
+    // Nor after it: the arena is still current here, its staging buffer still this thread's.
+    CHECK(current_weight_arena() == &arena);
+    weight_reader r3;
+    CHECK(r3.read(mapped) == reinterpret_cast<const std::byte*>(got));
+    {
+      // A helper scope inside a scope of none (placement by measure's candidates) restores none, then the arena.
+      const weight_arena_scope none(nullptr);
+      {
+        const weight_arena_scope shared(&arena, weight_arena_scope::helper_thread_t{});
+        CHECK(current_weight_arena() == &arena);
+        weight_reader own;
+        CHECK(own.read(mapped) != reinterpret_cast<const std::byte*>(got));
+      }
+      CHECK(current_weight_arena() == nullptr);
+    }
+    CHECK(current_weight_arena() == &arena);
   }
   // A tensor that is not file-backed, or a small one, is read in place.
   tensor own = tensor::uninitialized(element_type::float32, sizes);

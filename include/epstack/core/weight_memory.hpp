@@ -250,7 +250,8 @@ class weight_arena {
 };
 
 namespace detail {
-/// The arena of the session create running on this thread (weight_arena_scope), or null.
+/// The arena of the session create running on this thread, or of the create this thread helps (weight_arena_scope),
+/// or null.
 inline thread_local weight_arena* current_weight_arena = nullptr;
 /// Whether weight_reader reads into that arena's staging buffer on this thread: on the create's own thread, not on the
 /// helper threads it lays weights out on (the buffer is one, valid until the next read).
@@ -294,7 +295,7 @@ class weight_arena_scope {
 };
 
 /// @brief Memory for a weight laid out for a kernel, alive while the result is: from the arena of the create running
-/// on this thread, or an allocation of its own (a plan made at run time, a thread the create did not start on).
+/// on this thread, or an allocation of its own (a plan made at run time, a thread with no weight_arena_scope).
 /// 64-byte aligned, uninitialised.
 [[nodiscard, gnu::noinline, gnu::cold]] inline std::shared_ptr<void> allocate_weight(std::size_t bytes) {
   if (auto* a = detail::current_weight_arena) return a->allocate(bytes);

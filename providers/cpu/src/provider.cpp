@@ -9,7 +9,6 @@
 #include <atomic>
 #include <exception>
 #include <mutex>
-#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -43,7 +42,9 @@ struct compile_work {
   std::atomic<std::size_t> next;
   weight_arena* arena;  // the create's (current_weight_arena on its thread)
   std::mutex failed_lock;
-  std::exception_ptr failed;  // what escaped a compile (out of memory), rethrown on the create's thread
+  // What escaped compile_node (which turns a kernel's exceptions into a Status: a failure while it does, or one not
+  // of std::exception), rethrown on the create's thread.
+  std::exception_ptr failed;
 };
 
 // Compiles the nodes not yet taken, from the last, on this thread. Not inlined: the create's thread and its helpers
@@ -87,12 +88,11 @@ Result<std::vector<compute_function>> compile_nodes(std::span<const partition> p
     // bytes and a compile nothing), joined as they go out of scope.
     std::vector<std::jthread> helpers;
     const std::size_t threads = std::min<std::size_t>(std::max(1u, std::thread::hardware_concurrency()), parts.size());
-    for (std::size_t t = 1; t < threads; ++t) {
-      try {
-        helpers.emplace_back([&work] { compile_from_last(work); });
-      } catch (const std::system_error&) {
-        break;  // no more threads: the others (and this one) take the rest
-      }
+    try {
+      helpers.reserve(threads - 1);
+      for (std::size_t t = 1; t < threads; ++t) helpers.emplace_back([&work] { compile_from_last(work); });
+    } catch (const std::exception&) {
+      // No more threads (or no memory for one): the others, and this one, take the rest.
     }
     compile_from_last(work);
   }

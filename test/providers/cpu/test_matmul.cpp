@@ -4,10 +4,13 @@
 
 #include <epstack/providers/cpu.hpp>
 #include <epstack/providers/cpu/kernels.hpp>
+#include <epstack/core/weight_memory.hpp>
 
 #include <epstack/testing/model_zoo.hpp>
 
 #include <array>
+#include <span>
+#include <thread>
 
 using namespace epstack;
 namespace ops = epstack::cpu::ops;
@@ -422,25 +425,39 @@ TEST_CASE("Gemm of matrix-vector shapes, every transpose, both operands activati
         }
 }
 
+namespace {
+// An MLP of batch 1 with the types a session's inference would give: each Gemm's output [1, its weight's rows], each
+// Relu's its input's.
+model batch1_mlp(const std::vector<std::int64_t>& widths) {
+  model m = zoo::make_mlp(widths, dimension(std::int64_t{1}));
+  graph& g = m.graph;
+  for (node_id n = 0; n < g.node_count(); ++n) {
+    const auto& nd = g.node(n);
+    const auto& in = g.value(nd.inputs[0]).type;
+    g.value(nd.outputs[0]).type =
+        nd.op_type == "Gemm"
+            ? type_info::tensor_of(element_type::float32, shape{std::int64_t{1}, g.value(nd.inputs[1]).initializer->sizes()[0]})
+            : in;
+  }
+  return m;
+}
+
+std::vector<partition> single_node_partitions(const graph& g) {
+  std::vector<partition> parts;
+  for (node_id n = 0; n < g.node_count(); ++n) parts.push_back(partition{g.node(n).name, &g, {n}, std::nullopt, {}, {}});
+  return parts;
+}
+}  // namespace
+
 // The CPU provider compiles single-node partitions from the last node, on the caller alone under 1 MiB of weights and
 // on two threads past it (a pack taken last had left the other thread waiting): every partition gets its function,
 // and a failure names the graph's first failing node, not the first one compiled.
 TEST_CASE("the CPU provider's compile: every partition, and the first failing node in graph order, with and without threads") {
   for (const auto& widths : {std::vector<std::int64_t>{8, 4, 2}, std::vector<std::int64_t>{256, 1024, 512, 10}}) {
     CAPTURE(widths.size());  // the second: 3 MiB of weights
-    model m = zoo::make_mlp(widths, dimension(std::int64_t{1}));
-    graph& g = m.graph;
-    // The types a session's inference would give: each Gemm's output [1, its weight's rows], each Relu's its input's.
-    for (node_id n = 0; n < g.node_count(); ++n) {
-      const auto& nd = g.node(n);
-      const auto& in = g.value(nd.inputs[0]).type;
-      g.value(nd.outputs[0]).type =
-          nd.op_type == "Gemm"
-              ? type_info::tensor_of(element_type::float32, shape{std::int64_t{1}, g.value(nd.inputs[1]).initializer->sizes()[0]})
-              : in;
-    }
-    std::vector<partition> parts;
-    for (node_id n = 0; n < g.node_count(); ++n) parts.push_back(partition{g.node(n).name, &g, {n}, std::nullopt, {}, {}});
+    model m = batch1_mlp(widths);
+    const graph& g = m.graph;
+    const auto parts = single_node_partitions(g);
     const auto all = cpu_provider{}.compile(parts);
     REQUIRE_MESSAGE(all.has_value(), all.status().to_string());
     REQUIRE(all->size() == parts.size());
@@ -451,4 +468,30 @@ TEST_CASE("the CPU provider's compile: every partition, and the first failing no
     CHECK(gemm_only.code() == errc::not_implemented);
     CHECK(gemm_only.status().message().find("'/layer0/Relu' (Relu)") != std::string::npos);
   }
+}
+
+// The nodes a compile's helper threads take lay their weights out in the create's arena too (weight_memory.hpp's
+// helper form of weight_arena_scope): in memory of their own they missed the huge pages and the reuse of released
+// chunks, and which nodes did depended on timing. Six 1 MiB weights compiled together (on every core) take as many
+// arena blocks as compiled one partition at a time (each alone: on this thread).
+TEST_CASE("the CPU provider's compile lays out every weight in the create's arena, on each thread it compiles on") {
+  WARN_MESSAGE(std::thread::hardware_concurrency() >= 2, "one core: the compile has no helper threads to check");
+  const model m = batch1_mlp({512, 512, 512, 512, 512, 512, 512, 10});
+  const auto parts = single_node_partitions(m.graph);
+  weight_arena one_by_one;
+  {
+    const weight_arena_scope scope(&one_by_one);
+    for (const auto& p : parts) {
+      const auto fn = cpu_provider{}.compile(std::span(&p, 1));
+      REQUIRE_MESSAGE(fn.has_value(), fn.status().to_string());
+    }
+  }
+  CHECK(one_by_one.blocks() >= 6);
+  weight_arena together;
+  {
+    const weight_arena_scope scope(&together);
+    const auto fns = cpu_provider{}.compile(parts);
+    REQUIRE_MESSAGE(fns.has_value(), fns.status().to_string());
+  }
+  CHECK(together.blocks() == one_by_one.blocks());
 }
