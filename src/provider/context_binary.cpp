@@ -1,5 +1,6 @@
 // The EP context binary: building, writing (temporary name, then rename) and verified reading, in place.
 #include <epstack/provider/context_binary.hpp>
+#include <epstack/core/helper_threads.hpp>
 #include <epstack/core/mapped_file.hpp>
 
 #include "../core/atomic_file.hpp"
@@ -8,8 +9,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <system_error>
-#include <thread>
 #include <array>
 #include <cstring>
 #include <limits>
@@ -260,20 +259,11 @@ Status ep_context_binary::verify_tensors(std::span<const std::uint32_t> indices,
     }
   };
   {
-    std::vector<std::jthread> helpers;
     std::uint64_t bytes = 0;
     for (auto i : todo) bytes += tensors_[i].data.size();
     // A thread costs tens of microseconds: only worth it for a few MB of hashing each.
     const std::size_t useful = std::max<std::uint64_t>(1, bytes / (std::uint64_t{4} << 20));
-    const std::size_t n = std::min<std::size_t>({threads, todo.size(), useful});
-    for (std::size_t t = 1; t < n; ++t) {
-      try {
-        helpers.emplace_back(work);
-      } catch (const std::system_error&) {
-        break;  // no more threads: the others (and this one) do the rest
-      }
-    }
-    work();
+    run_with_helpers(std::min<std::size_t>({threads, todo.size(), useful}), work);
   }
   if (const std::size_t k = first_bad.load(); k < todo.size()) {
     const auto& t = tensors_[todo[k]];

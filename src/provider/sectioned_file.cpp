@@ -1,14 +1,14 @@
 // The header, hashes and sections shared by the EP context binary and the deployment model (sectioned_file.hpp).
 #include "sectioned_file.hpp"
 
+#include <epstack/core/helper_threads.hpp>
+
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstring>
-#include <system_error>
-#include <thread>
 
 namespace epstack::detail {
 
@@ -47,17 +47,7 @@ std::uint64_t sectioned_file_hash(std::span<const std::byte> b, unsigned threads
       h[i] = XXH3_64bits(c.data(), c.size());
     }
   };
-  {
-    std::vector<std::jthread> helpers;
-    for (std::size_t t = 1; t < std::min<std::size_t>(threads, n); ++t) {
-      try {
-        helpers.emplace_back(work);
-      } catch (const std::system_error&) {
-        break;  // no more threads: the others (and this one) do the rest
-      }
-    }
-    work();
-  }
+  run_with_helpers(std::min<std::size_t>(threads, n), work);
   std::vector<std::byte> list(n * 8);
   for (std::size_t i = 0; i < n; ++i) put64(list.data() + 8 * i, h[i]);
   return XXH3_64bits(list.data(), list.size());

@@ -10,6 +10,7 @@
 // zero for the padded input channels, so the padded lanes (bias 0, activation of 0) never reach a real channel.
 #include "egraph.hpp"
 
+#include <epstack/core/helper_threads.hpp>
 #include <epstack/core/weight_memory.hpp>
 #include <epstack/detail/winograd_f23.hpp>
 #include <epstack/ir/node_facts.hpp>
@@ -171,10 +172,7 @@ void lay_out_filters(std::vector<filter_job>& jobs) {
   for (const auto& j : jobs) total += j.dst.byte_size();
   const std::size_t threads = total < (std::size_t{1} << 20) ? 1 :
       std::min<std::size_t>(std::max(1u, std::thread::hardware_concurrency()), jobs.size());
-  std::vector<std::thread> helpers;
-  for (std::size_t t = 1; t < threads; ++t) helpers.emplace_back(work);
-  work();
-  for (auto& h : helpers) h.join();
+  run_with_helpers(threads, work);
   if (failed) std::rethrow_exception(failed);
 }
 

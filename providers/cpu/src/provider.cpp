@@ -2,6 +2,7 @@
 // single-node partitions with it, on all the machine's cores. One copy for every kernel list.
 #include <epstack/providers/cpu.hpp>
 
+#include <epstack/core/helper_threads.hpp>
 #include <epstack/core/weight_memory.hpp>
 #include <epstack/ir/node_facts.hpp>
 
@@ -85,16 +86,9 @@ Result<std::vector<compute_function>> compile_nodes(std::span<const partition> p
     compile_from_last(work);
   } else {
     // This thread and a helper per other core (plain threads: a pool's queue and wake-ups cost the deployables
-    // bytes and a compile nothing), joined as they go out of scope.
-    std::vector<std::jthread> helpers;
+    // bytes and a compile nothing).
     const std::size_t threads = std::min<std::size_t>(std::max(1u, std::thread::hardware_concurrency()), parts.size());
-    try {
-      helpers.reserve(threads - 1);
-      for (std::size_t t = 1; t < threads; ++t) helpers.emplace_back([&work] { compile_from_last(work); });
-    } catch (const std::exception&) {
-      // No more threads (or no memory for one): the others, and this one, take the rest.
-    }
-    compile_from_last(work);
+    run_with_helpers(threads, [&work] { compile_from_last(work); });
   }
   if (work.failed) std::rethrow_exception(work.failed);
   std::vector<compute_function> fns;
