@@ -74,9 +74,9 @@ void protobuf_parse_file(benchmark::State& state, const fs::path& p) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(fs::file_size(p)));
 }
 
-void epstack_load(benchmark::State& state, const fs::path& p) {
+void epstack_load(benchmark::State& state, const fs::path& p, epstack::load_options opt) {
   for (auto _ : state) {
-    auto m = epstack::load_model(p);
+    auto m = epstack::load_model(p, opt);
     if (!m) {
       state.SkipWithError(m.status().to_string().c_str());
       return;
@@ -215,7 +215,7 @@ int main(int argc, char** argv) {
   // first_touch, lay_out_weights and read_weights measure fresh memory: no chunk kept from one iteration for the next.
   epstack::set_weight_memory_cache_limit(0);
   const auto dir = models_dir();
-  for (const char* name : {"resnet50", "bert_base_seq128", "mobilenetv2", "llm_prefill"}) {
+  for (const char* name : {"resnet50", "bert_base_seq128", "mobilenetv2", "llm_prefill", "mixed_ops"}) {
     const auto p = dir / (std::string(name) + ".onnx");
     if (!fs::exists(p)) {
       std::cerr << "bench_load: " << p << " is missing (generate the shared models; see README)\n";
@@ -225,7 +225,16 @@ int main(int argc, char** argv) {
         ->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark((std::string("protobuf_parse_file/") + name).c_str(), protobuf_parse_file, p)
         ->Unit(benchmark::kMillisecond);
-    benchmark::RegisterBenchmark((std::string("epstack_load/") + name).c_str(), epstack_load, p)->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark((std::string("epstack_load/") + name).c_str(), epstack_load, p, epstack::load_options{})
+        ->Unit(benchmark::kMillisecond);
+    // What the checks at load cost: without onnx's checker, and without its shape inference as well.
+    epstack::load_options unchecked;
+    unchecked.run_checker = false;
+    benchmark::RegisterBenchmark((std::string("epstack_load_unchecked/") + name).c_str(), epstack_load, p, unchecked)
+        ->Unit(benchmark::kMillisecond);
+    unchecked.shape_inference = epstack::shape_inference_mode::off;
+    benchmark::RegisterBenchmark((std::string("epstack_load_unchecked_uninferred/") + name).c_str(), epstack_load, p, unchecked)
+        ->Unit(benchmark::kMillisecond);
   }
   benchmark::RegisterBenchmark("first_touch/4KiB_pages", first_touch, false)->Unit(benchmark::kMillisecond)->UseRealTime();
   benchmark::RegisterBenchmark("first_touch/2MiB_pages", first_touch, true)->Unit(benchmark::kMillisecond)->UseRealTime();

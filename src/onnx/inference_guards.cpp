@@ -12,6 +12,9 @@
 #include <algorithm>
 #include <functional>
 #include <iterator>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <string_view>
 #include <unordered_map>
 
@@ -275,20 +278,24 @@ const onnx::OpSchema* guarded_schema_registry::GetSchema(const std::string& key,
                                                          const std::string& domain) const {
   // Versions beyond onnx 1.12 (ai.onnx 18-27, ai.onnx.ml 4-5) carry the inference of modern_inference.cpp.
   if (const auto* mine = schema::find_schema(domain, key, max_inclusive_version); mine != nullptr && (beyond_onnx112(*mine) || replaced_onnx112(*mine)))
-    return modern_schema(*mine, [this](const std::string& k, int v, const std::string& d) { return older(k, v, d); });
+    return modern_schema(*mine, [](const std::string& k, int v, const std::string& d) { return older(k, v, d); });
   return older(key, max_inclusive_version, domain);
 }
 
 const onnx::OpSchema* guarded_schema_registry::older(const std::string& key, int max_inclusive_version,
-                                                     const std::string& domain) const {
+                                                     const std::string& domain) {
   const onnx::OpSchema* s = onnx::OpSchemaRegistry::Instance()->GetSchema(key, max_inclusive_version, domain);
   if (s == nullptr || !(domain.empty() || domain == "ai.onnx")) return s;
   const auto g = guards().find(key);
   const bool propagation = s->has_data_propagation_function();
   const bool inference = s->has_type_and_shape_inference_function();
   if (!inference && !propagation) return s;
-  std::lock_guard lock(mu_);
-  auto& slot = wrapped_[s];
+  // One wrapped copy per onnx schema for the whole process (what it wraps is onnx's static registry): copying an
+  // OpSchema is most of what inference cost a small model's load when each registry made its own.
+  static std::mutex mu;
+  static std::map<const onnx::OpSchema*, std::unique_ptr<onnx::OpSchema>> wrapped;
+  std::lock_guard lock(mu);
+  auto& slot = wrapped[s];
   if (!slot) {
     slot = std::make_unique<onnx::OpSchema>(*s);
     if (inference)

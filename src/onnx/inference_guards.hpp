@@ -4,9 +4,6 @@
 // operator versions onnx 1.12 does not know the inference of schema/modern_inference.cpp.
 #include <onnx/defs/schema.h>
 
-#include <map>
-#include <memory>
-#include <mutex>
 #include <string>
 
 namespace epstack::detail {
@@ -17,10 +14,8 @@ class guarded_schema_registry final : public onnx::ISchemaRegistry {
                                   const std::string& domain) const override;
 
  private:
-  /// The onnx 1.12 schema, wrapped with its guard when it has one.
-  const onnx::OpSchema* older(const std::string& key, int max_inclusive_version, const std::string& domain) const;
-  mutable std::mutex mu_;
-  mutable std::map<const onnx::OpSchema*, std::unique_ptr<onnx::OpSchema>> wrapped_;
+  /// The onnx 1.12 schema, wrapped with its guard when it has one (made once per process and schema).
+  static const onnx::OpSchema* older(const std::string& key, int max_inclusive_version, const std::string& domain);
 };
 
 }  // namespace epstack::detail
