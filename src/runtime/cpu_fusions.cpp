@@ -111,6 +111,14 @@ Result<std::size_t> cpu_product_fusion(model& m, const std::vector<bool>& eligib
                                        std::vector<bool>* rewritten) {
   const std::size_t before = m.graph.node_count();
   if (rewritten != nullptr) rewritten->assign(before, false);
+  // Every fusion starts at a MatMul or Gemm the CPU provider got: without one, the graph is not copied into the
+  // editable form at all (that copy and its teardown were all this pass cost a model whose products went elsewhere).
+  bool any = false;
+  for (node_id n = 0; n < before && n < eligible.size() && !any; ++n) {
+    const node& nd = m.graph.node(n);
+    any = eligible[n] && is_onnx(nd) && (nd.op_type == "MatMul" || nd.op_type == "Gemm");
+  }
+  if (!any) return std::size_t{0};
   EPSTACK_ASSIGN_OR_RETURN(egraph e, to_egraph(m.graph));
   const auto ok = [&](const enode& en) { return !en.dead && en.origin != no_id && en.origin < eligible.size() && eligible[en.origin]; };
   std::size_t fused = 0;

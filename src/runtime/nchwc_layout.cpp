@@ -524,6 +524,14 @@ Result<std::size_t> nchwc_layout(model& m, const std::vector<bool>& eligible, op
                                  bool fuse_depthwise, std::vector<bool>* rewritten) {
   const std::size_t before = m.graph.node_count();
   if (rewritten != nullptr) rewritten->assign(before, false);
+  // Every blocked chain starts at a convolution the CPU provider got (pooling and element-wise nodes join only a
+  // chain): without one, the graph is not copied into the editable form at all.
+  bool any = false;
+  for (node_id n = 0; n < before && n < eligible.size() && !any; ++n) {
+    const node& nd = m.graph.node(n);
+    any = eligible[n] && ((is_onnx(nd) && nd.op_type == "Conv") || (nd.domain == contrib_domain && nd.op_type == "FusedConv"));
+  }
+  if (!any) return std::size_t{0};
   EPSTACK_ASSIGN_OR_RETURN(egraph e, to_egraph(m.graph));
   layout_pass pass{e, {}, {}, {}, 0, {}, winograd, {}, fuse_depthwise, 0, {}};
   pass.run(eligible);
