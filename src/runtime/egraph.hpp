@@ -49,8 +49,10 @@ struct egraph {
   std::unordered_map<std::string, std::size_t> producer;
   std::unordered_map<std::string, std::vector<std::size_t>> consumers;  // explicit inputs of live nodes
   std::unordered_set<std::string> implicit;                             // used by some subgraph
+  std::string indexed_, index_scratch_;  // what the index was built for (unchanged_since_index); empty: build anew
 
   void index() {
+    if (unchanged_since_index()) return;
     producer.clear();
     consumers.clear();
     implicit.clear();
@@ -75,12 +77,14 @@ struct egraph {
   // Keeping the index without rebuilding it, around an edit of nodes without subgraphs: `unindex` node i before the
   // edit (its outputs' producer and its uses gone), `reindex` it after.
   void unindex(std::size_t i) {
+    indexed_.clear();  // edited by hand from here: the next index() builds anew
     for (const auto& o : nodes[i].outputs)
       if (auto it = producer.find(o); it != producer.end() && it->second == i) producer.erase(it);
     for (const auto& in : nodes[i].inputs)
       if (auto it = consumers.find(in); it != consumers.end()) std::erase(it->second, i);
   }
   void reindex(std::size_t i) {
+    indexed_.clear();
     if (nodes[i].dead) return;
     for (const auto& o : nodes[i].outputs)
       if (!o.empty()) producer[o] = i;
@@ -122,6 +126,32 @@ struct egraph {
     for (int k = 1; inits.count(n) || producer.count(n) || types.count(n) || graph_inputs.count(n); ++k)
       n = base + "_" + std::to_string(k);
     return n;
+  }
+  // True when the index was built for exactly the live nodes' inputs and outputs there are now (compared in full, not
+  // by a hash) and no node has a subgraph: most passes change nothing, and a create rebuilt the maps a dozen times.
+  // The current form is kept for the next call either way.
+  bool unchanged_since_index() {
+    std::string& now = index_scratch_;
+    now.clear();
+    bool subgraphs = false;
+    const auto count = [&](std::size_t k) {
+      const auto n = static_cast<std::uint64_t>(k);
+      now.append(reinterpret_cast<const char*>(&n), sizeof n);
+    };
+    for (const auto& en : nodes) {
+      now.push_back(en.dead ? 'd' : 'l');
+      if (en.dead) continue;
+      count(en.inputs.size());
+      for (const auto& in : en.inputs) count(in.size()), now.append(in);
+      count(en.outputs.size());
+      for (const auto& o : en.outputs) count(o.size()), now.append(o);
+      for (const auto& a : en.n.attributes)
+        subgraphs = subgraphs || std::holds_alternative<subgraph>(a.value) || std::holds_alternative<std::vector<subgraph>>(a.value);
+    }
+    const bool same = !subgraphs && !indexed_.empty() && now == indexed_;
+    if (subgraphs) indexed_.clear();
+    else indexed_.swap(now);
+    return same;
   }
   void add_init(const std::string& name, tensor t) {
     if (!inits.count(name)) init_order.push_back(name);

@@ -389,7 +389,9 @@ void fuse_layer_norm(egraph& e, std::int64_t onnx_opset, optimization_report& re
     const std::string d = e.nodes[*sub_i].outputs[0];
     if (e.uses(d) != 2) continue;
     std::optional<std::size_t> sq_i, div_i;
-    for (auto k : e.consumers[d]) {
+    const auto readers = e.consumers.find(d);
+    if (readers == e.consumers.end()) continue;
+    for (auto k : readers->second) {
       const auto& en = e.nodes[k];
       if (is_op(en, "Pow") && en.inputs[0] == d && scalar_value(e, en.inputs[1]) && near(*scalar_value(e, en.inputs[1]), 2.0f)) sq_i = k;
       else if (is_op(en, "Mul") && en.inputs.size() == 2 && en.inputs[0] == d && en.inputs[1] == d) sq_i = k;

@@ -114,7 +114,7 @@ Status constant_folding(egraph& e, const optimizer_options& opt, optimization_re
     // Nodes without inputs other than Constant (e.g. a random generator of a custom domain) stay.
     if (!all_const || (en.inputs.empty() && en.n.op_type != "Constant")) continue;
     bool any_output_used = false;
-    for (const auto& o : en.outputs) any_output_used = any_output_used || (!o.empty() && e.graph_outputs.count(o) + e.consumers.count(o) + e.implicit.count(o) > 0);
+    for (const auto& o : en.outputs) any_output_used = any_output_used || (!o.empty() && e.uses(o) > 0);
     if (!any_output_used) continue;  // dead-node elimination removes it
     EPSTACK_ASSIGN_OR_RETURN(const bool done, evaluate(e, en, opt.fold, pool));
     if (done) {

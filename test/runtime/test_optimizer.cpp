@@ -5,6 +5,7 @@
 #include <epstack/providers/cpu.hpp>
 #include <epstack/runtime/session.hpp>
 
+#include "../../src/runtime/egraph.hpp"
 #include "../support/compare.hpp"
 #include "../support/graphs.hpp"
 #include "../support/temp_dir.hpp"
@@ -233,6 +234,73 @@ TEST_CASE("the optimised model is saved (optimized_model_filepath), loads back a
   REQUIRE(a.has_value());
   REQUIRE(b.has_value());
   check_same(*a, *b, 0);
+}
+
+TEST_CASE("the optimiser's index follows every edit of its nodes, and is kept only while they are unchanged") {
+  graph g("g");
+  const auto f = type_info::tensor_of(element_type::float32, shape{2});
+  g.add_input("x", f);
+  g.add_node(test::op("a", "Relu"), {"x"}, {"y1"});
+  g.add_node(test::op("b", "Neg"), {"y1"}, {"y2"});
+  g.add_output("y2", f);
+  auto made = opt::to_egraph(g);
+  REQUIRE_MESSAGE(made.has_value(), made.status().to_string());
+  opt::egraph& e = *made;
+  const auto consumers = [&](const std::string& v) {
+    auto it = e.consumers.find(v);
+    return it == e.consumers.end() ? std::vector<std::size_t>{} : it->second;
+  };
+  REQUIRE(e.nodes.size() == 2);
+  CHECK(e.producer.at("y1") == 0);
+  CHECK(consumers("y1") == std::vector<std::size_t>{1});
+  e.index();  // nothing changed: the same maps
+  CHECK(e.producer.at("y2") == 1);
+  CHECK(consumers("x") == std::vector<std::size_t>{0});
+
+  // An input changed in place: the next index() sees it.
+  e.nodes[1].inputs[0] = "x";
+  e.index();
+  CHECK(consumers("x") == std::vector<std::size_t>{0, 1});
+  CHECK(consumers("y1").empty());
+  CHECK(e.uses("y1") == 0);
+
+  // A name changed for one of the same length: the nodes are compared in full, not by their sizes.
+  e.nodes[0].outputs[0] = "z1";
+  e.index();
+  CHECK(e.producer.count("y1") == 0);
+  CHECK(e.producer.at("z1") == 0);
+  e.nodes[1].inputs[0] = "z1";
+  e.index();
+  CHECK(consumers("z1") == std::vector<std::size_t>{1});
+  CHECK(consumers("x") == std::vector<std::size_t>{0});
+
+  // A node marked dead leaves the index.
+  e.nodes[0].dead = true;
+  e.index();
+  CHECK(e.producer.count("z1") == 0);
+  CHECK(consumers("x").empty());
+
+  // Edited by hand (unindex) and given back unchanged: index() builds anew rather than keep the edited maps.
+  e.nodes[0].dead = false;
+  e.index();
+  CHECK(e.producer.at("z1") == 0);
+  e.unindex(0);
+  CHECK(e.producer.count("z1") == 0);
+  e.index();
+  CHECK(e.producer.at("z1") == 0);
+  CHECK(consumers("x") == std::vector<std::size_t>{0});
+
+  // A node added at the end, and one more input on an existing node.
+  opt::enode extra;
+  extra.n = test::op("c", "Abs");
+  extra.inputs = {"y2"};
+  extra.outputs = {"y3"};
+  e.nodes.push_back(std::move(extra));
+  e.nodes[1].inputs.push_back("x");
+  e.index();
+  CHECK(e.producer.at("y3") == 2);
+  CHECK(consumers("y2") == std::vector<std::size_t>{2});
+  CHECK(consumers("x") == std::vector<std::size_t>{0, 1});
 }
 
 TEST_CASE("values a subgraph uses are neither removed nor fused away") {
