@@ -7,6 +7,8 @@
 #include <epstack/onnx/onnx_io.hpp>
 
 #include <algorithm>
+#include <string_view>
+#include <vector>
 
 namespace epstack {
 
@@ -75,6 +77,29 @@ bool has_unknown_shapes(const graph& g) {
     if (!t.dims) return true;
     for (const auto& d : t.dims->dims())
       if (!d.is_known() && !d.is_symbolic()) return true;
+  }
+  return false;
+}
+
+// True when a Shape or Size node of the main graph reads a tensor whose shape has a symbol no graph input declares:
+// one inference made up where it could not size a dimension (a Slice whose ends a shape computation gives). Folding
+// that computation makes the dimension known to inference again, and then the Shape node folds in turn: GPT-2's
+// decode step at fixed input sizes kept 24 Shape nodes and the ~100 Gather, Unsqueeze and Concat nodes after them.
+bool shape_of_made_up_symbol(const graph& g) {
+  std::vector<std::string_view> declared;
+  for (value_id v : g.inputs())
+    if (const auto& t = g.value(v).type; t.kind == type_kind::tensor && t.dims)
+      for (const auto& d : t.dims->dims())
+        if (d.is_symbolic()) declared.push_back(d.param);
+  for (node_id n = 0; n < g.node_count(); ++n) {
+    const node& nd = g.node(n);
+    if (nd.inputs.empty() || nd.inputs[0] == no_id || !(nd.domain.empty() || nd.domain == "ai.onnx") ||
+        (nd.op_type != "Shape" && nd.op_type != "Size"))
+      continue;
+    const auto& t = g.value(nd.inputs[0]).type;
+    if (t.kind != type_kind::tensor || !t.dims) continue;
+    for (const auto& d : t.dims->dims())
+      if (d.is_symbolic() && std::find(declared.begin(), declared.end(), d.param) == declared.end()) return true;
   }
   return false;
 }
@@ -166,12 +191,13 @@ Result<optimization_report> optimize(model& m, const optimizer_options& options)
   // ONNX that inference knows; inference that fails keeps the types already known (the model was valid before).
   // Rounds go on while one folds something: a transformer's per-layer head reshapes each wait on the layer before
   // (four rounds left BERT-base at fixed sizes unsized from its third layer on, and 10 of its 12 layers unfused).
-  if (has_unknown_shapes(m.graph)) {
+  const auto unsized = [&] { return has_unknown_shapes(m.graph) || shape_of_made_up_symbol(m.graph); };
+  if (unsized()) {
     std::size_t last_folded = 0;
     for (int round = 0; round < 64; ++round) {
       EPSTACK_RETURN_IF_ERROR(optimize_graph(m.graph, options, m.opset(""), rep, &pool, true).with_context("graph optimisation"));
       const auto folded = rep.constant_folded + rep.shapes_folded;
-      if (folded == last_folded || !has_unknown_shapes(m.graph) || !infer_shapes(m)) break;
+      if (folded == last_folded || !unsized() || !infer_shapes(m)) break;
       last_folded = folded;
     }
   }

@@ -446,6 +446,65 @@ TEST_CASE("a Reshape to a target computed from shapes gets the target's sizes an
   CHECK(std::vector<std::int64_t>((*r)[1].sizes().begin(), (*r)[1].sizes().end()) == std::vector<std::int64_t>{5, 3, 8});
 }
 
+TEST_CASE("a Shape node on a dimension inference named itself folds once the computation behind that dimension folds") {
+  // GPT-2's decode step as exported (one token): the position Slice's length is a symbol nobody declared (no graph
+  // input has it), broadcast with the token's 1 it stays in the hidden state's shape, and the attention's Shape ->
+  // Gather -> Unsqueeze -> Concat -> Reshape chains read it. At fixed input sizes the
+  // Slice folds, inference sizes what follows, and the Shape chains fold too (they ran on every step before).
+  graph g("made_up_symbol");
+  g.add_input("ids", type_info::tensor_of(element_type::int64, shape{1, 1}));
+  std::vector<std::int64_t> pos(16);
+  for (std::size_t i = 0; i < pos.size(); ++i) pos[i] = static_cast<std::int64_t>(i);
+  g.add_initializer("positions", tensor::from<std::int64_t>(std::vector<std::int64_t>{16}, std::span<const std::int64_t>(pos)));
+  g.add_initializer("one", tensor::from<std::int64_t>({}, {1}));
+  g.add_initializer("zero1", tensor::from<std::int64_t>({1}, {0}));
+  g.add_initializer("minus1", tensor::from<std::int64_t>({1}, {-1}));
+  std::vector<float> emb(16 * 8);
+  for (std::size_t i = 0; i < emb.size(); ++i) emb[i] = static_cast<float>(i % 7) * 0.25f - 0.5f;
+  g.add_initializer("emb", tensor::from<float>(std::vector<std::int64_t>{16, 8}, std::span<const float>(emb)));
+  g.add_node(test::op("shape", "Shape"), {"ids"}, {"s"});
+  g.add_node(test::op("gather_len", "Gather"), {"s", "one"}, {"n"});
+  g.add_node(test::op("unsqueeze", "Unsqueeze"), {"n", "zero1"}, {"n1"});
+  g.add_node(test::op("slice", "Slice"), {"positions", "zero1", "n1", "zero1"}, {"p"});
+  g.add_node(test::op("embed", "Gather"), {"emb", "p"}, {"e"});
+  g.add_node(test::op("tok", "Gather"), {"emb", "ids"}, {"t"});
+  g.add_node(test::op("add", "Add"), {"t", "e"}, {"h"});
+  g.add_node(test::op("shape_h", "Shape"), {"h"}, {"hs"});
+  g.add_node(test::op("gather_seq", "Gather"), {"hs", "one"}, {"seq"});
+  g.add_node(test::op("unsqueeze_seq", "Unsqueeze"), {"seq", "zero1"}, {"seq1"});
+  attribute_list axis0;
+  axis0.set("axis", std::int64_t{0});
+  g.add_node(test::op("concat", "Concat", std::move(axis0)), {"seq1", "minus1"}, {"target"});
+  g.add_node(test::op("reshape", "Reshape"), {"h", "target"}, {"y"});
+  g.add_output("y");
+  // The exporter's value_info: the Slice's length is a symbol of its own.
+  const auto pv = g.find_value("p");
+  g.value(pv).type = type_info::tensor_of(element_type::int64, shape{"unk__0"});
+  g.value(pv).in_value_info = true;
+  const auto m = wrap(std::move(g));
+  auto loaded = m;
+  REQUIRE(infer_shapes(loaded));
+  const auto& ht = loaded.graph.value(loaded.graph.find_value("h")).type;
+  REQUIRE(ht.dims.has_value());
+  REQUIRE_FALSE(ht.dims->is_static());  // what the Shape node reads is not sized at load
+
+  auto plain = make(m, graph_optimization_level::disable);
+  auto all = make(m, graph_optimization_level::all);
+  const auto ops = op_counts(all.get_model().graph);
+  CHECK(ops.count("Shape") == 0);
+  CHECK(ops.count("Concat") == 0);
+  CHECK(ops.count("Unsqueeze") == 0);
+  const auto ids = tensor::from<std::int64_t>({1, 1}, {5});
+  auto a = plain.run({{"ids", ids}});
+  auto b = all.run({{"ids", ids}});
+  REQUIRE(a.has_value());
+  REQUIRE(b.has_value());
+  REQUIRE((*b)[0].rank() == 2);
+  CHECK((*b)[0].sizes()[0] == 1);
+  CHECK((*b)[0].sizes()[1] == 8);
+  check_same(*a, *b, 1e-6);
+}
+
 TEST_CASE("shapes inference could not size become known once folding makes their inputs constant") {
   // As exporters write position ids: Slice(positions, 0, Unsqueeze(Gather(Shape(ids), 1))). onnx's inference does not
   // read a computed Slice end, so everything after it is unsized at load; on a static input the chain folds, shapes are
