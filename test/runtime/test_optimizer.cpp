@@ -57,6 +57,30 @@ std::vector<tensor> same_outputs(cpu_session& ref, cpu_session& got, const std::
   return std::move(*b);
 }
 
+// As exporters write position ids: token ids `ids` (int64, `ids_shape`), Slice(positions, 0, Unsqueeze(Gather(
+// Shape(ids), 1))) as "p", its embedding "e" and the tokens' "t" (rows of a 16 x 8 table "emb"), summed into "h".
+// Initializers "one" (a scalar 1) and "zero1" ([0]) are there for more shape computations.
+graph positions_graph(std::string name, shape ids_shape) {
+  graph g(std::move(name));
+  g.add_input("ids", type_info::tensor_of(element_type::int64, std::move(ids_shape)));
+  std::vector<std::int64_t> pos(16);
+  for (std::size_t i = 0; i < pos.size(); ++i) pos[i] = static_cast<std::int64_t>(i);
+  g.add_initializer("positions", tensor::from<std::int64_t>(std::vector<std::int64_t>{16}, std::span<const std::int64_t>(pos)));
+  g.add_initializer("one", tensor::from<std::int64_t>({}, {1}));
+  g.add_initializer("zero1", tensor::from<std::int64_t>({1}, {0}));
+  std::vector<float> emb(16 * 8);
+  for (std::size_t i = 0; i < emb.size(); ++i) emb[i] = static_cast<float>(i % 7) * 0.25f - 0.5f;
+  g.add_initializer("emb", tensor::from<float>(std::vector<std::int64_t>{16, 8}, std::span<const float>(emb)));
+  g.add_node(test::op("shape", "Shape"), {"ids"}, {"s"});
+  g.add_node(test::op("gather_len", "Gather"), {"s", "one"}, {"n"});
+  g.add_node(test::op("unsqueeze", "Unsqueeze"), {"n", "zero1"}, {"n1"});
+  g.add_node(test::op("slice", "Slice"), {"positions", "zero1", "n1", "zero1"}, {"p"});
+  g.add_node(test::op("embed", "Gather"), {"emb", "p"}, {"e"});
+  g.add_node(test::op("tok", "Gather"), {"emb", "ids"}, {"t"});
+  g.add_node(test::op("add", "Add"), {"t", "e"}, {"h"});
+  return g;
+}
+
 }  // namespace
 
 TEST_CASE("basic: constants and known shapes fold, Identity and dead nodes go, outputs stay the same") {
@@ -451,24 +475,8 @@ TEST_CASE("a Shape node on a dimension inference named itself folds once the com
   // input has it), broadcast with the token's 1 it stays in the hidden state's shape, and the attention's Shape ->
   // Gather -> Unsqueeze -> Concat -> Reshape chains read it. At fixed input sizes the
   // Slice folds, inference sizes what follows, and the Shape chains fold too (they ran on every step before).
-  graph g("made_up_symbol");
-  g.add_input("ids", type_info::tensor_of(element_type::int64, shape{1, 1}));
-  std::vector<std::int64_t> pos(16);
-  for (std::size_t i = 0; i < pos.size(); ++i) pos[i] = static_cast<std::int64_t>(i);
-  g.add_initializer("positions", tensor::from<std::int64_t>(std::vector<std::int64_t>{16}, std::span<const std::int64_t>(pos)));
-  g.add_initializer("one", tensor::from<std::int64_t>({}, {1}));
-  g.add_initializer("zero1", tensor::from<std::int64_t>({1}, {0}));
+  graph g = positions_graph("made_up_symbol", shape{1, 1});
   g.add_initializer("minus1", tensor::from<std::int64_t>({1}, {-1}));
-  std::vector<float> emb(16 * 8);
-  for (std::size_t i = 0; i < emb.size(); ++i) emb[i] = static_cast<float>(i % 7) * 0.25f - 0.5f;
-  g.add_initializer("emb", tensor::from<float>(std::vector<std::int64_t>{16, 8}, std::span<const float>(emb)));
-  g.add_node(test::op("shape", "Shape"), {"ids"}, {"s"});
-  g.add_node(test::op("gather_len", "Gather"), {"s", "one"}, {"n"});
-  g.add_node(test::op("unsqueeze", "Unsqueeze"), {"n", "zero1"}, {"n1"});
-  g.add_node(test::op("slice", "Slice"), {"positions", "zero1", "n1", "zero1"}, {"p"});
-  g.add_node(test::op("embed", "Gather"), {"emb", "p"}, {"e"});
-  g.add_node(test::op("tok", "Gather"), {"emb", "ids"}, {"t"});
-  g.add_node(test::op("add", "Add"), {"t", "e"}, {"h"});
   g.add_node(test::op("shape_h", "Shape"), {"h"}, {"hs"});
   g.add_node(test::op("gather_seq", "Gather"), {"hs", "one"}, {"seq"});
   g.add_node(test::op("unsqueeze_seq", "Unsqueeze"), {"seq", "zero1"}, {"seq1"});
@@ -509,25 +517,10 @@ TEST_CASE("shapes inference could not size become known once folding makes their
   // As exporters write position ids: Slice(positions, 0, Unsqueeze(Gather(Shape(ids), 1))). onnx's inference does not
   // read a computed Slice end, so everything after it is unsized at load; on a static input the chain folds, shapes are
   // inferred again, and the rest folds or gets its shape (the partitioner prices nodes by it).
-  graph g("positions");
-  g.add_input("ids", type_info::tensor_of(element_type::int64, shape{1, 4}));
-  std::vector<std::int64_t> pos(16);
-  for (std::size_t i = 0; i < pos.size(); ++i) pos[i] = static_cast<std::int64_t>(i);
-  g.add_initializer("positions", tensor::from<std::int64_t>(std::vector<std::int64_t>{16}, std::span<const std::int64_t>(pos)));
-  g.add_initializer("one", tensor::from<std::int64_t>({}, {1}));
-  g.add_initializer("zero1", tensor::from<std::int64_t>({1}, {0}));
-  std::vector<float> emb(16 * 8), w(8 * 8);
-  for (std::size_t i = 0; i < emb.size(); ++i) emb[i] = static_cast<float>(i % 7) * 0.25f - 0.5f;
+  graph g = positions_graph("positions", shape{1, 4});
+  std::vector<float> w(8 * 8);
   for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i % 5) * 0.125f - 0.25f;
-  g.add_initializer("emb", tensor::from<float>(std::vector<std::int64_t>{16, 8}, std::span<const float>(emb)));
   g.add_initializer("w", tensor::from<float>(std::vector<std::int64_t>{8, 8}, std::span<const float>(w)));
-  g.add_node(test::op("shape", "Shape"), {"ids"}, {"s"});
-  g.add_node(test::op("gather_len", "Gather"), {"s", "one"}, {"n"});
-  g.add_node(test::op("unsqueeze", "Unsqueeze"), {"n", "zero1"}, {"n1"});
-  g.add_node(test::op("slice", "Slice"), {"positions", "zero1", "n1", "zero1"}, {"p"});
-  g.add_node(test::op("embed", "Gather"), {"emb", "p"}, {"e"});
-  g.add_node(test::op("tok", "Gather"), {"emb", "ids"}, {"t"});
-  g.add_node(test::op("add", "Add"), {"t", "e"}, {"h"});
   g.add_node(test::op("proj", "MatMul"), {"h", "w"}, {"y"});
   g.add_output("y");
   const auto m = wrap(std::move(g));
