@@ -201,6 +201,7 @@ void BM_nchwc_conv(benchmark::State& state) {
 BENCHMARK(BM_nchwc_conv)
     ->ArgNames({"cin", "cout", "hw", "k", "s", "g"})
     ->Args({3, 32, 224, 3, 2, 1})      // mobilenetv2 features.0 (first layer: X plain, 3 channels)
+    ->Args({3, 64, 224, 7, 2, 1})      // resnet50 conv1 (first layer, 7x7 stride 2)
     ->Args({32, 32, 112, 3, 1, 32})    // features.1 depthwise
     ->Args({32, 16, 112, 1, 1, 1})     // features.1 projection
     ->Args({96, 96, 112, 3, 2, 96})    // mobilenetv2 features.2 depthwise, stride 2

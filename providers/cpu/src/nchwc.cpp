@@ -185,6 +185,8 @@ void dense_tile(const conv_view& v, const conv_epilogue& ep, std::int64_t ob0, s
         }
         wp += per_c;
         for (int o = 0; o < NO; ++o) xo[o] += xstep[o];
+        if constexpr (!FIRST_LAYER)
+          if (v.pf != nullptr) v.pf->step();
       }
     }
   }
@@ -261,6 +263,7 @@ void dense_tile_interior(const conv_view& v, const conv_epilogue& ep, std::int64
           }
           wp += per_c;
           xk += x_per_c;
+          if (v.pf != nullptr) v.pf->step();
         }
       }
     }
@@ -307,6 +310,7 @@ void dense_tile_1x1_half(const conv_view& v, const conv_epilogue& ep, std::int64
     }
     wp += per_c;
     xk += x_per_c;
+    if (v.pf != nullptr) v.pf->step();
   }
   v16 all[NB][NO];
   for (int o = 0; o < NO; ++o) {
@@ -649,32 +653,70 @@ Status nchwc_conv_compute(const nchwc_conv_plan& p, compute_context& ctx) {
       *tb.tag = 1;
       pxl = tb.data;
     }
-    for (std::size_t i = i0; i < i1; ++i) {
+    // Item i's image, set of output blocks, first row and segment (items in pixel-major or block-major order).
+    struct item_at {
+      std::int64_t n, grp, oh0, s;
+    };
+    const auto decode = [&](std::size_t i) {
       auto r = static_cast<std::int64_t>(i);
-      std::int64_t s, oh0, grp, n;
+      item_at it{};
       if (pixel_major) {
-        grp = r % groups;
+        it.grp = r % groups;
         r /= groups;
-        s = r % seg;
+        it.s = r % seg;
         r /= seg;
-        oh0 = r % row_sets * rows;
-        n = r / row_sets;
+        it.oh0 = r % row_sets * rows;
+        it.n = r / row_sets;
       } else {
-        s = r % seg;
+        it.s = r % seg;
         r /= seg;
-        oh0 = r % row_sets * rows;
+        it.oh0 = r % row_sets * rows;
         r /= row_sets;
-        grp = r % groups;
-        n = r / groups;
+        it.grp = r % groups;
+        it.n = r / groups;
       }
+      return it;
+    };
+    const auto first_block = [&](std::int64_t grp) { return grp * per_group + std::min(grp, wider); };
+    const auto blocks_of = [&](std::int64_t grp) { return static_cast<int>(per_group + (grp < wider ? 1 : 0)); };
+    filter_prefetch pf;
+    for (std::size_t i = i0; i < i1; ++i) {
+      const item_at it = decode(i);
+      const std::int64_t oh0 = it.oh0, n = it.n, grp = it.grp;
       const std::int64_t oh1 = std::min(OH, oh0 + rows);
-      const std::int64_t ob0 = grp * per_group + std::min(grp, wider);
-      const int nb = static_cast<int>(per_group + (grp < wider ? 1 : 0));
-      const std::int64_t s0 = s * seg_len, s1 = std::min(OW, s0 + seg_len);
+      const std::int64_t ob0 = first_block(grp);
+      const int nb = blocks_of(grp);
+      const std::int64_t s0 = it.s * seg_len, s1 = std::min(OW, s0 + seg_len);
       if (s0 >= s1) continue;
-      const conv_view v{&flat, pxl + n * x_image, c.w, py + n * out_image, ep.sum ? ep.sum + n * out_image : nullptr, 0, blk, p.y_half};
+      conv_view v{&flat, pxl + n * x_image, c.w, py + n * out_image, ep.sum ? ep.sum + n * out_image : nullptr, 0, blk, p.y_half};
       for (std::int64_t c0 = 0; c0 < channels; c0 += chunk) {
         const std::int64_t c1 = std::min(channels, c0 + chunk);
+        v.pf = nullptr;
+        if (!first_layer) {
+          // The filters this thread reads next: this item's next chunk of input channels, else the next item's first
+          // (unless they are the ones just read: the same output blocks in one pass).
+          std::int64_t ngrp = grp, nc0 = c1;
+          if (c1 == channels) {
+            ngrp = i + 1 < i1 ? decode(i + 1).grp : -1;
+            nc0 = 0;
+          }
+          if (ngrp >= 0 && !(ngrp == grp && nc0 == c0)) {
+            const std::int64_t nc1 = std::min(channels, nc0 + chunk), per_c = g.h.k * g.w.k * blk * blk;
+            const std::int64_t nob0 = first_block(ngrp), nnb = blocks_of(ngrp);
+            pf = filter_prefetch{};
+            if (nc0 == 0 && nc1 == channels) {  // whole blocks: one run
+              pf.add(c.w + nob0 * channels * per_c, nnb * channels * per_c);
+            } else {
+              for (std::int64_t b = 0; b < nnb; ++b) pf.add(c.w + ((nob0 + b) * channels + nc0) * per_c, (nc1 - nc0) * per_c);
+            }
+            // Spread over three quarters of this chunk's steps (one per input block of a tap of each tile).
+            const std::int64_t full = nb == 1 ? 16 : 24 / nb;
+            const std::int64_t steps = (oh1 - oh0) * ((s1 - s0 + full - 1) / full) * g.h.k * g.w.k * (c1 - c0);
+            const std::int64_t lines = nnb * (nc1 - nc0) * per_c * 4 / 64;
+            pf.lines = static_cast<int>(std::clamp<std::int64_t>((4 * lines + 3 * steps - 1) / std::max<std::int64_t>(1, 3 * steps), 1, 32));
+            v.pf = &pf;
+          }
+        }
         for (std::int64_t oh = oh0; oh < oh1; ++oh) {
           if (first_layer) dense_segment<true>(nb, v, ep, ob0, oh, s0, s1, c0, c1, c0 == 0, c1 == channels);
           else dense_segment<false>(nb, v, ep, ob0, oh, s0, s1, c0, c1, c0 == 0, c1 == channels);
