@@ -9,9 +9,11 @@
 #include <epstack/testing/bench_inputs.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -19,6 +21,8 @@
 #include <memory>
 #include <thread>
 #include <type_traits>
+
+#include <unistd.h>
 
 namespace epstack::cli {
 
@@ -106,6 +110,33 @@ std::pair<double, bool> difference(const std::vector<ivalue>& a, const std::vect
   return {worst, true};
 }
 
+// Whether a stack runs some of its work on OpenMP's threads (oneDNN's, libgomp in Debian's package).
+bool uses_openmp(std::string providers) {
+  if (providers == "default") providers = default_stack();
+  return providers.find("dnnl") != std::string::npos;
+}
+
+// The spin of OpenMP's idle threads, bounded for this process: libgomp's workers spin after a parallel region for
+// GOMP_SPINCOUNT turns (300000 by default, about 12 ms of pause instructions on this VM) before they sleep, read once
+// when the library loads. Through the next arm's run they took its cores: on mlp_b1 the CPU stack's arm ran in 5.08 ms
+// after oneDNN's against 3.54 with OMP_WAIT_POLICY=passive (oneDNN's own arm: 3.42 and 3.67), which made the default
+// stack look 11-24% slower than oneDNN's plan. 20000 turns (under a millisecond) still span the gaps between one
+// run's primitives. Unless the environment sets the OpenMP wait already, the tool runs itself again with
+// GOMP_SPINCOUNT=20000 and KMP_BLOCKTIME=1 (LLVM's runtime); returns only if it could not.
+void bound_openmp_spin(const std::vector<std::string>& argv) {
+  if (std::getenv("GOMP_SPINCOUNT") != nullptr || std::getenv("OMP_WAIT_POLICY") != nullptr) return;
+  ::setenv("GOMP_SPINCOUNT", "20000", 1);
+  if (std::getenv("KMP_BLOCKTIME") == nullptr) ::setenv("KMP_BLOCKTIME", "1", 1);
+  std::vector<std::string> all{"epstack", "compare"};
+  all.insert(all.end(), argv.begin(), argv.end());
+  std::vector<char*> cargs;
+  for (auto& x : all) cargs.push_back(x.data());
+  cargs.push_back(nullptr);
+  ::execv("/proc/self/exe", cargs.data());
+  std::cerr << "[epstack compare] warning: could not run again with GOMP_SPINCOUNT=20000 (" << std::strerror(errno)
+            << "): OpenMP's idle threads may spin through the next arm's run\n";
+}
+
 }  // namespace
 
 int compare(const std::vector<std::string>& argv) {
@@ -114,7 +145,9 @@ int compare(const std::vector<std::string>& argv) {
   if (!a) return usage_error(a.status().message());
   const std::string model = a->get("--model").value_or(a->positional.empty() ? std::string() : a->positional[0]);
   if (model.empty()) return usage_error("compare: --model is required");
-  long long rounds = 40, warmup = 3, gap_ms = 5;
+  // No pause between runs by default: on this VM a 5 ms sleep (the default before) let the vCPUs idle, and the next run
+  // took up to twice as long, bimodally (MobileNetV2's per-round ratios p10 0.25, p90 2.04; back to back 0.90-1.06).
+  long long rounds = 40, warmup = 3, gap_ms = 0;
   for (auto [k, dst, min, max] : {std::tuple{"--rounds", &rounds, 2LL, 1000000LL}, std::tuple{"--warmup", &warmup, 0LL, 1000000LL},
                                   std::tuple{"--gap-ms", &gap_ms, 0LL, 60000LL}})
     if (auto v = a->get(k)) {
@@ -138,6 +171,7 @@ int compare(const std::vector<std::string>& argv) {
     arms.push_back(std::move(*r));
   }
   if (arms.size() < 2) return usage_error("compare: give two --arm or more (or none, for default against its members)");
+  if (std::any_of(arms.begin(), arms.end(), [](const arm& x) { return uses_openmp(x.providers); })) bound_openmp_spin(argv);
   warn_unknown_machine_class();
   auto base = session_options_from(*a);
   if (!base) return fail(base.status());
@@ -235,6 +269,7 @@ int compare(const std::vector<std::string>& argv) {
   const std::string name = std::filesystem::path(model).stem().string();
   json j;
   j.begin_object().key("model").value(name).key("rounds").value(rounds).key("gap_ms").value(gap_ms);
+  if (const char* sc = std::getenv("GOMP_SPINCOUNT")) j.key("gomp_spincount").value(std::string(sc));
   j.key("arms").begin_array();
   for (std::size_t i = 0; i < arms.size(); ++i) {
     const auto& x = arms[i];

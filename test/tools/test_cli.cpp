@@ -371,6 +371,30 @@ TEST_CASE("epstack compare runs arms side by side in one process and reports med
   CHECK(bad_cfg.code != 0);
   CHECK(bad_cfg.out.find("arm 'b'") != std::string::npos);
   CHECK(bad_cfg.out.find("epstack.cpu_fuse_products") != std::string::npos);
+
+  // Runs back to back unless --gap-ms says otherwise; CPU arms alone leave OpenMP's settings as they are.
+  const std::string quiet_omp = "env -u GOMP_SPINCOUNT -u OMP_WAIT_POLICY";
+  auto cpu_only = epstack_cli("compare --model " + model.string() + " --rounds 2 --warmup 0 --threads 1 --arm a:cpu --arm b:cpu", quiet_omp);
+  REQUIRE_MESSAGE(cpu_only.code == 0, cpu_only.out);
+  CHECK(cpu_only.out.find("\"gap_ms\":0,") != std::string::npos);
+  CHECK(cpu_only.out.find("gomp_spincount") == std::string::npos);
+#if defined(EPSTACK_WITH_DNNL)
+  // An arm on oneDNN (OpenMP's threads): the tool runs itself again with libgomp's idle spin bounded, the same
+  // arguments and the same report; a spin count or wait policy the environment sets is kept.
+  auto omp = epstack_cli("compare --model " + model.string() + " --rounds 2 --warmup 0 --threads 1 --arm a:cpu --arm d:dnnl,cpu", quiet_omp);
+  REQUIRE_MESSAGE(omp.code == 0, omp.out);
+  CHECK(omp.out.find("\"gomp_spincount\":\"20000\"") != std::string::npos);
+  CHECK(omp.out.find("\"label\":\"d\",\"providers\":\"dnnl,cpu\"") != std::string::npos);
+  CHECK(omp.out.find("\"rounds\":2") != std::string::npos);
+  auto set = epstack_cli("compare --model " + model.string() + " --rounds 2 --warmup 0 --threads 1 --arm a:cpu --arm d:dnnl,cpu",
+                         "env -u OMP_WAIT_POLICY GOMP_SPINCOUNT=777");
+  REQUIRE_MESSAGE(set.code == 0, set.out);
+  CHECK(set.out.find("\"gomp_spincount\":\"777\"") != std::string::npos);
+  auto policy = epstack_cli("compare --model " + model.string() + " --rounds 2 --warmup 0 --threads 1 --arm a:cpu --arm d:default",
+                            "env -u GOMP_SPINCOUNT OMP_WAIT_POLICY=passive");
+  REQUIRE_MESSAGE(policy.code == 0, policy.out);
+  CHECK(policy.out.find("gomp_spincount") == std::string::npos);
+#endif
 }
 
 TEST_CASE("epstack refuses unknown stacks, options and files with a message and a non-zero exit") {
