@@ -202,6 +202,11 @@ BENCHMARK(BM_nchwc_conv)
     ->ArgNames({"cin", "cout", "hw", "k", "s", "g"})
     ->Args({3, 32, 224, 3, 2, 1})      // mobilenetv2 features.0 (first layer: X plain, 3 channels)
     ->Args({3, 64, 224, 7, 2, 1})      // resnet50 conv1 (first layer, 7x7 stride 2)
+    ->Args({1024, 2048, 14, 1, 2, 1})  // resnet50 layer4.0.downsample (1x1 stride 2: rows of 7)
+    ->Args({1024, 2048, 7, 1, 1, 1})   // the same product on a 7x7 input (one flat row of 49)
+    ->Args({512, 1024, 28, 1, 2, 1})   // resnet50 layer3.0.downsample (rows of 14)
+    ->Args({512, 1024, 14, 1, 1, 1})   // the same product, flat
+    ->Args({256, 256, 28, 3, 2, 1})    // resnet50 layer3.0.conv2 (3x3 stride 2: rows of 14)
     ->Args({32, 32, 112, 3, 1, 32})    // features.1 depthwise
     ->Args({32, 16, 112, 1, 1, 1})     // features.1 projection
     ->Args({96, 96, 112, 3, 2, 96})    // mobilenetv2 features.2 depthwise, stride 2

@@ -181,6 +181,36 @@ TEST_CASE("NCHWc: dense convolutions on narrow images, padded columns and rows g
   }
 }
 
+// 1x1 convolutions at strides above 1 (ResNet's downsampling layers) run over a copy of the pixels they read, side by
+// side, as one flat row: odd and even sizes, strides 2x2, 3x3 and 2x1, a padded end (inside the copy's reach), two sets
+// of output blocks (each thread its own copy at 1 and 2 threads) and one (a copy shared by the threads), a residual
+// added in the epilogue, a batch of 2 (the shared copy), and a padded start, which keeps the strided tiles; against
+// NCHW at 1, 2 and 3 threads.
+TEST_CASE("NCHWc: strided 1x1 convolutions read a copy of their pixels as one flat row") {
+  for (const auto& [batch, size] : {std::pair<std::int64_t, std::int64_t>{1, 14}, {1, 7}, {1, 13}, {2, 9}}) {
+    CAPTURE(batch);
+    CAPTURE(size);
+    graph g("strided_1x1");
+    g.add_input("x", type_info::tensor_of(element_type::float32, shape::of(std::vector<std::int64_t>{batch, 32, size, size})));
+    conv_builder b{g, static_cast<std::uint64_t>(800 + size), 0.2f};
+    const auto w = [&](std::string name, std::initializer_list<std::int64_t> d) { return b.weight(std::move(name), d); };
+    b.conv("head", {"x", w("w0", {32, 32, 3, 3}), w("b0", {32})}, "a", attrs({ints("pads", {1, 1, 1, 1})}));
+    b.conv("down", {"a", w("w1", {128, 32, 1, 1}), w("b1", {128})}, "d", attrs({ints("strides", {2, 2})}));
+    b.conv("down3", {"a", w("w2", {48, 32, 1, 1})}, "e", attrs({ints("strides", {3, 3})}));
+    b.conv("tall", {"a", w("w3", {32, 32, 1, 1}), w("b3", {32})}, "f", attrs({ints("strides", {2, 1})}));
+    b.conv("end", {"a", w("w4", {64, 32, 1, 1})}, "h", attrs({ints("strides", {2, 2}), ints("pads", {0, 0, 1, 1})}));
+    b.conv("start", {"a", w("w5", {32, 32, 1, 1})}, "k", attrs({ints("strides", {2, 2}), ints("pads", {1, 1, 0, 0})}));
+    // A residual the same shape as the downsampled branch, added by the convolution's epilogue.
+    b.conv("branch", {"a", w("w6", {128, 32, 3, 3}), w("b6", {128})}, "r", attrs({ints("strides", {2, 2}), ints("pads", {1, 1, 1, 1})}));
+    b.conv("sum", {"a", w("w7", {128, 32, 1, 1})}, "s0", attrs({ints("strides", {2, 2})}));
+    g.add_node(test::op("res", "Add"), {"s0", "r"}, {"s1"});
+    g.add_node(test::op("relu", "Relu"), {"s1"}, {"s"});
+    const model m = model_of(std::move(g), {"d", "e", "f", "h", "k", "s"});
+    const std::vector<named_tensor> in{{"x", zoo::random_tensor({batch, 32, size, size}, 900 + static_cast<std::uint64_t>(size), 1.0f)}};
+    for (int threads : {1, 2, 3}) check_blocked_matches_plain(m, in, threads, 8);
+  }
+}
+
 // Input channels are accumulated in one pass while a set of output blocks' filters fits in about 1 MiB, else in equal
 // passes that store and reload the accumulators: 3x3 filters of 528 input channels (33 blocks, 1.16 MiB a set of 4
 // output blocks) take two passes, of 17 and 16 blocks; the bias, the residual and the activation are applied once,
