@@ -20,6 +20,7 @@
 #include <iostream>
 #include <memory>
 #include <thread>
+#include <tuple>
 #include <type_traits>
 
 #include <unistd.h>
@@ -110,10 +111,20 @@ std::pair<double, bool> difference(const std::vector<ivalue>& a, const std::vect
   return {worst, true};
 }
 
-// Whether a stack runs some of its work on OpenMP's threads (oneDNN's, libgomp in Debian's package).
-bool uses_openmp(std::string providers) {
-  if (providers == "default") providers = default_stack();
-  return providers.find("dnnl") != std::string::npos;
+// Whether a stack has a provider whose library keeps threads of its own (its `intra_op_runtime()`: oneDNN's OpenMP,
+// libgomp in Debian's package). An unknown stack is refused later, when its session is made.
+bool uses_thread_runtime(const std::string& providers) {
+  bool any = false;
+  (void)with_stack(providers, [&](auto tag) {
+    using providers_type = typename decltype(tag)::type::providers_type;
+    const auto runs_own = []<class P>(P*) {
+      if constexpr (provider_traits<P>::has_intra_op_runtime) return static_cast<bool>(P::intra_op_runtime());
+      else return false;
+    };
+    any = [&]<class... P>(std::tuple<P...>*) { return (runs_own(static_cast<P*>(nullptr)) || ...); }(
+        static_cast<providers_type*>(nullptr));
+  });
+  return any;
 }
 
 // The spin of OpenMP's idle threads, bounded for this process: libgomp's workers spin after a parallel region for
@@ -171,7 +182,7 @@ int compare(const std::vector<std::string>& argv) {
     arms.push_back(std::move(*r));
   }
   if (arms.size() < 2) return usage_error("compare: give two --arm or more (or none, for default against its members)");
-  if (std::any_of(arms.begin(), arms.end(), [](const arm& x) { return uses_openmp(x.providers); })) bound_openmp_spin(argv);
+  if (std::any_of(arms.begin(), arms.end(), [](const arm& x) { return uses_thread_runtime(x.providers); })) bound_openmp_spin(argv);
   warn_unknown_machine_class();
   auto base = session_options_from(*a);
   if (!base) return fail(base.status());

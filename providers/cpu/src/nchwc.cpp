@@ -601,7 +601,6 @@ Status nchwc_conv_compute(const nchwc_conv_plan& p, compute_context& ctx) {
     flat.h = {};
     flat.w.in = flat.w.out = g.h.out * g.w.out;
     flat.h.in = flat.h.out = 1;
-    flat.w.k = flat.h.k = 1;
   }
   if (copied) {
     // (One image and at most 8 MiB: the buffer stays with its thread after the call.)
@@ -706,6 +705,32 @@ Status nchwc_conv_compute(const nchwc_conv_plan& p, compute_context& ctx) {
     };
     const auto first_block = [&](std::int64_t grp) { return grp * per_group + std::min(grp, wider); };
     const auto blocks_of = [&](std::int64_t grp) { return static_cast<int>(per_group + (grp < wider ? 1 : 0)); };
+    // The filters this thread reads after item i's chunk [c0, c1) of input channels (set grp of nb output blocks, over
+    // `row_count` rows of `row_pixels` output pixels): the item's next chunk, else the next item's first, unless they are the ones just read
+    // (the same output blocks in one pass). Set up in `pf`, spread over three quarters of the chunk's steps (one per
+    // input block of a tap of each tile); null when there are none.
+    const auto next_filters = [&](filter_prefetch& pf, std::size_t i, std::size_t i1, std::int64_t grp, int nb, std::int64_t c0,
+                                  std::int64_t c1, std::int64_t row_count, std::int64_t row_pixels) -> filter_prefetch* {
+      std::int64_t ngrp = grp, nc0 = c1;
+      if (c1 == channels) {
+        ngrp = i + 1 < i1 ? decode(i + 1).grp : -1;
+        nc0 = 0;
+      }
+      if (ngrp < 0 || (ngrp == grp && nc0 == c0)) return nullptr;
+      const std::int64_t nc1 = std::min(channels, nc0 + chunk), per_c = g.h.k * g.w.k * blk * blk;
+      const std::int64_t nob0 = first_block(ngrp), nnb = blocks_of(ngrp);
+      pf = filter_prefetch{};
+      if (nc0 == 0 && nc1 == channels) {  // whole blocks: one run
+        pf.add(c.w + nob0 * channels * per_c, nnb * channels * per_c);
+      } else {
+        for (std::int64_t b = 0; b < nnb; ++b) pf.add(c.w + ((nob0 + b) * channels + nc0) * per_c, (nc1 - nc0) * per_c);
+      }
+      const std::int64_t full = nb == 1 ? 16 : 24 / nb;
+      const std::int64_t steps = row_count * ((row_pixels + full - 1) / full) * g.h.k * g.w.k * (c1 - c0);
+      const std::int64_t lines = nnb * (nc1 - nc0) * per_c * 4 / 64;
+      pf.lines = static_cast<int>(std::clamp<std::int64_t>((4 * lines + 3 * steps - 1) / std::max<std::int64_t>(1, 3 * steps), 1, 32));
+      return &pf;
+    };
     filter_prefetch pf;
     for (std::size_t i = i0; i < i1; ++i) {
       const item_at it = decode(i);
@@ -718,32 +743,7 @@ Status nchwc_conv_compute(const nchwc_conv_plan& p, compute_context& ctx) {
       conv_view v{&flat, pxl + n * x_image, c.w, py + n * out_image, ep.sum ? ep.sum + n * out_image : nullptr, 0, blk, p.y_half};
       for (std::int64_t c0 = 0; c0 < channels; c0 += chunk) {
         const std::int64_t c1 = std::min(channels, c0 + chunk);
-        v.pf = nullptr;
-        if (!first_layer) {
-          // The filters this thread reads next: this item's next chunk of input channels, else the next item's first
-          // (unless they are the ones just read: the same output blocks in one pass).
-          std::int64_t ngrp = grp, nc0 = c1;
-          if (c1 == channels) {
-            ngrp = i + 1 < i1 ? decode(i + 1).grp : -1;
-            nc0 = 0;
-          }
-          if (ngrp >= 0 && !(ngrp == grp && nc0 == c0)) {
-            const std::int64_t nc1 = std::min(channels, nc0 + chunk), per_c = g.h.k * g.w.k * blk * blk;
-            const std::int64_t nob0 = first_block(ngrp), nnb = blocks_of(ngrp);
-            pf = filter_prefetch{};
-            if (nc0 == 0 && nc1 == channels) {  // whole blocks: one run
-              pf.add(c.w + nob0 * channels * per_c, nnb * channels * per_c);
-            } else {
-              for (std::int64_t b = 0; b < nnb; ++b) pf.add(c.w + ((nob0 + b) * channels + nc0) * per_c, (nc1 - nc0) * per_c);
-            }
-            // Spread over three quarters of this chunk's steps (one per input block of a tap of each tile).
-            const std::int64_t full = nb == 1 ? 16 : 24 / nb;
-            const std::int64_t steps = (oh1 - oh0) * ((s1 - s0 + full - 1) / full) * g.h.k * g.w.k * (c1 - c0);
-            const std::int64_t lines = nnb * (nc1 - nc0) * per_c * 4 / 64;
-            pf.lines = static_cast<int>(std::clamp<std::int64_t>((4 * lines + 3 * steps - 1) / std::max<std::int64_t>(1, 3 * steps), 1, 32));
-            v.pf = &pf;
-          }
-        }
+        v.pf = first_layer ? nullptr : next_filters(pf, i, i1, grp, nb, c0, c1, oh1 - oh0, s1 - s0);
         for (std::int64_t oh = oh0; oh < oh1; ++oh) {
           if (first_layer) dense_segment<true>(nb, v, ep, ob0, oh, s0, s1, c0, c1, c0 == 0, c1 == channels);
           else dense_segment<false>(nb, v, ep, ob0, oh, s0, s1, c0, c1, c0 == 0, c1 == channels);
