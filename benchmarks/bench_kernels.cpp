@@ -393,6 +393,33 @@ void BM_transpose(benchmark::State& state) {
 }
 BENCHMARK(BM_transpose)->Arg(128)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
+// Add with broadcasting, rows x cols: `form` 0 two whole tensors, 1 a bias row [cols] (BERT's), 2 a column [rows, 1]
+// (a value per row: NCHW's per-channel constant), 3 Greater against a bias row (a comparison's bool output).
+void BM_binary(benchmark::State& state) {
+  const auto rows = state.range(0), cols = state.range(1), form = state.range(2);
+  node nd;
+  nd.name = "bin";
+  nd.op_type = form == 3 ? "Greater" : "Add";
+  nd.since_version = 14;
+  const std::vector<std::int64_t> other = form == 0 ? std::vector<std::int64_t>{rows, cols}
+                                          : form == 2 ? std::vector<std::int64_t>{rows, 1}
+                                                      : std::vector<std::int64_t>{cols};
+  std::vector<std::pair<tensor, bool>> ins = {{random({rows, cols}, 1), false}, {random(other, 2), false}};
+  auto b = form == 3 ? one_node::make<ops::greater>(std::move(nd), std::move(ins)) : one_node::make<ops::add>(std::move(nd), std::move(ins));
+  b->run(state);
+  state.counters["GB/s"] = benchmark::Counter(12.0 * static_cast<double>(rows * cols), benchmark::Counter::kIsIterationInvariantRate,
+                                              benchmark::Counter::kIs1000);
+}
+BENCHMARK(BM_binary)
+    ->ArgNames({"rows", "cols", "form"})
+    ->Args({128, 768, 0})
+    ->Args({128, 768, 1})
+    ->Args({64, 3136, 2})   // [1, 64, 56, 56] + [1, 64, 1, 1]
+    ->Args({16384, 8, 1})   // short rows: a call per row of 8
+    ->Args({128, 768, 3})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
 }  // namespace
 
 BENCHMARK_MAIN();

@@ -92,9 +92,20 @@ bool input_is(const graph& g, node_id n) {
 // ---------------------------------------------------------------------------------------------------------------
 // Binary with broadcasting
 
+// out[i] = fn(a[i], b[i]) for i < n: `va` / `vb` false means one value of a / b for every i. One instance per op and
+// type serves the whole-tensor loops and the broadcast rows (not inlined into each: their four loops are most of this
+// file's compile time); a call per row or per thread's range costs nothing beside the loop.
+template <class T, class R, class Fn>
+[[gnu::noinline]] void binary_run(const T* a, bool va, const T* b, bool vb, R* out, std::size_t n, const Fn& fn) {
+  if (va && vb) for (std::size_t i = 0; i < n; ++i) out[i] = fn(a[i], b[i]);
+  else if (va) { const T v = *b; for (std::size_t i = 0; i < n; ++i) out[i] = fn(a[i], v); }
+  else if (vb) { const T v = *a; for (std::size_t i = 0; i < n; ++i) out[i] = fn(v, b[i]); }
+  else std::fill_n(out, n, static_cast<R>(fn(*a, *b)));
+}
+
 // y = fn(a, b) over the broadcast shape; R is the output element type.
 template <class T, class R, class Fn>
-Status binary_apply(compute_context& ctx, const tensor& a, const tensor& b, Fn fn) {
+[[gnu::noinline]] Status binary_apply(compute_context& ctx, const tensor& a, const tensor& b, Fn fn) {
   EPSTACK_ASSIGN_OR_RETURN(auto shape, broadcast_shape(a.sizes(), b.sizes()));
   tensor& y = ctx.allocate_output(0, element_type_of_v<R>, shape);
   const T* pa = a.typed<T>();
@@ -102,39 +113,25 @@ Status binary_apply(compute_context& ctx, const tensor& a, const tensor& b, Fn f
   R* py = y.typed<R>();
   const std::size_t n = y.element_count();
   if (n == 0) return {};
-  if (a.element_count() == n && b.element_count() == n) {
+  const bool full_a = a.element_count() == n, full_b = b.element_count() == n;
+  if ((full_a || a.element_count() == 1) && (full_b || b.element_count() == 1)) {
     parallel_elements(ctx, n, [&](std::size_t s, std::size_t e) {
-      for (std::size_t i = s; i < e; ++i) py[i] = fn(pa[i], pb[i]);
-    });
-    return {};
-  }
-  if (b.element_count() == 1 && a.element_count() == n) {
-    const T vb = pb[0];
-    parallel_elements(ctx, n, [&](std::size_t s, std::size_t e) {
-      for (std::size_t i = s; i < e; ++i) py[i] = fn(pa[i], vb);
-    });
-    return {};
-  }
-  if (a.element_count() == 1 && b.element_count() == n) {
-    const T va = pa[0];
-    parallel_elements(ctx, n, [&](std::size_t s, std::size_t e) {
-      for (std::size_t i = s; i < e; ++i) py[i] = fn(va, pb[i]);
+      binary_run<T, R>(pa + (full_a ? s : 0), full_a, pb + (full_b ? s : 0), full_b, py + s, e - s, fn);
     });
     return {};
   }
   const broadcast_plan<2> plan(shape, {a.sizes(), b.sizes()});
   const std::int64_t inner = plan.inner;
-  const auto sa = plan.inner_stride[0], sb = plan.inner_stride[1];
+  const bool sa = plan.inner_stride[0] != 0, sb = plan.inner_stride[1] != 0;
   parallel_items(ctx, static_cast<std::size_t>(plan.rows), static_cast<std::size_t>(inner), [&](std::size_t r0, std::size_t r1) {
     for (std::size_t r = r0; r < r1; ++r) {
       const auto off = plan.row_offsets(static_cast<std::int64_t>(r));
-      const T* xa = pa + off[0];
-      const T* xb = pb + off[1];
       R* out = py + static_cast<std::int64_t>(r) * inner;
-      if (sa && sb) for (std::int64_t i = 0; i < inner; ++i) out[i] = fn(xa[i], xb[i]);
-      else if (sa) { const T vb = *xb; for (std::int64_t i = 0; i < inner; ++i) out[i] = fn(xa[i], vb); }
-      else if (sb) { const T va = *xa; for (std::int64_t i = 0; i < inner; ++i) out[i] = fn(va, xb[i]); }
-      else { const R v = fn(*xa, *xb); for (std::int64_t i = 0; i < inner; ++i) out[i] = v; }
+      if (inner < 16) {  // short rows in place: a call each would cost as much as the row
+        for (std::int64_t i = 0; i < inner; ++i) out[i] = fn(pa[off[0] + (sa ? i : 0)], pb[off[1] + (sb ? i : 0)]);
+      } else {
+        binary_run<T, R>(pa + off[0], sa, pb + off[1], sb, out, static_cast<std::size_t>(inner), fn);
+      }
     }
   });
   return {};
@@ -143,7 +140,7 @@ Status binary_apply(compute_context& ctx, const tensor& a, const tensor& b, Fn f
 // out[i] = fn(a[i], b[i]) for i < n over float16 or bfloat16 H, in float: `va` / `vb` false means one value of a / b for
 // every i. R is H (results rounded once) or bool (comparisons).
 template <class H, class R, class Fn>
-void half_binary_run(const H* a, bool va, const H* b, bool vb, R* out, std::size_t n, const Fn& fn) {
+[[gnu::noinline]] void half_binary_run(const H* a, bool va, const H* b, bool vb, R* out, std::size_t n, const Fn& fn) {
   float fa[half_block], fb[half_block];
   const float a0 = va ? 0.0f : static_cast<float>(*a), b0 = vb ? 0.0f : static_cast<float>(*b);
   for (std::size_t i = 0; i < n; i += half_block) {
@@ -169,7 +166,7 @@ void half_binary_run(const H* a, bool va, const H* b, bool vb, R* out, std::size
 
 // binary_apply for float16 or bfloat16 inputs: `fn` is the float kernel's functor.
 template <class H, class R, class Fn>
-Status binary_apply_half(compute_context& ctx, const tensor& a, const tensor& b, Fn fn) {
+[[gnu::noinline]] Status binary_apply_half(compute_context& ctx, const tensor& a, const tensor& b, Fn fn) {
   EPSTACK_ASSIGN_OR_RETURN(auto shape, broadcast_shape(a.sizes(), b.sizes()));
   tensor& y = ctx.allocate_output(0, element_type_of_v<R>, shape);
   const H* pa = a.typed<H>();
@@ -206,24 +203,25 @@ Status check_same_type(const tensor& a, const tensor& b) {
   return {};
 }
 
-// A binary op over input types Ts: arithmetic (output type = input type) or a comparison (bool output).
+// A binary op over input types Ts: arithmetic (output type = input type) or a comparison (bool output). `swap` runs
+// fn(b, a): Greater is Less with its inputs swapped (NaN compares false either way), one instance for both.
 template <bool Compare, class... Ts, class Make>
-Result<compute_function> binary_over(const graph& g, node_id n, Make make) {
+Result<compute_function> binary_over(const graph& g, node_id n, Make make, bool swap = false) {
   Result<compute_function> r = Status(errc::not_implemented, "unsupported element type");
   dispatch<Ts...>(in_type(g, n, 0), [&](auto tag) {
     using T = typename decltype(tag)::type;
     using Out = std::conditional_t<Compare, bool, T>;
     if constexpr (is_half_v<T>) {
       auto fn = make(type_tag<std::conditional_t<is_half_v<T>, float, T>>{})  /* dependent: clang checks a non-dependent call in a discarded branch */;
-      r = make_fn(g.node(n).op_type, [fn](compute_context& ctx) -> Status {
+      r = make_fn(g.node(n).op_type, [fn, swap](compute_context& ctx) -> Status {
         EPSTACK_RETURN_IF_ERROR(check_same_type<T>(ctx.input(0), ctx.input(1)));
-        return binary_apply_half<T, Out>(ctx, ctx.input(0), ctx.input(1), fn);
+        return binary_apply_half<T, Out>(ctx, ctx.input(swap ? 1 : 0), ctx.input(swap ? 0 : 1), fn);
       });
     } else {
       auto fn = make(tag);
-      r = make_fn(g.node(n).op_type, [fn](compute_context& ctx) -> Status {
+      r = make_fn(g.node(n).op_type, [fn, swap](compute_context& ctx) -> Status {
         EPSTACK_RETURN_IF_ERROR(check_same_type<T>(ctx.input(0), ctx.input(1)));
-        return binary_apply<T, Out>(ctx, ctx.input(0), ctx.input(1), fn);
+        return binary_apply<T, Out>(ctx, ctx.input(swap ? 1 : 0), ctx.input(swap ? 0 : 1), fn);
       });
     }
   });
@@ -234,8 +232,8 @@ Result<compute_function> arith_over(const graph& g, node_id n, Make make) {
   return binary_over<false, Ts...>(g, n, make);
 }
 template <class... Ts, class Make>
-Result<compute_function> compare_over(const graph& g, node_id n, Make make) {
-  return binary_over<true, Ts...>(g, n, make);
+Result<compute_function> compare_over(const graph& g, node_id n, Make make, bool swap = false) {
+  return binary_over<true, Ts...>(g, n, make, swap);
 }
 bool binary_types_match(const graph& g, node_id n) {
   const auto a = in_type(g, n, 0), b = in_type(g, n, 1);
@@ -267,10 +265,12 @@ T pow_value(T x, E y) {
   if constexpr (std::is_integral_v<T>) {
     if constexpr (std::is_integral_v<E>) {
       if (y < 0) return static_cast<T>(x == 1 ? 1 : (x == -1 ? (y % 2 ? -1 : 1) : 0));
-      T r = 1, b = x;
-      for (auto e = static_cast<std::uint64_t>(y); e; e >>= 1, b = static_cast<T>(b * b))
-        if (e & 1) r = static_cast<T>(r * b);
-      return r;
+      // In the unsigned type: an overflow wraps (as ONNX Runtime's results do) instead of being undefined.
+      using U = std::make_unsigned_t<T>;
+      U r = 1, b = static_cast<U>(x);
+      for (auto e = static_cast<std::uint64_t>(y); e; e >>= 1, b = static_cast<U>(b * b))
+        if (e & 1) r = static_cast<U>(r * b);
+      return static_cast<T>(r);
     } else {
       return static_cast<T>(std::pow(static_cast<double>(x), static_cast<double>(y)));
     }
@@ -299,39 +299,48 @@ Result<compute_function> compile_pow(const graph& g, node_id n) {
     if (e == 0.5f) return unary_half(g, n, [](float x) { return std::sqrt(x); });
     if (e == 3.0f) return unary_half(g, n, [](float x) { return x * x * x; });
   }
+  // The exponent is read as one of three types (double for the floating types, int64 / uint64 for the signed /
+  // unsigned integers), each of its values exactly: one instance per base type and class, not per exponent type.
+  const element_type et = in_type(g, n, 1);
+  const auto with_class = [&](auto f) {
+    if (is_float(et)) f(type_tag<double>{});
+    else if (et == element_type::int8 || et == element_type::int16 || et == element_type::int32 || et == element_type::int64)
+      f(type_tag<std::int64_t>{});
+    else if (is_integer(et)) f(type_tag<std::uint64_t>{});
+  };
   dispatch<float, double, std::int32_t, std::int64_t, EPSTACK_HALVES>(in_type(g, n, 0), [&](auto tb) {
     using T = typename decltype(tb)::type;
-    dispatch<EPSTACK_ARITH, EPSTACK_HALVES>(in_type(g, n, 1), [&](auto te) {
-      using E = typename decltype(te)::type;
-      r = make_fn("Pow", [](compute_context& ctx) -> Status {
+    with_class([&](auto tc) {
+      using E = typename decltype(tc)::type;
+      r = make_fn("Pow", [et](compute_context& ctx) -> Status {
         const tensor& a = ctx.input(0);
         const tensor& b = ctx.input(1);
-        if (a.type() != element_type_of_v<T> || b.type() != element_type_of_v<E>)
+        if (a.type() != element_type_of_v<T> || b.type() != et)
           return Status(errc::invalid_argument, "unexpected element types");
         EPSTACK_ASSIGN_OR_RETURN(auto shape, broadcast_shape(a.sizes(), b.sizes()));
         tensor& y = ctx.allocate_output(0, a.type(), shape);
         const T* pa = a.typed<T>();
-        const E* pb = b.typed<E>();
         T* py = y.typed<T>();
-        const broadcast_plan<2> plan(shape, {a.sizes(), b.sizes()});
-        if constexpr (is_half_v<T> || is_half_v<E>) {
-          // A float16/bfloat16 base or exponent: as float, the result rounded once.
-          using TF = std::conditional_t<is_half_v<T>, float, T>;
-          using EF = std::conditional_t<is_half_v<E>, float, E>;
-          for (std::int64_t row = 0; row < plan.rows; ++row) {
-            const auto off = plan.row_offsets(row);
-            for (std::int64_t i = 0; i < plan.inner; ++i) {
-              const TF v = pow_value<TF, EF>(static_cast<TF>(pa[off[0] + i * plan.inner_stride[0]]),
-                                             static_cast<EF>(pb[off[1] + i * plan.inner_stride[1]]));
-              py[row * plan.inner + i] = static_cast<T>(v);
+        tensor e = ctx.scratch(element_type_of_v<E>, b.element_count());
+        E* pb = e.typed<E>();
+        dispatch<EPSTACK_ARITH, EPSTACK_HALVES>(et, [&](auto ts) {
+          using S = typename decltype(ts)::type;
+          if constexpr (std::is_floating_point_v<E> == (std::is_floating_point_v<S> || is_half_v<S>)) {
+            const S* src = b.typed<S>();
+            for (std::size_t i = 0; i < b.element_count(); ++i) {
+              if constexpr (is_half_v<S>) pb[i] = static_cast<E>(static_cast<float>(src[i]));
+              else pb[i] = static_cast<E>(src[i]);
             }
           }
-        } else {
-          for (std::int64_t row = 0; row < plan.rows; ++row) {
-            const auto off = plan.row_offsets(row);
-            for (std::int64_t i = 0; i < plan.inner; ++i)
-              py[row * plan.inner + i] = pow_value<T, E>(pa[off[0] + i * plan.inner_stride[0]], pb[off[1] + i * plan.inner_stride[1]]);
-          }
+        });
+        const broadcast_plan<2> plan(shape, {a.sizes(), b.sizes()});
+        // A float16/bfloat16 base: as float, the result rounded once.
+        using TF = std::conditional_t<is_half_v<T>, float, T>;
+        for (std::int64_t row = 0; row < plan.rows; ++row) {
+          const auto off = plan.row_offsets(row);
+          for (std::int64_t i = 0; i < plan.inner; ++i)
+            py[row * plan.inner + i] = static_cast<T>(pow_value<TF, E>(static_cast<TF>(pa[off[0] + i * plan.inner_stride[0]]),
+                                                                      pb[off[1] + i * plan.inner_stride[1]]));
         }
         return {};
       });
@@ -770,10 +779,13 @@ EPSTACK_ARITH_KERNEL(sub, a - b)
 EPSTACK_ARITH_KERNEL(mul, a * b)
 EPSTACK_ARITH_KERNEL(div, safe_div<T>(a, b))
 
-#define EPSTACK_COMPARE_KERNEL(K, expr)                                                                \
+// Less and LessOrEqual; Greater and GreaterOrEqual are they with the inputs swapped (same instances).
+constexpr auto less_make = [](auto t) { using T = typename decltype(t)::type; return [](T a, T b) { return static_cast<bool>(a < b); }; };
+constexpr auto less_equal_make = [](auto t) { using T = typename decltype(t)::type; return [](T a, T b) { return static_cast<bool>(a <= b); }; };
+#define EPSTACK_COMPARE_KERNEL(K, make, swap)                                                          \
   bool K::supports(const graph& g, node_id n) { return binary_is<EPSTACK_ARITH, EPSTACK_HALVES, bool>(g, n); } \
   Result<compute_function> K::compile(const graph& g, node_id n) {                                    \
-    return compare_over<EPSTACK_ARITH, EPSTACK_HALVES, bool>(g, n, [](auto t) { using T = typename decltype(t)::type; return [](T a, T b) { return static_cast<bool>(expr); }; }); \
+    return compare_over<EPSTACK_ARITH, EPSTACK_HALVES, bool>(g, n, make, swap);                        \
   }
 // Equal also compares strings (Equal-19).
 bool equal::supports(const graph& g, node_id n) { return binary_is<EPSTACK_ARITH, EPSTACK_HALVES, bool, std::string>(g, n); }
@@ -783,10 +795,10 @@ Result<compute_function> equal::compile(const graph& g, node_id n) {
     return [](const T& a, const T& b) { return static_cast<bool>(a == b); };
   });
 }
-EPSTACK_COMPARE_KERNEL(greater, a > b)
-EPSTACK_COMPARE_KERNEL(less, a < b)
-EPSTACK_COMPARE_KERNEL(greater_or_equal, a >= b)
-EPSTACK_COMPARE_KERNEL(less_or_equal, a <= b)
+EPSTACK_COMPARE_KERNEL(less, less_make, false)
+EPSTACK_COMPARE_KERNEL(greater, less_make, true)
+EPSTACK_COMPARE_KERNEL(less_or_equal, less_equal_make, false)
+EPSTACK_COMPARE_KERNEL(greater_or_equal, less_equal_make, true)
 
 #define EPSTACK_LOGIC_KERNEL(K, expr)                                                                  \
   bool K::supports(const graph& g, node_id n) { return binary_is<bool>(g, n); }                      \

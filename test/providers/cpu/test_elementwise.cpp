@@ -161,6 +161,65 @@ TEST_CASE("integer arithmetic, comparisons, logic and Pow") {
                                    {49, -343, 1, 0});
 }
 
+TEST_CASE("comparisons broadcast both ways, Greater and GreaterOrEqual being Less and LessOrEqual with the inputs swapped") {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const auto a = tensor::from<float>({2, 1}, {1.0f, nan});
+  const auto b = tensor::from<float>({3}, {0.0f, 1.0f, 2.0f});
+  // NaN compares false every way.
+  test::check_tensor<bool>(run1<ops::greater>(kernel_node{"Greater"}, {{a}, {b}}), {2, 3}, {true, false, false, false, false, false});
+  test::check_tensor<bool>(run1<ops::greater_or_equal>(kernel_node{"GreaterOrEqual"}, {{a}, {b}}), {2, 3},
+                           {true, true, false, false, false, false});
+  test::check_tensor<bool>(run1<ops::less>(kernel_node{"Less"}, {{a}, {b}}), {2, 3}, {false, false, true, false, false, false});
+  test::check_tensor<bool>(run1<ops::less_or_equal>(kernel_node{"LessOrEqual"}, {{a}, {b}}), {2, 3},
+                           {false, true, true, false, false, false});
+  // The other order: b's shape first.
+  test::check_tensor<bool>(run1<ops::greater>(kernel_node{"Greater"}, {{b}, {a}}), {2, 3}, {false, false, true, false, false, false});
+  test::check_tensor<bool>(run1<ops::greater_or_equal>(kernel_node{"GreaterOrEqual"}, {{b}, {a}}), {2, 3},
+                           {false, true, true, false, false, false});
+  // A scalar on either side, unsigned and bool.
+  const auto u = tensor::from<std::uint8_t>({3}, {5, 100, 200});
+  const auto hundred = tensor::from<std::uint8_t>({1}, {100});
+  test::check_tensor<bool>(run1<ops::greater>(kernel_node{"Greater"}, {{u}, {hundred}}), {3}, {false, false, true});
+  test::check_tensor<bool>(run1<ops::greater>(kernel_node{"Greater"}, {{hundred}, {u}}), {3}, {true, false, false});
+  test::check_tensor<bool>(run1<ops::greater_or_equal>(kernel_node{"GreaterOrEqual"}, {{hundred}, {u}}), {3}, {true, true, false});
+  const auto t = tensor::from<bool>({2}, {true, false});
+  test::check_tensor<bool>(run1<ops::greater>(kernel_node{"Greater"}, {{t}, {tensor::from<bool>({2}, {false, false})}}), {2},
+                           {true, false});
+  // Inputs of two element types: not taken.
+  auto bad = test::run_kernel<ops::greater>(kernel_node{"Greater"}, {{a}, {tensor::from<std::int64_t>({1}, {1})}});
+  CHECK(bad.code() == errc::not_implemented);
+}
+
+TEST_CASE("Pow reads every exponent element type exactly: signed, unsigned beyond int64, floating, float16") {
+  // An unsigned 64-bit exponent above 2^63 stays positive: 0.5^(2^63 + 1) is 0 (read as int64 it would be negative,
+  // and the power infinite); (-1)^(2^63 + 1) is -1; an integer overflow wraps (3^41 mod 2^64, as int64).
+  const std::uint64_t big = (std::uint64_t{1} << 63) + 1;
+  test::check_tensor<float>(run1<ops::pow>(kernel_node{"Pow"}, {{tensor::from<float>({2}, {0.5f, 1.0f})},
+                                                                {tensor::from<std::uint64_t>({2}, {big, big})}}),
+                            {2}, {0.0f, 1.0f});
+  std::uint64_t wrapped = 1;
+  for (int i = 0; i < 41; ++i) wrapped *= 3;
+  test::check_tensor<std::int64_t>(
+      run1<ops::pow>(kernel_node{"Pow"}, {{tensor::from<std::int64_t>({3}, {-1, 3, 3})},
+                                          {tensor::from<std::uint64_t>({3}, {big, 41, 0})}}),
+      {3}, {-1, static_cast<std::int64_t>(wrapped), 1}, 0, 0);
+  // Negative int8 exponents of an integer base: 2^-1 is 0, (-1)^-3 is -1, 1^-5 is 1.
+  test::check_tensor<std::int32_t>(run1<ops::pow>(kernel_node{"Pow"}, {{tensor::from<std::int32_t>({3}, {2, -1, 1})},
+                                                                       {tensor::from<std::int8_t>({3}, {-1, -3, -5})}}),
+                                   {3}, {0, -1, 1});
+  // An integer base with a floating exponent: computed in double, truncated.
+  test::check_tensor<std::int32_t>(run1<ops::pow>(kernel_node{"Pow"}, {{tensor::from<std::int32_t>({2}, {2, 9})},
+                                                                       {tensor::from<double>({2}, {0.5, 0.5})}}),
+                                   {2}, {1, 3});
+  // A float base with float16, uint8 and double exponents.
+  const auto x = tensor::from<float>({2}, {2.0f, 4.0f});
+  test::check_tensor<float>(run1<ops::pow>(kernel_node{"Pow"}, {{x}, {tensor::from<float16>({2}, {float16(3.0f), float16(0.5f)})}}),
+                            {2}, {8.0f, 2.0f});
+  test::check_tensor<float>(run1<ops::pow>(kernel_node{"Pow"}, {{x}, {tensor::from<std::uint8_t>({2}, {3, 2})}}), {2},
+                            {8.0f, 16.0f});
+  test::check_tensor<float>(run1<ops::pow>(kernel_node{"Pow"}, {{x}, {tensor::from<double>({1}, {-1.0})}}), {2}, {0.5f, 0.25f});
+}
+
 TEST_CASE("Where broadcasts three ways, for numbers and strings") {
   const auto c = tensor::from<bool>({2, 1}, {true, false});
   const auto x = tensor::from<float>({3}, {1, 2, 3});
