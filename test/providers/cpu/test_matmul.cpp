@@ -323,7 +323,8 @@ TEST_CASE("MatMul and Gemm with a constant B and at most 4 static rows: full-dep
   thread_pool pool(2);
   for (thread_pool* threads : {static_cast<thread_pool*>(nullptr), &pool})
     for (const std::int64_t M : {1, 2, 3, 4})
-      for (const std::int64_t N : {1, 5, 17, 31, 32, 33, 100})
+      // 70: 3 panels (one row reads two at a time, then one); 161: 6 panels, the last of 1 column, split across the threads.
+      for (const std::int64_t N : {1, 5, 17, 31, 32, 33, 70, 100, 161})
         for (const std::int64_t K : {1, 2, 7, 16, 17, 257, 700}) {  // 700: every M split across the threads
           CAPTURE(M);
           CAPTURE(N);
