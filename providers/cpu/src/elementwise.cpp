@@ -103,9 +103,11 @@ template <class T, class R, class Fn>
   else std::fill_n(out, n, static_cast<R>(fn(*a, *b)));
 }
 
-// y = fn(a, b) over the broadcast shape; R is the output element type.
-template <class T, class R, class Fn>
-[[gnu::noinline]] Status binary_apply(compute_context& ctx, const tensor& a, const tensor& b, Fn fn) {
+// y[i] = a (op) b over the broadcast shape, R the output element type: run(x, vx, y, vy, out, m) computes m outputs from
+// m values of x (one when vx is false) and of y, over the whole tensors split across the threads when each input is
+// whole or a single value, else row by row of the broadcast plan.
+template <class T, class R, class Run>
+Status binary_broadcast(compute_context& ctx, const tensor& a, const tensor& b, const Run& run) {
   EPSTACK_ASSIGN_OR_RETURN(auto shape, broadcast_shape(a.sizes(), b.sizes()));
   tensor& y = ctx.allocate_output(0, element_type_of_v<R>, shape);
   const T* pa = a.typed<T>();
@@ -116,7 +118,7 @@ template <class T, class R, class Fn>
   const bool full_a = a.element_count() == n, full_b = b.element_count() == n;
   if ((full_a || a.element_count() == 1) && (full_b || b.element_count() == 1)) {
     parallel_elements(ctx, n, [&](std::size_t s, std::size_t e) {
-      binary_run<T, R>(pa + (full_a ? s : 0), full_a, pb + (full_b ? s : 0), full_b, py + s, e - s, fn);
+      run(pa + (full_a ? s : 0), full_a, pb + (full_b ? s : 0), full_b, py + s, e - s);
     });
     return {};
   }
@@ -126,15 +128,22 @@ template <class T, class R, class Fn>
   parallel_items(ctx, static_cast<std::size_t>(plan.rows), static_cast<std::size_t>(inner), [&](std::size_t r0, std::size_t r1) {
     for (std::size_t r = r0; r < r1; ++r) {
       const auto off = plan.row_offsets(static_cast<std::int64_t>(r));
-      R* out = py + static_cast<std::int64_t>(r) * inner;
-      if (inner < 16) {  // short rows in place: a call each would cost as much as the row
-        for (std::int64_t i = 0; i < inner; ++i) out[i] = fn(pa[off[0] + (sa ? i : 0)], pb[off[1] + (sb ? i : 0)]);
-      } else {
-        binary_run<T, R>(pa + off[0], sa, pb + off[1], sb, out, static_cast<std::size_t>(inner), fn);
-      }
+      run(pa + off[0], sa, pb + off[1], sb, py + static_cast<std::int64_t>(r) * inner, static_cast<std::size_t>(inner));
     }
   });
   return {};
+}
+
+// y = fn(a, b) over the broadcast shape; R is the output element type.
+template <class T, class R, class Fn>
+[[gnu::noinline]] Status binary_apply(compute_context& ctx, const tensor& a, const tensor& b, Fn fn) {
+  return binary_broadcast<T, R>(ctx, a, b, [&](const T* x, bool vx, const T* z, bool vz, R* out, std::size_t m) {
+    if (m < 16) {  // short rows in place: a call each would cost as much as the row
+      for (std::size_t i = 0; i < m; ++i) out[i] = fn(x[vx ? i : 0], z[vz ? i : 0]);
+    } else {
+      binary_run<T, R>(x, vx, z, vz, out, m, fn);
+    }
+  });
 }
 
 // out[i] = fn(a[i], b[i]) for i < n over float16 or bfloat16 H, in float: `va` / `vb` false means one value of a / b for
@@ -167,31 +176,9 @@ template <class H, class R, class Fn>
 // binary_apply for float16 or bfloat16 inputs: `fn` is the float kernel's functor.
 template <class H, class R, class Fn>
 [[gnu::noinline]] Status binary_apply_half(compute_context& ctx, const tensor& a, const tensor& b, Fn fn) {
-  EPSTACK_ASSIGN_OR_RETURN(auto shape, broadcast_shape(a.sizes(), b.sizes()));
-  tensor& y = ctx.allocate_output(0, element_type_of_v<R>, shape);
-  const H* pa = a.typed<H>();
-  const H* pb = b.typed<H>();
-  R* py = y.typed<R>();
-  const std::size_t n = y.element_count();
-  if (n == 0) return {};
-  const bool full_a = a.element_count() == n, full_b = b.element_count() == n;
-  if ((full_a || a.element_count() == 1) && (full_b || b.element_count() == 1)) {
-    parallel_elements(ctx, n, [&](std::size_t s, std::size_t e) {
-      half_binary_run<H, R>(pa + (full_a ? s : 0), full_a, pb + (full_b ? s : 0), full_b, py + s, e - s, fn);
-    });
-    return {};
-  }
-  const broadcast_plan<2> plan(shape, {a.sizes(), b.sizes()});
-  const std::int64_t inner = plan.inner;
-  const bool sa = plan.inner_stride[0] != 0, sb = plan.inner_stride[1] != 0;
-  parallel_items(ctx, static_cast<std::size_t>(plan.rows), static_cast<std::size_t>(inner), [&](std::size_t r0, std::size_t r1) {
-    for (std::size_t r = r0; r < r1; ++r) {
-      const auto off = plan.row_offsets(static_cast<std::int64_t>(r));
-      half_binary_run<H, R>(pa + off[0], sa, pb + off[1], sb, py + static_cast<std::int64_t>(r) * inner,
-                            static_cast<std::size_t>(inner), fn);
-    }
+  return binary_broadcast<H, R>(ctx, a, b, [&](const H* x, bool vx, const H* z, bool vz, R* out, std::size_t m) {
+    half_binary_run<H, R>(x, vx, z, vz, out, m, fn);
   });
-  return {};
 }
 
 template <class T>

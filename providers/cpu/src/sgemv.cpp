@@ -198,79 +198,54 @@ template <int S>
 EPSTACK_SGEMV_OUTLINE void combine_panels(std::int64_t K, std::int64_t N, const float* const* s, const float* pb, std::int64_t q0,
                                           std::int64_t q1, float* out, std::int64_t ldo, float alpha, bool accumulate,
                                           std::int64_t rows) {
+  // P panels at once, P streams of B. Weights that come from memory arrive faster in two streams than in one (the
+  // hardware prefetchers keep more lines in flight for the core), so one row of A reads two: bench_kernels with
+  // BENCH_COLD=1, 1x4096x4096 2.08-2.29 -> 1.87-1.93 ms, 1x2048x512 116-123 -> 102-106 us; four streams 2.03-2.11 ms.
+  // Warm, level (4096x4096 1.24 ms both) or faster (2048x512 38-46 -> 33-39 us). Several rows read one.
   std::int64_t q = q0;
-  // One row of A: P panels at once, P streams of B. Weights that come from memory arrive faster in two streams than in
-  // one (the hardware prefetchers keep more lines in flight for the core): bench_kernels with BENCH_COLD=1, 1x4096x4096
-  // 2.08-2.29 -> 1.87-1.93 ms, 1x2048x512 116-123 -> 102-106 us; four streams 2.03-2.11 ms. Warm, level (4096x4096
-  // 1.24 ms both) or faster (2048x512 38-46 -> 33-39 us).
-  const auto streams = [&]<int P>(std::integral_constant<int, P>) {
+  const auto panels = [&]<int P>(std::integral_constant<int, P>) {
     for (; q + P <= q1; q += P) {
       const float* b[P];
       for (int p = 0; p < P; ++p) b[p] = pb + (q + p) * K * gemv_panel;
-      v16 acc[P][2][2] = {};
+      v16 acc[P][2][S][2] = {};
       std::int64_t k = 0;
-      for (; k + 2 <= K; k += 2) {
-        const float s0 = s[0][k], s1 = s[0][k + 1];
+      for (; k + 2 <= K; k += 2)
         for (int p = 0; p < P; ++p) {
           const float* bp = b[p] + k * gemv_panel;
-          acc[p][0][0] += s0 * load(bp);
-          acc[p][0][1] += s0 * load(bp + 16);
-          acc[p][1][0] += s1 * load(bp + 32);
-          acc[p][1][1] += s1 * load(bp + 48);
+          const v16 x00 = load(bp), x01 = load(bp + 16), x10 = load(bp + 32), x11 = load(bp + 48);
+          for (int t = 0; t < S; ++t) {
+            const float s0 = s[t][k], s1 = s[t][k + 1];
+            acc[p][0][t][0] += s0 * x00;
+            acc[p][0][t][1] += s0 * x01;
+            acc[p][1][t][0] += s1 * x10;
+            acc[p][1][t][1] += s1 * x11;
+          }
         }
-      }
       if (k < K)
         for (int p = 0; p < P; ++p) {
-          acc[p][0][0] += s[0][k] * load(b[p] + k * gemv_panel);
-          acc[p][0][1] += s[0][k] * load(b[p] + k * gemv_panel + 16);
+          const v16 x0 = load(b[p] + k * gemv_panel), x1 = load(b[p] + k * gemv_panel + 16);
+          for (int t = 0; t < S; ++t) {
+            acc[p][0][t][0] += s[t][k] * x0;
+            acc[p][0][t][1] += s[t][k] * x1;
+          }
         }
       for (int p = 0; p < P; ++p) {
         const std::int64_t n0 = (q + p) * gemv_panel, cols = std::min<std::int64_t>(gemv_panel, N - n0);
-        const v16 r0 = acc[p][0][0] + acc[p][1][0], r1 = acc[p][0][1] + acc[p][1][1];
-        float* o = out + n0;
-        if (cols == gemv_panel) {
-          finish(o, r0, alpha, accumulate);
-          finish(o + 16, r1, alpha, accumulate);
-        } else {
-          for (std::int64_t j = 0; j < cols; ++j) finish(o + j, j < 16 ? r0[j] : r1[j - 16], alpha, accumulate);
+        for (int t = 0; t < S && t < rows; ++t) {
+          const v16 r0 = acc[p][0][t][0] + acc[p][1][t][0], r1 = acc[p][0][t][1] + acc[p][1][t][1];
+          float* o = out + t * ldo + n0;
+          if (cols == gemv_panel) {
+            finish(o, r0, alpha, accumulate);
+            finish(o + 16, r1, alpha, accumulate);
+          } else {
+            for (std::int64_t j = 0; j < cols; ++j) finish(o + j, j < 16 ? r0[j] : r1[j - 16], alpha, accumulate);
+          }
         }
       }
     }
   };
-  if constexpr (S == 1) streams(std::integral_constant<int, 2>{});
-  for (; q < q1; ++q) {
-    const float* b = pb + q * K * gemv_panel;
-    v16 acc[2][S][2] = {};
-    std::int64_t k = 0;
-    for (; k + 2 <= K; k += 2, b += 2 * gemv_panel) {
-      const v16 x00 = load(b), x01 = load(b + 16), x10 = load(b + 32), x11 = load(b + 48);
-      for (int t = 0; t < S; ++t) {
-        const float s0 = s[t][k], s1 = s[t][k + 1];
-        acc[0][t][0] += s0 * x00;
-        acc[0][t][1] += s0 * x01;
-        acc[1][t][0] += s1 * x10;
-        acc[1][t][1] += s1 * x11;
-      }
-    }
-    if (k < K) {
-      const v16 x0 = load(b), x1 = load(b + 16);
-      for (int t = 0; t < S; ++t) {
-        acc[0][t][0] += s[t][k] * x0;
-        acc[0][t][1] += s[t][k] * x1;
-      }
-    }
-    const std::int64_t n0 = q * gemv_panel, cols = std::min<std::int64_t>(gemv_panel, N - n0);
-    for (int t = 0; t < S && t < rows; ++t) {
-      const v16 r0 = acc[0][t][0] + acc[1][t][0], r1 = acc[0][t][1] + acc[1][t][1];
-      float* o = out + t * ldo + n0;
-      if (cols == gemv_panel) {
-        finish(o, r0, alpha, accumulate);
-        finish(o + 16, r1, alpha, accumulate);
-      } else {
-        for (std::int64_t j = 0; j < cols; ++j) finish(o + j, j < 16 ? r0[j] : r1[j - 16], alpha, accumulate);
-      }
-    }
-  }
+  if constexpr (S == 1) panels(std::integral_constant<int, 2>{});
+  panels(std::integral_constant<int, 1>{});
 }
 
 template <class F>
