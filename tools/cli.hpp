@@ -315,6 +315,11 @@ class json {
     os_ << "null";
     return *this;
   }
+  json& boolean(bool b) {
+    sep();
+    os_ << (b ? "true" : "false");
+    return *this;
+  }
   json& begin_object() {
     sep();
     os_ << '{';

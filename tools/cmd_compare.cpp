@@ -43,7 +43,45 @@ struct arm {
   std::function<Result<std::vector<ivalue>>(const std::vector<named_value>&)> run;
   std::vector<io_info> inputs;
   std::vector<double> times;
+  std::string plan;  // plan_signature: equal for two arms that run the same nodes on the same providers
 };
+
+// An attribute's value as text where it is a number, numbers or a string (what tells two optimised graphs apart:
+// `winograd`, an activation, strides); other kinds by their kind's name.
+std::string attribute_text(const attribute& a) {
+  std::string r = a.name + "=";
+  std::visit([&](const auto& v) {
+    using V = std::decay_t<decltype(v)>;
+    if constexpr (std::is_same_v<V, std::int64_t>) r += std::to_string(v);
+    else if constexpr (std::is_same_v<V, float>) r += std::to_string(v);
+    else if constexpr (std::is_same_v<V, std::string>) r += v;
+    else if constexpr (std::is_same_v<V, std::vector<std::int64_t>> || std::is_same_v<V, std::vector<float>>)
+      for (const auto x : v) r += std::to_string(x) + ",";
+    else r += to_string(a.kind());
+  }, a.value);
+  return r;
+}
+
+// What an arm runs: every graph's partitions in execution order, each as its provider and its nodes (domain, type,
+// name, attributes), and the intra-op thread runtime. Two arms with the same signature run the same kernels on the
+// same threads: a difference the rounds measure between them is the machine's, not the stacks'.
+std::string plan_signature(const partition_plan& plan, std::string_view runtime) {
+  std::string r = "runtime=" + std::string(runtime) + "\n";
+  for (const graph_plan* gp : plan.graph_plans())
+    for (const std::size_t k : gp->execution_order) {
+      const auto pr = gp->partition_provider[k];
+      r += pr < plan.providers.size() ? plan.providers[pr] : std::string("?");
+      r += ":";
+      for (const node_id n : gp->partitions[k].nodes) {
+        const node& nd = gp->g->node(n);
+        r += " " + nd.domain + "/" + nd.op_type + "/" + nd.name + "[";
+        for (const auto& a : nd.attributes) r += attribute_text(a) + ";";
+        r += "]";
+      }
+      r += "\n";
+    }
+  return r;
+}
 
 // "LABEL:PROVIDERS[:key=value,...]".
 Result<arm> parse_arm(const std::string& spec) {
@@ -206,6 +244,7 @@ int compare(const std::vector<std::string>& argv) {
       }
       auto held = std::make_shared<S>(std::move(*s));
       x.inputs = held->inputs();
+      x.plan = plan_signature(held->plan(), held->intra_op_runtime());
       x.run = [held](const std::vector<named_value>& feeds) { return held->run_values(feeds); };
     });
     if (!st) return fail(st);
@@ -288,7 +327,13 @@ int compare(const std::vector<std::string>& argv) {
     for (const auto& [k, v] : x.config) j.key(k).value(v);
     j.end_object();
     j.key("median_ms").number(quantile(x.times, 0.5)).key("p90_ms").number(quantile(x.times, 0.9));
-    j.key("max_difference").number(diffs[i]).end_object();
+    j.key("max_difference").number(diffs[i]);
+    // The first arm before this one whose plan is this one's, if any.
+    const auto same = std::find_if(arms.begin(), arms.begin() + static_cast<std::ptrdiff_t>(i), [&](const arm& o) { return o.plan == x.plan; });
+    j.key("same_plan_as");
+    if (same != arms.begin() + static_cast<std::ptrdiff_t>(i)) j.value(same->label);
+    else j.null();
+    j.end_object();
     std::fprintf(stderr, "[epstack compare] %s %-10s median %9.3f ms  p90 %9.3f ms\n", name.c_str(), x.label.c_str(),
                  quantile(x.times, 0.5), quantile(x.times, 0.9));
   }
@@ -319,12 +364,15 @@ int compare(const std::vector<std::string>& argv) {
   std::vector<double> over_faster;
   for (long long k = 0; k < rounds; ++k)
     over_faster.push_back(arms[0].times[static_cast<std::size_t>(k)] / arms[faster].times[static_cast<std::size_t>(k)]);
+  const bool same_plan = arms[0].plan == arms[faster].plan;
   j.key("first_over_faster").begin_object().key("arm").value(arms[faster].label).key("median").number(quantile(over_faster, 0.5));
-  j.key("p10").number(quantile(over_faster, 0.1)).key("p90").number(quantile(over_faster, 0.9)).end_object();
+  j.key("p10").number(quantile(over_faster, 0.1)).key("p90").number(quantile(over_faster, 0.9));
+  j.key("same_plan").boolean(same_plan).end_object();
   j.end_object();
-  std::fprintf(stderr, "[epstack compare] %s %s / the faster other arm (%s, by median): median %.4f (p10 %.4f, p90 %.4f)\n",
+  std::fprintf(stderr, "[epstack compare] %s %s / the faster other arm (%s, by median): median %.4f (p10 %.4f, p90 %.4f)%s\n",
                name.c_str(), arms[0].label.c_str(), arms[faster].label.c_str(), quantile(over_faster, 0.5),
-               quantile(over_faster, 0.1), quantile(over_faster, 0.9));
+               quantile(over_faster, 0.1), quantile(over_faster, 0.9),
+               same_plan ? "; the same plan (nodes, providers, attributes, thread runtime): the difference is the machine's" : "");
   std::cout << j.str() << std::endl;
   return 0;
 }

@@ -344,6 +344,11 @@ TEST_CASE("epstack compare runs arms side by side in one process and reports med
   CHECK(diff < 1e-4);
   CHECK(r.out.find("plain / fused: median ") != std::string::npos);
   CHECK(r.out.find("differs from") == std::string::npos);
+  // Fused and unfused products are different plans: neither arm names the other's, and the rule's comparison says so.
+  CHECK(line.find("\"same_plan_as\":null") != std::string::npos);
+  CHECK(line.find("\"same_plan_as\":\"fused\"") == std::string::npos);
+  CHECK(line.find("\"same_plan\":false") != std::string::npos);
+  CHECK(r.out.find("the difference is the machine's") == std::string::npos);
 
   // Three arms: whole cycles of their 6 orders (4 rounds become 6).
   auto three = epstack_cli("compare --model " + model.string() + " --rounds 4 --warmup 0 --gap-ms 0 --threads 1 " +
@@ -351,6 +356,17 @@ TEST_CASE("epstack compare runs arms side by side in one process and reports med
   REQUIRE_MESSAGE(three.code == 0, three.out);
   CHECK(three.out.find("4 rounds rounded up to 6 (whole cycles of 6 orders of the arms)") != std::string::npos);
   CHECK(three.out.find("\"rounds\":6") != std::string::npos);
+  // a and b are one plan (b names a); c, without fused products, is another. The faster of b and c is either.
+  CHECK(three.out.find("\"label\":\"a\",\"providers\":\"cpu\",\"config\":{},\"median_ms\"") != std::string::npos);
+  const auto b_at = three.out.find("\"label\":\"b\"");
+  const auto c_at = three.out.find("\"label\":\"c\"");
+  REQUIRE(b_at != std::string::npos);
+  REQUIRE(c_at != std::string::npos);
+  CHECK(three.out.find("\"same_plan_as\":\"a\"", b_at) < c_at);
+  CHECK(three.out.find("\"same_plan_as\":null", c_at) != std::string::npos);
+  const bool b_faster = three.out.find("\"first_over_faster\":{\"arm\":\"b\"") != std::string::npos;
+  CHECK(three.out.find(b_faster ? "\"same_plan\":true" : "\"same_plan\":false") != std::string::npos);
+  CHECK((three.out.find("the difference is the machine's") != std::string::npos) == b_faster);
   auto empty = epstack_cli("compare --model " + model.string() + " --arm a::k=v --arm b:cpu");
   CHECK(empty.code == 2);
   CHECK(empty.out.find("no PROVIDERS between the colons") != std::string::npos);
