@@ -181,6 +181,45 @@ TEST_CASE("NCHWc: dense convolutions on narrow images, padded columns and rows g
   }
 }
 
+// Stride-2 convolutions whose rows reach into the padding only at their first pixel (a 3x3 with one column of
+// padding over an even width, a 5x5 with two, a dilated 3x3 with two) read X as it is, no padded copy: each row's first
+// tile reads zeros for that pixel's taps left of the row. Rows of 4, 6, 7, 14 and 16 outputs (first tiles of 4 and of
+// a whole 24 / NB), 1 to 4 output blocks and two sets of 4, Relu and a residual in the epilogue, against NCHW at 1, 2
+// and 3 threads; an odd width (its last pixel in the padding too) keeps the copy.
+TEST_CASE("NCHWc: stride-2 rows padded at their first pixel only read X without a padded copy") {
+  for (const std::int64_t width : {8, 12, 14, 28, 32, 13}) {
+    CAPTURE(width);
+    graph g("left");
+    g.add_input("x", type_info::tensor_of(element_type::float32, shape::of(std::vector<std::int64_t>{1, 32, 6, width})));
+    conv_builder b{g, static_cast<std::uint64_t>(700 + width), 0.2f};
+    const auto w = [&](std::string name, std::initializer_list<std::int64_t> d) { return b.weight(std::move(name), d); };
+    const auto s2 = [](std::vector<std::int64_t> pads, std::int64_t dil) {
+      return attrs({ints("strides", {2, 2}), ints("pads", std::move(pads)), ints("dilations", {dil, dil})});
+    };
+    std::vector<std::string> outs;
+    for (const std::int64_t m : {16, 32, 48, 64, 128}) {
+      const std::string k = std::to_string(m);
+      b.conv("c3_" + k, {"x", w("w3_" + k, {m, 32, 3, 3}), w("b3_" + k, {m})}, "y3_" + k + "r", s2({1, 1, 1, 1}, 1));
+      g.add_node(test::op("relu" + k, "Relu"), {"y3_" + k + "r"}, {"y3_" + k});
+      outs.push_back("y3_" + k);
+    }
+    b.conv("c5", {"x", w("w5", {48, 32, 5, 5})}, "y5", s2({2, 2, 2, 2}, 1));
+    b.conv("cd", {"x", w("wd", {32, 32, 3, 3}), w("bd", {32})}, "yd", s2({2, 2, 2, 2}, 2));
+    // Padding on the left only (the right edge needs none at an even width).
+    b.conv("cl", {"x", w("wl", {64, 32, 3, 3})}, "yl", s2({1, 1, 0, 0}, 1));
+    // A residual over the 64-channel output, added in the epilogue.
+    b.conv("cs", {"x", w("ws", {64, 32, 3, 3})}, "ys0", s2({1, 1, 1, 1}, 1));
+    g.add_node(test::op("res", "Add"), {"ys0", "y3_64"}, {"ys"});
+    for (const char* o : {"y5", "yd", "yl", "ys"}) outs.emplace_back(o);
+    for (const auto& o : outs) g.add_output(o);
+    model m;
+    m.opsets = {{"", 13}};
+    m.graph = std::move(g);
+    const std::vector<named_tensor> in{{"x", zoo::random_tensor({1, 32, 6, width}, 800 + static_cast<std::uint64_t>(width), 1.0f)}};
+    for (int threads : {1, 2, 3}) check_blocked_matches_plain(m, in, threads, 9);
+  }
+}
+
 // 1x1 convolutions at strides above 1 (ResNet's downsampling layers) run over a copy of the pixels they read, side by
 // side, as one flat row: odd and even sizes, strides 2x2, 3x3 and 2x1, a padded end (inside the copy's reach), two sets
 // of output blocks (each thread its own copy at 1 and 2 threads) and one (a copy shared by the threads), a residual
