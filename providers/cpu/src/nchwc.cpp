@@ -734,7 +734,10 @@ Status nchwc_conv_compute(const nchwc_conv_plan& p, compute_context& ctx) {
                                   std::int64_t c1, std::int64_t row_count, std::int64_t row_pixels) -> filter_prefetch* {
       std::int64_t ngrp = grp, nc0 = c1;
       if (c1 == channels) {
-        ngrp = i + 1 < i1 ? decode(i + 1).grp : -1;
+        // The item this thread most likely takes next: the pool hands each thread a contiguous share of the items
+        // in chunks (i1 ends the chunk, often one item long, not the share).
+        const std::size_t share = (items + static_cast<std::size_t>(threads) - 1) / static_cast<std::size_t>(threads);
+        ngrp = i + 1 < i1 || (i + 1 < items && (i + 1) % share != 0) ? decode(i + 1).grp : -1;
         nc0 = 0;
       }
       if (ngrp < 0 || (ngrp == grp && nc0 == c0)) return nullptr;
