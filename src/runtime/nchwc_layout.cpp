@@ -14,6 +14,7 @@
 #include <epstack/core/weight_memory.hpp>
 #include <epstack/detail/winograd_f23.hpp>
 #include <epstack/ir/node_facts.hpp>
+#include <epstack/provider/cost_model.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -42,7 +43,13 @@ constexpr std::int64_t blk = 16;
 // scratch, the two were even on Zen 5 and the direct kernel was kept there (12 MB less peak memory, 5% shorter
 // create). On Zen 4 (splitting 512-bit instructions in two) F(2x2) won at 7x7 then too: 32.6-32.7 against 33.5-33.7.
 // An output of fewer than 16 tiles of 2x2 (6x6: 9, 7x6: 12) runs direct.
+// On Intel's cores (machine_class::avx512_intel) an output of exactly 16 (7x7, 8x8) runs direct too: at 7x7 F(2x2) is
+// bound by its 16 MiB of filters (each read for 16 tiles only; 15 GB/s a layer on a 2-vCPU Xeon VM whose memory
+// gives a core 11-14), while the direct kernel, since its threads fetch their next set's filters during the current
+// one, takes its 9 MiB at a compute-bound pace: ResNet-50's layer4.1 and 4.2 conv2 1.144 and 1.097 ms as F(2x2),
+// 1.006 and 1.014 direct, layer4 7.04 -> 6.75 ms (eight interleaved profiled runs of 40).
 constexpr std::int64_t winograd_min_tiles = 16;
+constexpr std::int64_t winograd_min_tiles_intel = 17;
 constexpr std::int64_t winograd4_min_tiles = 49;
 
 // W's floats where they lie, aligned or not (a tensor in a mapped file may start at any byte): read through memcpy,
@@ -292,7 +299,7 @@ struct layout_pass {
       const auto tiles = [&](std::int64_t tm) { return ((od[2].value + tm - 1) / tm) * ((od[3].value + tm - 1) / tm); };
       if ((act.empty() || act == "Relu" || act == "Clip" || act == "LeakyRelu") && od[2].is_known() && od[3].is_known()) {
         if (tiles(4) >= winograd4_min_tiles) wino = 4;
-        else if (tiles(2) >= winograd_min_tiles)
+        else if (tiles(2) >= (this_machine_class() == machine_class::avx512_intel ? winograd_min_tiles_intel : winograd_min_tiles))
           wino = 2;
       }
     }
