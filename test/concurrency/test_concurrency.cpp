@@ -121,6 +121,40 @@ TEST_CASE("the thread pool gives each thread its own share of a loop first, the 
   }
 }
 
+// thread_pool::share_of names the share a thread takes in order: shares cover [0, n) in order, one per thread up to
+// the chunk count, and each begins where a chunk of a real parallel_for begins (odd counts split at the chunks, not
+// at n / threads: 13 items on 2 threads, chunks of 1, split at 6).
+TEST_CASE("thread_pool::share_of gives the shares of parallel_for's chunks") {
+  for (const std::size_t threads : {1, 2, 3, 5}) {
+    thread_pool pool(static_cast<int>(threads));
+    for (const auto& [n, grain] : {std::pair<std::size_t, std::size_t>{13, 1}, {9, 1}, {8, 1}, {100, 7}, {5, 10}, {1000, 1}, {3, 1}}) {
+      CAPTURE(threads);
+      CAPTURE(n);
+      CAPTURE(grain);
+      std::mutex mu;
+      std::set<std::size_t> starts;
+      pool.parallel_for(n, grain, [&](std::size_t b, std::size_t) {
+        std::lock_guard lock(mu);
+        starts.insert(b);
+      });
+      std::size_t at = 0, shares = 0;
+      while (at < n) {
+        const auto [b, e] = thread_pool::share_of(n, grain, threads, at);
+        CHECK(b == at);
+        CHECK(e > b);
+        CHECK(starts.count(b) == 1);
+        for (std::size_t i = b; i < e; ++i) CHECK(thread_pool::share_of(n, grain, threads, i) == std::pair{b, e});
+        at = e;
+        ++shares;
+      }
+      CHECK(at == n);
+      CHECK(shares == std::min<std::size_t>({threads, (n + grain - 1) / grain, 16}));
+    }
+  }
+  CHECK(thread_pool::share_of(13, 1, 2, 5) == std::pair<std::size_t, std::size_t>{0, 6});
+  CHECK(thread_pool::share_of(13, 1, 2, 6) == std::pair<std::size_t, std::size_t>{6, 13});
+}
+
 namespace {
 // A thread runtime of the test's own, as a provider's library would give one: `threads` threads run fn, the caller
 // among them; it counts its regions and the most threads it was asked for.

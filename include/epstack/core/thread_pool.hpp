@@ -20,6 +20,7 @@
 #include <mutex>
 #include <type_traits>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace epstack {
@@ -199,6 +200,24 @@ class thread_pool {
          j.done.load(std::memory_order_acquire) < j.chunks || j.active.load(std::memory_order_acquire) != 0; ++spin)
       if (spin < 4096) cpu_relax();
       else std::this_thread::yield();
+  }
+
+  /// @brief The share of `parallel_for(n, grain, f)` on a pool of `threads` that holds item `i`: items [first,
+  /// second), which one thread takes in order (unless another, done with its own, takes from its end). A kernel that
+  /// prepares the next item's data while it computes one asks where its thread's share ends. The whole range when the
+  /// loop runs as one call.
+  [[nodiscard]] static std::pair<std::size_t, std::size_t> share_of(std::size_t n, std::size_t grain, std::size_t threads,
+                                                                    std::size_t i) noexcept {
+    grain = std::max<std::size_t>(grain, 1);
+    const std::size_t max_chunks = (n + grain - 1) / grain;
+    if (threads <= 1 || max_chunks <= 1) return {0, n};
+    const std::size_t chunks = std::min<std::size_t>(max_chunks, threads * 4);
+    const std::size_t owners = std::min<std::size_t>({chunks, threads, max_owners});
+    for (std::size_t s = 0; s < owners; ++s) {
+      const std::size_t end = n * (chunks * (s + 1) / owners) / chunks;
+      if (i < end) return {n * (chunks * s / owners) / chunks, end};
+    }
+    return {0, n};
   }
 
   /// @brief The chunk size that gives each thread about `per_thread` chunks of a range of `n` items.

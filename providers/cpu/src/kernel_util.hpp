@@ -143,15 +143,24 @@ void parallel_elements(const compute_context& ctx, std::size_t n, F&& f) {
   }
   ctx.parallel_for(n, std::max<std::size_t>(grain, n / static_cast<std::size_t>(ctx.thread_count() * 4)), f);
 }
+/// Items per chunk of parallel_items for items that each cost about `cost` element operations.
+inline std::size_t items_grain(std::size_t cost) { return std::max<std::size_t>(1, 16384 / std::max<std::size_t>(cost, 1)); }
 /// Work over n items that each cost about `cost` element operations.
 template <class F>
 void parallel_items(const compute_context& ctx, std::size_t n, std::size_t cost, F&& f) {
-  const std::size_t per = std::max<std::size_t>(1, 16384 / std::max<std::size_t>(cost, 1));
+  const std::size_t per = items_grain(cost);
   if (n <= per || ctx.thread_count() == 1) {
     f(std::size_t{0}, n);
     return;
   }
   ctx.parallel_for(n, per, f);
+}
+/// Where the share of parallel_items(ctx, n, cost, ...) that holds item i ends (thread_pool::share_of): the items its
+/// thread takes after i, in order.
+inline std::size_t items_share_end(const compute_context& ctx, std::size_t n, std::size_t cost, std::size_t i) {
+  const std::size_t per = items_grain(cost);
+  if (n <= per || ctx.thread_count() == 1) return n;
+  return thread_pool::share_of(n, per, static_cast<std::size_t>(ctx.thread_count()), i).second;
 }
 
 /// The random numbers of a kernel (Dropout in training, RandomUniform...): seeded by the node's `seed` attribute
