@@ -250,8 +250,11 @@ void dense_tile_interior(const conv_view& v, const conv_epilogue& ep, std::int64
       if (ih < 0 || ih >= IH) continue;
       for (std::int64_t kw = 0; kw < KW; ++kw) {
         const bool pad0 = LEFT && kw * g.w.d < g.w.pb;  // the first pixel's tap lies left of the row
-        const float* xk = v.x + c0 * x_per_c + (ih * IW + ow0 * S - g.w.pb + kw * g.w.d) * xcol;
-        const float* x0 = pad0 ? zero_block : xk;  // the first pixel's (xk itself unless LEFT)
+        // xk: pixel o0's input, the tile's first pixel inside the row (LEFT: the second); x0 the first pixel's, or
+        // zeros (LEFT only: otherwise unused).
+        constexpr int o0 = LEFT ? 1 : 0;
+        const float* xk = v.x + c0 * x_per_c + (ih * IW + (ow0 + o0) * S - g.w.pb + kw * g.w.d) * xcol;
+        const float* x0 = pad0 ? zero_block : xk - o0 * S * xcol;
         const std::int64_t x0_step = pad0 ? 0 : x_per_c;
         const float* wp = v.wt + ob0 * per_ob + c0 * per_c + (kh * KW + kw) * tap;
         for (std::int64_t c = c0; c < c1; ++c) {
@@ -263,7 +266,7 @@ void dense_tile_interior(const conv_view& v, const conv_epilogue& ep, std::int64
             for (int b = 0; b < NB; ++b) wv[b] = load(wp + b * per_ob + bi * blk);
 #pragma GCC unroll 24
             for (int o = 0; o < NO; ++o) {
-              const v16 xs = splat(LEFT && o == 0 ? x0[bi] : xk[o * S * xcol + bi]);
+              const v16 xs = splat(LEFT && o == 0 ? x0[bi] : xk[(o - o0) * S * xcol + bi]);
 #pragma GCC unroll 4
               for (int b = 0; b < NB; ++b) acc[b][o] += wv[b] * xs;
             }
@@ -736,8 +739,7 @@ Status nchwc_conv_compute(const nchwc_conv_plan& p, compute_context& ctx) {
       if (c1 == channels) {
         // The item this thread most likely takes next: the pool hands each thread a contiguous share of the items
         // in chunks (i1 ends the chunk, often one item long, not the share).
-        const std::size_t share = (items + static_cast<std::size_t>(threads) - 1) / static_cast<std::size_t>(threads);
-        ngrp = i + 1 < i1 || (i + 1 < items && (i + 1) % share != 0) ? decode(i + 1).grp : -1;
+        ngrp = i + 1 < i1 || i + 1 < items_share_end(ctx, items, cost, i) ? decode(i + 1).grp : -1;
         nc0 = 0;
       }
       if (ngrp < 0 || (ngrp == grp && nc0 == c0)) return nullptr;
