@@ -47,26 +47,40 @@ struct arm {
 };
 
 // An attribute's value as text where it is a number, numbers or a string (what tells two optimised graphs apart:
-// `winograd`, an activation, strides); other kinds by their kind's name.
+// `winograd`, an activation, strides): floats exactly (hexadecimal), a long string (an EP context's embedded binary)
+// by its size and hash; other kinds by their kind's name.
 std::string attribute_text(const attribute& a) {
   std::string r = a.name + "=";
+  const auto real = [&](float x) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%a,", static_cast<double>(x));
+    r += buf;
+  };
   std::visit([&](const auto& v) {
     using V = std::decay_t<decltype(v)>;
     if constexpr (std::is_same_v<V, std::int64_t>) r += std::to_string(v);
-    else if constexpr (std::is_same_v<V, float>) r += std::to_string(v);
-    else if constexpr (std::is_same_v<V, std::string>) r += v;
-    else if constexpr (std::is_same_v<V, std::vector<std::int64_t>> || std::is_same_v<V, std::vector<float>>)
+    else if constexpr (std::is_same_v<V, float>) real(v);
+    else if constexpr (std::is_same_v<V, std::string>)
+      r += v.size() <= 64 ? v : std::to_string(v.size()) + " bytes #" + std::to_string(std::hash<std::string>{}(v));
+    else if constexpr (std::is_same_v<V, std::vector<std::int64_t>>)
       for (const auto x : v) r += std::to_string(x) + ",";
+    else if constexpr (std::is_same_v<V, std::vector<float>>)
+      for (const auto x : v) real(x);
     else r += to_string(a.kind());
   }, a.value);
   return r;
 }
 
-// What an arm runs: every graph's partitions in execution order, each as its provider and its nodes (domain, type,
-// name, attributes), and the intra-op thread runtime. Two arms with the same signature run the same kernels on the
-// same threads: a difference the rounds measure between them is the machine's, not the stacks'.
-std::string plan_signature(const partition_plan& plan, std::string_view runtime) {
+// What an arm runs: its own config entries, every graph's partitions in execution order, each as its provider and
+// its nodes (domain, type, name, inputs, outputs, attributes), and the intra-op thread runtime. Two arms with the same
+// signature run the same kernels on the same threads with the same options: a difference the rounds measure between
+// them is the machine's, not the stacks'.
+std::string plan_signature(const partition_plan& plan, std::string_view runtime,
+                           const std::vector<std::pair<std::string, std::string>>& config) {
   std::string r = "runtime=" + std::string(runtime) + "\n";
+  auto sorted = config;
+  std::sort(sorted.begin(), sorted.end());
+  for (const auto& [k, v] : sorted) r += "config " + k + "=" + v + "\n";
   for (const graph_plan* gp : plan.graph_plans())
     for (const std::size_t k : gp->execution_order) {
       const auto pr = gp->partition_provider[k];
@@ -74,7 +88,11 @@ std::string plan_signature(const partition_plan& plan, std::string_view runtime)
       r += ":";
       for (const node_id n : gp->partitions[k].nodes) {
         const node& nd = gp->g->node(n);
-        r += " " + nd.domain + "/" + nd.op_type + "/" + nd.name + "[";
+        r += " " + nd.domain + "/" + nd.op_type + "/" + nd.name + "(";
+        for (const value_id v : nd.inputs) r += (v == no_id ? std::string() : gp->g->value(v).name) + ",";
+        r += ")->(";
+        for (const value_id v : nd.outputs) r += (v == no_id ? std::string() : gp->g->value(v).name) + ",";
+        r += ")[";
         for (const auto& a : nd.attributes) r += attribute_text(a) + ";";
         r += "]";
       }
@@ -244,7 +262,7 @@ int compare(const std::vector<std::string>& argv) {
       }
       auto held = std::make_shared<S>(std::move(*s));
       x.inputs = held->inputs();
-      x.plan = plan_signature(held->plan(), held->intra_op_runtime());
+      x.plan = plan_signature(held->plan(), held->intra_op_runtime(), x.config);
       x.run = [held](const std::vector<named_value>& feeds) { return held->run_values(feeds); };
     });
     if (!st) return fail(st);

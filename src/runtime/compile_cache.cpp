@@ -8,6 +8,7 @@
 #include <epstack/ep_context/attributes.hpp>
 #include <epstack/onnx/onnx_io.hpp>
 #include <epstack/provider/context_binary.hpp>
+#include <epstack/provider/cost_model.hpp>
 
 #include "../core/atomic_file.hpp"
 
@@ -178,6 +179,9 @@ std::string key_with(std::string_view content, const std::vector<provider_bindin
     h.text(cat("provider ", p.type_key, " ", p.identity));
     if (p.context) h.text(cat("sdk ", p.context->sdk_version, " hardware ", p.context->hardware));
   }
+  // The machine class the plan was made for: placement's estimates and the blocked layout's choice of Winograd or
+  // direct kernels depend on it (cost_model.hpp), so another class, or a pinned one, compiles its own entry.
+  h.text(cat("machine ", to_string(this_machine_class())));
   h.text(cat("level ", std::to_string(static_cast<int>(options.optimization_level()))));
   for (const auto& [k, v] : options.free_dimension_overrides()) h.text(cat("dim ", k, "=", std::to_string(v)));
   for (const auto& [k, v] : options.config_entries())

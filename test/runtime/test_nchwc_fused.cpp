@@ -249,9 +249,11 @@ TEST_CASE("NCHWc: Winograd 3x3 convolutions on the blocked layout compute what N
     CHECK(algorithm.at("w2") == (sc.act == "Sigmoid" ? 4 : expected(this_machine_class())));  // Sigmoid was fused into w1 only
     for (const machine_class cls : {machine_class::avx512_full, machine_class::avx512_split, machine_class::avx512_intel}) {
       CAPTURE(to_string(cls));
+      struct unpin {
+        ~unpin() { set_machine_class(std::nullopt); }  // also when make() fails a REQUIRE
+      } guard;
       set_machine_class(cls);
       auto other = make(m, "nchwc");
-      set_machine_class(std::nullopt);
       for (node_id n = 0; n < other.get_model().graph.node_count(); ++n) {
         const auto& nd = other.get_model().graph.node(n);
         if (nd.name == "w1") CHECK(attr_i(nd, "winograd", 0) == expected(cls));
