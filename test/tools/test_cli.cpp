@@ -367,6 +367,12 @@ TEST_CASE("epstack compare runs arms side by side in one process and reports med
   const bool b_faster = three.out.find("\"first_over_faster\":{\"arm\":\"b\"") != std::string::npos;
   CHECK(three.out.find(b_faster ? "\"same_plan\":true" : "\"same_plan\":false") != std::string::npos);
   CHECK((three.out.find("the difference is the machine's") != std::string::npos) == b_faster);
+  // An arm that differs only in a session option its plan does not show is not the same plan.
+  auto spin = epstack_cli("compare --model " + model.string() + " --rounds 2 --warmup 0 --threads 1 " +
+                          "--arm a:cpu --arm s:cpu:session.intra_op.allow_spinning=0");
+  REQUIRE_MESSAGE(spin.code == 0, spin.out);
+  CHECK(spin.out.find("\"same_plan_as\":\"a\"") == std::string::npos);
+  CHECK(spin.out.find("\"same_plan\":false") != std::string::npos);
   auto empty = epstack_cli("compare --model " + model.string() + " --arm a::k=v --arm b:cpu");
   CHECK(empty.code == 2);
   CHECK(empty.out.find("no PROVIDERS between the colons") != std::string::npos);
