@@ -159,14 +159,13 @@ class thread_pool {
       f(std::size_t{0}, n);
       return;
     }
-    // A few chunks per thread balance uneven work without much overhead.
-    const std::size_t chunks = std::min<std::size_t>(max_chunks, static_cast<std::size_t>(size_) * 4);
+    const auto [chunks, owners] = split(max_chunks, static_cast<std::size_t>(size_));
     job j;
     j.n = n;
     j.chunks = chunks;
     j.ctx = const_cast<void*>(static_cast<const void*>(&f));
     j.call = [](void* ctx, std::size_t b, std::size_t e) { (*static_cast<std::remove_reference_t<F>*>(ctx))(b, e); };
-    j.owners = static_cast<unsigned>(std::min<std::size_t>({chunks, static_cast<std::size_t>(size_), max_owners}));
+    j.owners = static_cast<unsigned>(owners);
     j.flush_denormals = flush_denormals_;
     if (runtime_) {
       // The runtime's threads take chunks as the pool's workers would (their shares by their numbers in the region,
@@ -211,11 +210,10 @@ class thread_pool {
     grain = std::max<std::size_t>(grain, 1);
     const std::size_t max_chunks = (n + grain - 1) / grain;
     if (threads <= 1 || max_chunks <= 1) return {0, n};
-    const std::size_t chunks = std::min<std::size_t>(max_chunks, threads * 4);
-    const std::size_t owners = std::min<std::size_t>({chunks, threads, max_owners});
+    const auto [chunks, owners] = split(max_chunks, threads);
     for (std::size_t s = 0; s < owners; ++s) {
-      const std::size_t end = n * (chunks * (s + 1) / owners) / chunks;
-      if (i < end) return {n * (chunks * s / owners) / chunks, end};
+      const std::size_t end = n * share_chunks(chunks, owners, s + 1) / chunks;
+      if (i < end) return {n * share_chunks(chunks, owners, s) / chunks, end};
     }
     return {0, n};
   }
@@ -228,6 +226,19 @@ class thread_pool {
  private:
   // Shares of a loop's chunks: one per thread up to this many (threads beyond take from the others' shares).
   static constexpr std::size_t max_owners = 16;
+  // A loop of up to `max_chunks` chunks on `threads` threads: its chunks (a few per thread balance uneven work
+  // without much overhead) and their shares (parallel_for and share_of alike).
+  struct split_t {
+    std::size_t chunks, owners;
+  };
+  [[nodiscard]] static split_t split(std::size_t max_chunks, std::size_t threads) noexcept {
+    const std::size_t chunks = std::min<std::size_t>(max_chunks, threads * 4);
+    return {chunks, std::min<std::size_t>({chunks, threads, max_owners})};
+  }
+  // The first chunk of share s of `owners` (s = owners: the end).
+  [[nodiscard]] static std::size_t share_chunks(std::size_t chunks, std::size_t owners, std::size_t s) noexcept {
+    return chunks * s / owners;
+  }
   struct alignas(64) share_counter {
     std::atomic<std::size_t> next{0};
   };
@@ -277,7 +288,7 @@ class thread_pool {
     const flush_denormals_scope fp(j.flush_denormals);
     for (unsigned k = 0; k < j.owners; ++k) {
       const unsigned s = (slot + k) % j.owners;
-      const std::size_t first = j.chunks * s / j.owners, count = j.chunks * (s + 1) / j.owners - first;
+      const std::size_t first = share_chunks(j.chunks, j.owners, s), count = share_chunks(j.chunks, j.owners, s + 1) - first;
       for (;;) {
         const std::size_t i = j.taken[s].next.fetch_add(1, std::memory_order_relaxed);
         if (i >= count) break;
