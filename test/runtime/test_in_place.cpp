@@ -297,16 +297,64 @@ TEST_CASE("NCHWc: a convolution writes Y over its residual when nothing reads th
     CHECK(blocked_in_place(residual_block(32, 1, "r", false), threads) == 2);  // two runs, one each
     CHECK(blocked_in_place(residual_block(48, 3, "r", false), threads) == 2);  // a 3x3 one, 3 output blocks
     CHECK(blocked_in_place(residual_block(48, 3, "r", false), threads, true) == 2);  // the same as Winograd
+    // 3x3 filters of 480 input channels: 30 blocks x 36 KiB per set of output blocks, more than 1 MiB, two passes:
+    // the first starts from the residual in Y, the second loads back what the first stored and adds no residual.
+    CHECK(blocked_in_place(residual_block(480, 3, "r", false), threads) == 2);
   }
 }
 
-TEST_CASE("NCHWc: a residual read later, the convolution's own input, or filters in several passes are not overwritten") {
+TEST_CASE("NCHWc: a residual read later or the convolution's own input is not overwritten") {
   for (int threads : {1, 3}) {
     CHECK(blocked_in_place(residual_block(32, 1, "r", true), threads) == 0);   // Add(y, r) reads r after the block
     CHECK(blocked_in_place(residual_block(32, 1, "t", false), threads) == 0);  // Conv(t) + t: X is the Sum
     CHECK(blocked_in_place(residual_block(32, 3, "t", false), threads, true) == 0);  // the same, Winograd
-    // 3x3 filters of 480 input channels: 30 blocks x 36 KiB per set of output blocks, more than 1 MiB, two passes
-    // (the first stores partial sums in Y, which would be the residual).
-    CHECK(blocked_in_place(residual_block(480, 3, "r", false), threads) == 0);
+  }
+}
+
+// A 1x1 convolution over 1040 channels (65 blocks) at 7x7 takes them 128 at a time (8 blocks a pass, 9 passes, the
+// last of one block), with a residual: in place (the residual is the blocked copy of an input, read by nothing else)
+// the first pass starts from the residual; not in place (an output reads the residual too) the last pass adds it.
+TEST_CASE("NCHWc: a 1x1 convolution over 1024 channels or more in passes of 128, with its residual in place or not") {
+  for (bool also_later : {false, true}) {
+    CAPTURE(also_later);
+    graph g("passes_1x1");
+    const auto f32 = [](std::vector<std::int64_t> d) { return type_info::tensor_of(element_type::float32, shape::of(d)); };
+    g.add_input("x", f32({1, 1040, 7, 7}));
+    g.add_input("r", f32({1, 64, 7, 7}));
+    g.add_initializer("w", zoo::random_tensor({64, 1040, 1, 1}, 31, 0.05f));
+    g.add_initializer("b", zoo::random_tensor({64}, 32, 0.5f));
+    g.add_node(op("c", "Conv"), {"x", "w", "b"}, {"u"});
+    g.add_node(op("add", "Add"), {"u", "r"}, {"v"});
+    g.add_node(op("relu", "Relu"), {"v"}, {"y"});
+    g.add_output("y");
+    if (also_later) {
+      g.add_node(op("again", "Add"), {"y", "r"}, {"z"});
+      g.add_output("z");
+    }
+    model m;
+    m.opsets = {{"", 13}};
+    m.graph = std::move(g);
+    const std::vector<named_tensor> in{{"x", zoo::random_tensor({1, 1040, 7, 7}, 33, 1.0f)},
+                                       {"r", zoo::random_tensor({1, 64, 7, 7}, 34, 2.0f)}};
+    for (int threads : {1, 2, 3}) {
+      CAPTURE(threads);
+      session_options so;
+      so.set_intra_op_threads(threads);
+      so.set_config(config_keys::cpu_layout, "nchwc");
+      auto blocked = cpu_session::create(m, so);
+      so.set_config(config_keys::cpu_layout, "nchw");
+      auto plain = cpu_session::create(m, so);
+      REQUIRE_MESSAGE(blocked.has_value(), blocked.status().to_string());
+      REQUIRE_MESSAGE(plain.has_value(), plain.status().to_string());
+      for (int run = 0; run < 2; ++run) {
+        auto a = blocked->run(in);
+        auto b = plain->run(in);
+        REQUIRE_MESSAGE(a.has_value(), a.status().to_string());
+        REQUIRE_MESSAGE(b.has_value(), b.status().to_string());
+        REQUIRE(a->size() == b->size());
+        for (std::size_t i = 0; i < a->size(); ++i) EPSTACK_CHECK_CLOSE((*a)[i], (*b)[i], 1e-4, 1e-4);
+      }
+      CHECK(blocked->memory().in_place_outputs == (also_later ? 0u : 2u));
+    }
   }
 }

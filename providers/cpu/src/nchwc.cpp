@@ -94,10 +94,9 @@ Result<conv_call> nchwc_conv_setup(const nchwc_conv_plan& p, compute_context& ct
   // MayInplace(3, 0)): each tile reads its Sum pixels and writes its Y pixels at the same addresses, one stream of
   // memory instead of two, and Y is written to lines the Sum left in cache (ResNet-50's layer1 residual layers on one
   // thread 1.17-1.23 -> 1.08-1.10 ms). For Winograd convolutions (the output transform adds each pixel's Sum as it
-  // stores it) and dense direct ones whose filters take one pass over the input channels (nchwc_conv_compute): a
-  // second pass would load back partial sums stored over the residual.
-  const bool in_place = ep.sum != nullptr && (p.winograd != 0 || (g.kind == conv_kind::dense &&
-                                                                 filter_passes(g.CB, 4 * KH * KW * blk * blk * 4) == 1));
+  // stores it) and dense direct ones. A dense one of several passes over its input channels starts its accumulators
+  // from the Sum in Y and adds none at the end (nchwc_conv_compute): the passes load back what the one before stored.
+  const bool in_place = ep.sum != nullptr && (p.winograd != 0 || g.kind == conv_kind::dense);
   tensor& y = in_place ? ctx.allocate_output_over_input(0, 3, element_type::float32, out_sizes)
                        : ctx.allocate_output(0, element_type::float32, out_sizes);
   c.empty = y.element_count() == 0;
@@ -658,10 +657,20 @@ Status nchwc_conv_compute(const nchwc_conv_plan& p, compute_context& ctx) {
   // loads them back: with passes of 64 KiB of filters (one input block of a 3x3 layer), ResNet-50's 3x3 64-channel
   // layer at 56x56 took 508 us, 465 with all 4 blocks in one (ONNX Runtime 450-480); the 128- and 256-channel ones and
   // 1x1 layers of 512-2048 channels gained 2-6%.
+  // Except a 1x1 layer over 1024 channels or more whose work items are at most 64 pixels: 128 channels a pass (32 KiB
+  // of filters for 4 output blocks, an L1 cache, for every tile of the item's pixels). ResNet-50's 2048-to-512 layers
+  // at 7x7 took 0.378-0.417 ms in one pass, 0.325-0.358 in passes of 128 (4 alternated profiled runs, three times;
+  // 64 a pass was slower, 256 level with 128), its 1024-to-2048 downsampling layer (49 pixels after its copy) 0.04 ms
+  // less. The 1024-to-256 layers at 14x14 (196 pixels an item) were level, MobileNetV2's projections from 576 and 960
+  // channels 5-15% slower.
   const std::int64_t channels = first_layer ? g.C : g.CB;
-  const std::int64_t per_channel_bytes = 4 * g.h.k * g.w.k * (first_layer ? blk : blk * blk) * 4;
-  const std::int64_t passes = filter_passes(channels, per_channel_bytes);
+  std::int64_t passes = filter_passes(channels, 4 * g.h.k * g.w.k * (first_layer ? blk : blk * blk) * 4);
+  if (!first_layer && g.h.k == 1 && g.w.k == 1 && channels * blk >= 1024 && flat.h.out == 1 && seg_len <= 64)
+    passes = std::max<std::int64_t>(passes, (channels * blk + 127) / 128);
   const std::int64_t chunk = (channels + passes - 1) / passes;
+  // Y in place over the Sum and more than one pass: the first pass starts from the Sum (Y's values) rather than zero,
+  // the last adds none.
+  const bool sum_first = ep.sum != nullptr && ep.sum == py && passes > 1;
   // Rows per work item: each pass over a chunk of input channels covers all the item's rows, so that the chunk's
   // filters are read once for them (a row per item re-read each set's filters for every row: 1.2 MB for ResNet-50's
   // 512-channel 3x3 layer, from L3 seven times), while there are still 4 items per thread and the rows' partial sums
@@ -679,7 +688,7 @@ Status nchwc_conv_compute(const nchwc_conv_plan& p, compute_context& ctx) {
   const std::int64_t row_sets = (OH + rows - 1) / rows;
   const auto items = static_cast<std::size_t>(g.N * groups * row_sets * seg);
   const std::size_t cost = static_cast<std::size_t>(rows * seg_len * 64 * g.C * g.h.k * g.w.k);
-  // The order of the items, which the threads take in contiguous shares: a 1x1 convolution whose filters are at most
+  // The order of the items, which the threads take in contiguous shares: a convolution whose filters are at most
   // 1.5 times its input goes pixels first (each thread reads its part of X once and keeps it in cache for every set
   // of output blocks, and writes all channels of its pixels, which the next 1x1 or depthwise layer reads where it was
   // written); others go output blocks first (a thread reads only its sets' filters). With the bound at 1 (filters
@@ -688,7 +697,10 @@ Status nchwc_conv_compute(const nchwc_conv_plan& p, compute_context& ctx) {
   // 14x14, filters 1.3 times X) read the block's residual that way, and the expansion that then adds its output over
   // that residual ran 0.2-0.3 ms faster in all, the reductions 0.1 slower. 8 interleaved rounds each: in a slow phase
   // of this VM ResNet-50 -1.4% and MobileNetV2 -1.2%, in a fast one ResNet-50 level (twice).
-  const bool pixel_major = g.h.k == 1 && g.w.k == 1 && 2 * g.M * channels * (first_layer ? 1 : blk) <= 3 * in_image;
+  // Not only 1x1 layers: ResNet-50's 128-channel 3x3 stride-2 layer (filters 0.6 MB, X 1.6 MB, written pixels first
+  // by the 1x1 layer before it) read half of X from the other core's cache, 0.76-0.83 ms; pixels first 0.66-0.74 (4
+  // alternated profiled runs, twice).
+  const bool pixel_major = 2 * g.M * channels * (first_layer ? 1 : blk) * g.h.k * g.w.k <= 3 * in_image;
   const std::uint64_t token = private_copy ? new_call_token() : 0;
   std::atomic<bool> no_memory{false};
   parallel_items(ctx, items, cost, [&](std::size_t i0, std::size_t i1) {
@@ -766,13 +778,14 @@ Status nchwc_conv_compute(const nchwc_conv_plan& p, compute_context& ctx) {
       const int nb = blocks_of(grp);
       const std::int64_t s0 = it.s * seg_len, s1 = std::min(OW, s0 + seg_len);
       if (s0 >= s1) continue;
-      conv_view v{&flat, pxl + n * x_image, c.w, py + n * out_image, ep.sum ? ep.sum + n * out_image : nullptr, 0, blk, p.y_half};
+      conv_view v{&flat, pxl + n * x_image, c.w, py + n * out_image, ep.sum && !sum_first ? ep.sum + n * out_image : nullptr, 0, blk, p.y_half};
       for (std::int64_t c0 = 0; c0 < channels; c0 += chunk) {
         const std::int64_t c1 = std::min(channels, c0 + chunk);
+        const bool from_zero = c0 == 0 && !sum_first;
         v.pf = first_layer ? nullptr : next_filters(pf, i, i1, grp, nb, c0, c1, oh1 - oh0, s1 - s0);
         for (std::int64_t oh = oh0; oh < oh1; ++oh) {
-          if (first_layer) dense_segment<true>(nb, v, ep, ob0, oh, s0, s1, c0, c1, c0 == 0, c1 == channels);
-          else dense_segment<false>(nb, v, ep, ob0, oh, s0, s1, c0, c1, c0 == 0, c1 == channels);
+          if (first_layer) dense_segment<true>(nb, v, ep, ob0, oh, s0, s1, c0, c1, from_zero, c1 == channels);
+          else dense_segment<false>(nb, v, ep, ob0, oh, s0, s1, c0, c1, from_zero, c1 == channels);
         }
       }
       if (!in_register(ep.act))
