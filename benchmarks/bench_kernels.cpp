@@ -1,13 +1,14 @@
 // Micro-benchmarks of the CPU provider's hot kernels on the shapes the shared models use (ResNet-50, MobileNetV2,
 // BERT-base): one node compiled by its kernel and run on the intra-op threads (EPSTACK_BENCH_THREADS, default 2), so
 // that a kernel change can be measured without a whole model. Counters: GFLOP/s for products, GB/s for data movement.
-// BENCH_COLD=1 in the environment flushes the caches before every iteration (outside the timing): weights and inputs
-// come from memory, as in a model's run.
+// BENCH_COLD=1 in the environment flushes the caches before every iteration (outside the timing; BENCH_FLUSH_MB
+// sets how much is written, default 96): weights and inputs come from memory, as in a model's run.
 #include <epstack/testing/model_zoo.hpp>
 #include <epstack/providers/cpu/kernels.hpp>
 
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -84,11 +85,14 @@ struct one_node {
   }
   reusing_frame frame;
   void run(benchmark::State& state) {
-    // BENCH_COLD=1: each iteration finds nothing in cache (96 MiB written between iterations by all the threads, so
-    // that each core's own caches are flushed too, outside the timing), as a model's run finds the weights of its
-    // next layer.
+    // BENCH_COLD=1: each iteration finds nothing in cache (BENCH_FLUSH_MB, default 96 MiB, written between
+    // iterations by all the threads, so that each core's own caches are flushed too, outside the timing), as a
+    // model's run finds the weights of its next layer. A shared L3 may keep part of them through 96 MiB: on a Xeon
+    // VM ResNet-50's 512-channel 3x3 layer at 7x7 took 754-782 us after 96 MiB, 899 after 512 (0.90-0.99 ms in the
+    // model's run, its filters from memory).
     static const bool cold = std::getenv("BENCH_COLD") != nullptr && std::string_view(std::getenv("BENCH_COLD")) != "0";
-    static std::vector<float> flush(cold ? std::size_t{24} << 20 : 0);
+    static const char* flush_mb = std::getenv("BENCH_FLUSH_MB");
+    static std::vector<float> flush(!cold ? 0 : std::size_t(flush_mb != nullptr ? std::max(1, std::atoi(flush_mb)) : 96) << 18);
     for (auto _ : state) {
       if (cold) {
         state.PauseTiming();
