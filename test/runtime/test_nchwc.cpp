@@ -181,6 +181,26 @@ TEST_CASE("NCHWc: dense convolutions on narrow images, padded columns and rows g
   }
 }
 
+// A first layer (plain input of 3 channels) tiles each row's edge pixels (taps in the padding) apart from its
+// interior: a 7x7 stride-2 with 3 columns of padding, a 3x3 stride-2 with 1, a 5x5 stride-1 with 3 on the left and 1
+// on the right, over widths from 1 (all edge, no interior) to 40; 4, 2 and 1 output blocks; against NCHW at 1, 2 and
+// 3 threads.
+TEST_CASE("NCHWc: a first layer's rows tiled as left edge, interior and right edge, every width") {
+  for (std::int64_t width : {1, 2, 3, 4, 5, 6, 7, 9, 12, 17, 25, 40}) {
+    CAPTURE(width);
+    graph g("first_edges");
+    g.add_input("img", type_info::tensor_of(element_type::float32, shape::of(std::vector<std::int64_t>{1, 3, 6, width})));
+    conv_builder b{g, static_cast<std::uint64_t>(1500 + width), 0.2f};
+    const auto w = [&](std::string name, std::initializer_list<std::int64_t> d) { return b.weight(std::move(name), d); };
+    b.conv("k7", {"img", w("w1", {64, 3, 7, 7}), w("b1", {64})}, "a", attrs({ints("strides", {2, 2}), ints("pads", {3, 3, 3, 3})}));
+    b.conv("k3", {"img", w("w2", {32, 3, 3, 3}), w("b2", {32})}, "c", attrs({ints("strides", {2, 2}), ints("pads", {1, 1, 1, 1})}));
+    b.conv("k5", {"img", w("w3", {16, 3, 5, 5})}, "d", attrs({ints("pads", {2, 3, 2, 1})}));
+    const model m = model_of(std::move(g), {"a", "c", "d"});
+    const std::vector<named_tensor> in{{"img", zoo::random_tensor({1, 3, 6, width}, 1600 + static_cast<std::uint64_t>(width), 1.0f)}};
+    for (int threads : {1, 2, 3}) check_blocked_matches_plain(m, in, threads, 3);
+  }
+}
+
 // Stride-2 convolutions whose rows reach into the padding only at their first pixel (a 3x3 with one column of
 // padding over an even width, a 5x5 and a dilated 3x3 with two columns on the left only, a 3x3 with one on the left
 // only) read X as it is, no padded copy: each row's first tile reads zeros for that pixel's taps left of the row. Rows
@@ -253,8 +273,8 @@ TEST_CASE("NCHWc: strided 1x1 convolutions read a copy of their pixels as one fl
 
 // Input channels are accumulated in one pass while a set of output blocks' filters fits in about 1 MiB, else in equal
 // passes that store and reload the accumulators: 3x3 filters of 528 input channels (33 blocks, 1.16 MiB a set of 4
-// output blocks) take two passes, of 17 and 16 blocks; the bias, the residual and the activation are applied once,
-// after the last.
+// output blocks) take two passes, of 17 and 16 blocks; the bias and the activation are applied once, after the last.
+// The residual (the blocked copy of input r, read by nothing else) is lent to Y: the first pass starts from it.
 TEST_CASE("NCHWc: a dense convolution whose filters take several passes over the input channels") {
   graph g("passes");
   g.add_input("x", type_info::tensor_of(element_type::float32, shape::of(std::vector<std::int64_t>{1, 528, 6, 9})));
@@ -299,8 +319,8 @@ TEST_CASE("NCHWc: depthwise 3-wide rows of every width and remainder, strides 1 
 
 // 1x1 convolutions to 8 more channels than a multiple of 16 (24: two blocks, 40: three, 56: four): whole tiles of the
 // last set of blocks compute the last block's 8 real lanes in 8-float vectors (conv_view::y_half). With bias or
-// without, a residual, in-register and stored-row activations, one pass and two over 4352 input channels (more
-// filters than a pass takes), two images; against NCHW.
+// without, a residual, in-register and stored-row activations, one pass and several over 4352 input channels (more
+// filters than a pass takes; with a residual, lent to Y, the first pass starts from it), two images; against NCHW.
 TEST_CASE("NCHWc: 1x1 convolutions whose last output block has 8 channels compute what NCHW computes") {
   struct half_case {
     std::int64_t cin, cout, hw;
@@ -311,7 +331,8 @@ TEST_CASE("NCHWc: 1x1 convolutions whose last output block has 8 channels comput
                                                {48, 40, 7, "LeakyRelu", true, true},
                                                {64, 56, 6, "", false, false},
                                                {24, 24, 13, "Sigmoid", true, true},
-                                               {4352, 24, 4, "Relu", true, false}}) {
+                                               {4352, 24, 4, "Relu", true, false},
+                                               {4352, 24, 4, "Relu", true, true}}) {
     CAPTURE(hc.cin);
     CAPTURE(hc.cout);
     graph g("half");

@@ -679,8 +679,9 @@ Status nchwc_conv_compute(const nchwc_conv_plan& p, compute_context& ctx) {
   // of filters for 4 output blocks, an L1 cache, for every tile of the item's pixels). ResNet-50's 2048-to-512 layers
   // at 7x7 took 0.378-0.417 ms in one pass, 0.325-0.358 in passes of 128 (4 alternated profiled runs, three times;
   // 64 a pass was slower, 256 level with 128), its 1024-to-2048 downsampling layer (49 pixels after its copy) 0.04 ms
-  // less. The 1024-to-256 layers at 14x14 (196 pixels an item) were level, MobileNetV2's projections from 576 and 960
-  // channels 5-15% slower.
+  // less. The 1024-to-256 layers at 14x14 (98 pixels an item on two threads) were level, MobileNetV2's projections
+  // from 576 and 960 channels 5-15% slower. Items are shorter on more threads (ResNet-50's 14x14 layers at 8 threads),
+  // which brings such layers under the rule too: measured on two threads only.
   const std::int64_t channels = first_layer ? g.C : g.CB;
   std::int64_t passes = filter_passes(channels, 4 * g.h.k * g.w.k * (first_layer ? blk : blk * blk) * 4);
   if (!first_layer && g.h.k == 1 && g.w.k == 1 && channels * blk >= 1024 && flat.h.out == 1 && seg_len <= 64)
@@ -715,10 +716,12 @@ Status nchwc_conv_compute(const nchwc_conv_plan& p, compute_context& ctx) {
   // 14x14, filters 1.3 times X) read the block's residual that way, and the expansion that then adds its output over
   // that residual ran 0.2-0.3 ms faster in all, the reductions 0.1 slower. 8 interleaved rounds each: in a slow phase
   // of this VM ResNet-50 -1.4% and MobileNetV2 -1.2%, in a fast one ResNet-50 level (twice).
-  // Not only 1x1 layers: ResNet-50's 128-channel 3x3 stride-2 layer (filters 0.6 MB, X 1.6 MB, written pixels first
-  // by the 1x1 layer before it) read half of X from the other core's cache, 0.76-0.83 ms; pixels first 0.66-0.74 (4
-  // alternated profiled runs, twice).
-  const bool pixel_major = 2 * g.M * channels * (first_layer ? 1 : blk) * g.h.k * g.w.k <= 3 * in_image;
+  // Not only 1x1 layers, when X is read as it is: ResNet-50's 128-channel 3x3 stride-2 layer (filters 0.6 MB, X 1.6
+  // MB, written pixels first by the 1x1 layer before it) read half of X from the other core's cache, 0.76-0.83 ms;
+  // pixels first 0.66-0.74 (4 alternated profiled runs, twice). A larger kernel over a padded copy keeps output blocks
+  // first (unmeasured pixels first: each thread would copy all of X for half of its rows).
+  const bool pixel_major = (g.h.k * g.w.k == 1 || !copied) &&
+                           2 * g.M * channels * (first_layer ? 1 : blk) * g.h.k * g.w.k <= 3 * in_image;
   const std::uint64_t token = private_copy ? new_call_token() : 0;
   std::atomic<bool> no_memory{false};
   parallel_items(ctx, items, cost, [&](std::size_t i0, std::size_t i1) {
