@@ -252,10 +252,12 @@ model residual_block(std::int64_t channels, std::int64_t kernel, const std::stri
 
 using cpu_session = session<cpu_provider>;
 
-// Runs `m` blocked (Winograd off unless asked for: 3x3 layers run the direct kernels) and in NCHW on `threads` threads,
-// twice; the outputs agree, and the blocked session's count of in-place outputs is returned.
-std::uint64_t blocked_in_place(const model& m, int threads, bool winograd = false) {
-  CAPTURE(threads);
+// `m` as two sessions on `threads` threads: blocked (Winograd off unless asked for: 3x3 layers run the direct
+// kernels) and NCHW.
+struct blocked_and_plain {
+  cpu_session blocked, plain;
+};
+blocked_and_plain make_both(const model& m, int threads, bool winograd) {
   session_options so;
   so.set_intra_op_threads(threads);
   so.set_config(config_keys::cpu_winograd, winograd ? "1" : "0");
@@ -265,8 +267,28 @@ std::uint64_t blocked_in_place(const model& m, int threads, bool winograd = fals
   auto plain = cpu_session::create(m, so);
   REQUIRE_MESSAGE(blocked.has_value(), blocked.status().to_string());
   REQUIRE_MESSAGE(plain.has_value(), plain.status().to_string());
+  return {std::move(*blocked), std::move(*plain)};
+}
+
+// Both sessions run `in` twice; their outputs agree.
+void check_runs_agree(blocked_and_plain& s, const std::vector<named_tensor>& in) {
+  for (int run = 0; run < 2; ++run) {
+    auto a = s.blocked.run(in);
+    auto b = s.plain.run(in);
+    REQUIRE_MESSAGE(a.has_value(), a.status().to_string());
+    REQUIRE_MESSAGE(b.has_value(), b.status().to_string());
+    REQUIRE(a->size() == b->size());
+    for (std::size_t i = 0; i < a->size(); ++i) EPSTACK_CHECK_CLOSE((*a)[i], (*b)[i], 1e-4, 1e-4);
+  }
+}
+
+// Runs `m` blocked and in NCHW on `threads` threads, twice; the outputs agree, and the blocked session's count of
+// in-place outputs is returned.
+std::uint64_t blocked_in_place(const model& m, int threads, bool winograd = false) {
+  CAPTURE(threads);
+  auto both = make_both(m, threads, winograd);
   // The residual Add went into the blocked convolution, which is a Winograd one when asked for.
-  const graph& bg = blocked->get_model().graph;
+  const graph& bg = both.blocked.get_model().graph;
   CHECK(test::op_counts(bg).count("Add") == (m.graph.find_value("z") != no_id ? 1u : 0u));
   int with_sum = 0;
   for (node_id n = 0; n < bg.node_count(); ++n) {
@@ -277,17 +299,9 @@ std::uint64_t blocked_in_place(const model& m, int threads, bool winograd = fals
     CHECK((attr_i(nd, "winograd", 0) != 0) == winograd);
   }
   CHECK(with_sum == 1);
-  const std::vector<named_tensor> in{{"x", zoo::random_tensor({1, 16, 9, 9}, 21, 1.0f)}};
-  for (int run = 0; run < 2; ++run) {
-    auto a = blocked->run(in);
-    auto b = plain->run(in);
-    REQUIRE_MESSAGE(a.has_value(), a.status().to_string());
-    REQUIRE_MESSAGE(b.has_value(), b.status().to_string());
-    REQUIRE(a->size() == b->size());
-    for (std::size_t i = 0; i < a->size(); ++i) EPSTACK_CHECK_CLOSE((*a)[i], (*b)[i], 1e-4, 1e-4);
-  }
-  CHECK(plain->memory().in_place_outputs == 0);
-  return blocked->memory().in_place_outputs;
+  check_runs_agree(both, {{"x", zoo::random_tensor({1, 16, 9, 9}, 21, 1.0f)}});
+  CHECK(both.plain.memory().in_place_outputs == 0);
+  return both.blocked.memory().in_place_outputs;
 }
 
 }  // namespace
@@ -338,23 +352,9 @@ TEST_CASE("NCHWc: a 1x1 convolution over 1024 channels or more in passes of 128,
                                        {"r", zoo::random_tensor({1, 64, 7, 7}, 34, 2.0f)}};
     for (int threads : {1, 2, 3}) {
       CAPTURE(threads);
-      session_options so;
-      so.set_intra_op_threads(threads);
-      so.set_config(config_keys::cpu_layout, "nchwc");
-      auto blocked = cpu_session::create(m, so);
-      so.set_config(config_keys::cpu_layout, "nchw");
-      auto plain = cpu_session::create(m, so);
-      REQUIRE_MESSAGE(blocked.has_value(), blocked.status().to_string());
-      REQUIRE_MESSAGE(plain.has_value(), plain.status().to_string());
-      for (int run = 0; run < 2; ++run) {
-        auto a = blocked->run(in);
-        auto b = plain->run(in);
-        REQUIRE_MESSAGE(a.has_value(), a.status().to_string());
-        REQUIRE_MESSAGE(b.has_value(), b.status().to_string());
-        REQUIRE(a->size() == b->size());
-        for (std::size_t i = 0; i < a->size(); ++i) EPSTACK_CHECK_CLOSE((*a)[i], (*b)[i], 1e-4, 1e-4);
-      }
-      CHECK(blocked->memory().in_place_outputs == (also_later ? 0u : 2u));
+      auto both = make_both(m, threads, false);
+      check_runs_agree(both, in);
+      CHECK(both.blocked.memory().in_place_outputs == (also_later ? 0u : 2u));
     }
   }
 }
