@@ -357,7 +357,7 @@ void dense_range_nb(const conv_view& v, const conv_epilogue& ep, std::int64_t ob
     }
     if constexpr (!FIRST_LAYER) {
       // A stride-2 row's first tile whose first pixel alone reaches into the padding (no padded copy of X).
-      if (ow == 0 && lo == 1 && stride == 2 && v.g->w.pb <= 2 && (n == full || n == 4) && n <= hi) {
+      if (ow == 0 && left_pixel_padded_only(v.g->w) && (n == full || n == 4) && n <= hi) {
         if (n == full) dense_tile_interior<NB, full, false, 2, true>(v, ep, ob0, oh, ow, c0, c1, first, last);
         else dense_tile_interior<NB, 4, false, 2, true>(v, ep, ob0, oh, ow, c0, c1, first, last);
         ow += n;
@@ -618,7 +618,7 @@ Status nchwc_conv_compute(const nchwc_conv_plan& p, compute_context& ctx) {
     // Stride 2 with only each row's first pixel in the padding (a 3x3 layer with one column of padding over an even
     // width: ResNet's downsampling 3x3 layers): no copy, the rows' first tiles read zeros for it (dense_segment_nb).
     // The copy of ResNet-50's 128-channel 56x56 input cost 76-158 us per thread of the layer's 0.86-0.97 ms.
-    const bool left_only = flat.w.s == 2 && lo == 1 && hi == flat.w.out && flat.w.pb <= 2;
+    const bool left_only = left_pixel_padded_only(flat.w) && hi == flat.w.out;
     if ((lo > 0 || hi < flat.w.out) && flat.w.out > 0 && !left_only) {
       copy = {g.N * g.CB * flat.h.in, flat.h.in, flat.h.in, 1, flat.w.in, flat.w.in, 1, flat.w.in + flat.w.pb + pe, flat.w.pb, px};
       copied = true;

@@ -202,6 +202,9 @@ inline std::pair<std::int64_t, std::int64_t> interior(const window& w) {
   const std::int64_t hi = last < 0 ? 0 : std::min(w.out, last / w.s + 1);
   return {lo, std::max(lo, hi)};
 }
+// A stride-2 row whose first pixel alone has taps left of the input (one or two columns of padding on the left):
+// the dense kernels' LEFT tile reads zeros for them, so no padded copy of X is needed on that side.
+inline bool left_pixel_padded_only(const window& w) { return w.s == 2 && w.pb <= 2 && interior(w).first == 1; }
 inline window_attrs read_window_attrs(const node& nd, bool pool) {
   window_attrs a;
   a.auto_pad = attr_s(nd, "auto_pad", "NOTSET");
