@@ -240,14 +240,9 @@ namespace {
       x0 = _mm512_min_ps(_mm512_max_ps(x0, lo), hi);
       x1 = _mm512_min_ps(_mm512_max_ps(x1, lo), hi);
     } else if (ep->activation == sgemm_epilogue::act::gelu) {
-      // The row's 32 values through gelu_erf, the element-wise Gelu's own function (a loop the compiler vectorises):
-      // the product's tile is still in L1, where a Gelu (BiasGelu) node after it read and wrote Y once more.
-      alignas(64) float t[32];
-      _mm512_store_ps(t, x0);
-      _mm512_store_ps(t + 16, x1);
-      for (int j = 0; j < 32; ++j) t[j] = gelu_erf(t[j]);
-      x0 = _mm512_load_ps(t);
-      x1 = _mm512_load_ps(t + 16);
+      // The tile is still in registers, where a Gelu (BiasGelu) node after the product read and wrote Y once more.
+      x0 = gelu_erf16(x0);
+      x1 = gelu_erf16(x1);
     }
   }
   _mm512_mask_storeu_ps(ci, m0, x0);
