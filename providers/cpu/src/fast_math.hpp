@@ -67,11 +67,11 @@ inline float gelu_erf(float x) { return 0.5f * x * (1.0f + fast_erf_abs(x * 0.70
 inline float fast_sigmoid(float x) { return 1.0f / (1.0f + fast_exp(-x)); }
 
 #if defined(__AVX512F__)
-/// fast_exp on 16 lanes, written out: the same steps and constants. (NaN gives a finite value here, where fast_exp
-/// passes it on; gelu_erf16 keeps NaN through its other factor.)
+/// fast_exp on 16 lanes, written out: the same steps and constants; NaN stays NaN (the clamp passes it on: vmaxps and
+/// vminps return their second operand when either is NaN).
 inline __m512 fast_exp16(__m512 x) {
   const __mmask16 under = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.3f), _CMP_LT_OQ);
-  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.3f)), _mm512_set1_ps(88.3f));
+  x = _mm512_min_ps(_mm512_set1_ps(88.3f), _mm512_max_ps(_mm512_set1_ps(-87.3f), x));
   const __m512 t = _mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f));
   const __m512 n = _mm512_sub_ps(_mm512_add_ps(t, _mm512_set1_ps(12582912.0f)), _mm512_set1_ps(12582912.0f));
   const __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x));

@@ -348,6 +348,36 @@ Status skip_layer_norm_compute(const ln_params& p, compute_context& ctx) {
 template <class T, bool Log>
 void softmax_row(const T* x, T* y, std::size_t n) {
   const T m = row_max(x, n);
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float> && !Log) {
+    // exp(x - m) 16 lanes at a time, summed as it is stored (one pass over the row, not two): the compilers turn the
+    // loops below into 8-wide vectors on Intel's cores (g++-12 -march=native prefers 256 bits there), and BERT-base's
+    // 12 x 128 rows of 128 scores went through exp at half the width.
+    const __m512 vm = _mm512_set1_ps(m);
+    __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+    std::size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+      const __m512 e0 = fast_exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), vm));
+      const __m512 e1 = fast_exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i + 16), vm));
+      _mm512_storeu_ps(y + i, e0);
+      _mm512_storeu_ps(y + i + 16, e1);
+      s0 = _mm512_add_ps(s0, e0);
+      s1 = _mm512_add_ps(s1, e1);
+    }
+    for (; i < n; i += 16) {
+      const auto k = static_cast<__mmask16>(n - i >= 16 ? 0xFFFF : (1u << (n - i)) - 1);
+      const __m512 e = fast_exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), vm));
+      _mm512_mask_storeu_ps(y + i, k, e);
+      s0 = _mm512_mask_add_ps(s0, k, s0, e);
+    }
+    const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(_mm512_add_ps(s0, s1)));
+    for (i = 0; i < n; i += 16) {
+      const auto k = static_cast<__mmask16>(n - i >= 16 ? 0xFFFF : (1u << (n - i)) - 1);
+      _mm512_mask_storeu_ps(y + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, y + i), inv));
+    }
+    return;
+  }
+#endif
   for (std::size_t i = 0; i < n; ++i) y[i] = exp_of<T>(x[i] - m);
   const T s = row_sum(y, n);
   if constexpr (Log) {

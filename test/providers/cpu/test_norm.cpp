@@ -525,6 +525,23 @@ TEST_CASE("Softmax of masked attention scores gives exact zeros, never subnormal
   check_close<float>(y, d, ref_softmax(d, x, 3, false, false), 1e-6, 1e-5);
 }
 
+// Every row width from 1 to 70 (the 16-lane kernel's full pairs, single vectors and masked tails), and a NaN in one
+// row, which makes that row NaN and no other.
+TEST_CASE("Softmax rows of 1 to 70 values and a NaN row, against double") {
+  for (std::int64_t w = 1; w <= 70; ++w) {
+    CAPTURE(w);
+    const dims_t d{3, w};
+    auto x = random_values(static_cast<std::size_t>(3 * w), -30, 30, 300 + static_cast<unsigned>(w));
+    check_close<float>(run1<ops::softmax>(op_node("Softmax", 13), {in<float>(d, x)}), d, ref_softmax(d, x, 1, false, false), 1e-6, 1e-5);
+    x[static_cast<std::size_t>(w + w / 2)] = std::numeric_limits<double>::quiet_NaN();
+    const tensor y = run1<ops::softmax>(op_node("Softmax", 13), {in<float>(d, x)});
+    for (std::int64_t i = 0; i < 3 * w; ++i) {
+      CAPTURE(i);
+      CHECK(std::isnan(y.typed<float>()[i]) == (i / w == 1));
+    }
+  }
+}
+
 TEST_CASE("Softmax rejects an axis out of range") {
   const dims_t d{2, 3};
   const auto x = random_values(6, -1, 1, 201);
