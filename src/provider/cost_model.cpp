@@ -67,7 +67,7 @@ std::int64_t int_attr(const node& nd, std::string_view name, std::int64_t def) {
 
 bool is_product(std::string_view op) {
   return op == "MatMul" || op == "Gemm" || op == "FusedMatMul" || op == "FusedGemm" || op == "MatMulInteger" ||
-         op == "QLinearMatMul" || op == "MatMulBias";
+         op == "QLinearMatMul" || op == "MatMulBias" || op == "PermutedMatMul";
 }
 bool is_convolution(std::string_view op) { return op == "Conv" || op == "FusedConv" || op == "ConvInteger"; }
 
@@ -82,7 +82,8 @@ node_work work_of(const graph& g, node_id n, std::int64_t symbolic_as) {
   if (!w.known) return w;
   const std::string_view op = nd.op_type;
   // com.epstack.nchwc16: the CPU provider's blocked layout (its Conv declares the filter's sizes; a Winograd one its
-  // transformed tile's, which overstates its arithmetic); com.epstack.cpu: its fused products (MatMulBias).
+  // transformed tile's, which overstates its arithmetic); com.epstack.cpu: its fused products (MatMulBias,
+  // PermutedMatMul).
   const bool standard = nd.domain.empty() || nd.domain == "ai.onnx" || nd.domain == "com.microsoft" ||
                         nd.domain == "com.epstack.nchwc16" || nd.domain == "com.epstack.cpu";
   if (standard && is_product(op) && nd.inputs.size() >= 2 && !nd.outputs.empty()) {
@@ -90,7 +91,14 @@ node_work work_of(const graph& g, node_id n, std::int64_t symbolic_as) {
     const auto y = static_sizes(g, nd.outputs[0], symbolic_as, w.assumed);
     if (!a || !y || a->empty() || y->empty()) return w;
     const bool trans_a = op == "Gemm" || op == "FusedGemm" ? int_attr(nd, "transA", 0) != 0 : false;
-    const double k = static_cast<double>(trans_a ? a->front() : a->back());
+    // PermutedMatMul reads A through perm_a: K is the source dim its last logical dim comes from.
+    std::size_t k_dim = a->size() - 1;
+    if (op == "PermutedMatMul")
+      if (const auto* p = nd.attributes.find("perm_a"))
+        if (const auto* v = std::get_if<std::vector<std::int64_t>>(&p->value); v != nullptr && v->size() == a->size() &&
+                                                                              v->back() >= 0 && static_cast<std::size_t>(v->back()) < a->size())
+          k_dim = static_cast<std::size_t>(v->back());
+    const double k = static_cast<double>(trans_a ? a->front() : (*a)[k_dim]);
     const double out = count_of(*y);
     w.kind = work_kind::matmul;
     w.flops = 2.0 * out * k;

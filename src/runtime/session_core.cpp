@@ -415,7 +415,7 @@ Status prepare_onnx_model(session_core::stage& d, const session_options& options
     }));
   if (fuse_products)
     EPSTACK_RETURN_IF_ERROR(cpu_pass([&](const std::vector<bool>& on_cpu, std::vector<bool>& rewritten) {
-      return cpu_product_fusion(d.m, on_cpu, d.report, &rewritten);
+      return cpu_product_fusion(d.m, on_cpu, d.report, &rewritten, can_run(cpu_fused_domain, "PermutedMatMul"));
     }));
   const auto is_restored = [&](const partition& part) {
     return !part.is_fused() && part.nodes.size() == 1 && ctx::is_ep_context_node(part.g->node(part.nodes.front()));

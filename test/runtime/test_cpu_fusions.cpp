@@ -310,6 +310,172 @@ TEST_CASE("CPU fused products: the GELU epilogue over the float range and a NaN 
   }
 }
 
+// An attention layer as exporters write it, 3 heads of 20: Q, K and V reshaped into heads and transposed (K straight
+// to K^T, or to [b, h, s, d] under a FusedMatMul with transB and alpha), softmax, P V, the context transposed back and
+// reshaped. Each product takes its Transposes into one PermutedMatMul; the results are the nodes' (option off), at
+// batch 1 and 2, 1 to 33 tokens (symbolic), 1 to 3 threads; saved and loaded, the same bytes. A Transpose whose output
+// is also a graph output stays (`keep_v`).
+model attention_heads(bool keep_v) {
+  graph g("heads");
+  const auto hidden = type_info::tensor_of(element_type::float32, shape{dimension("b"), dimension("s"), 60});
+  for (const char* in : {"xq", "xk", "xv"}) g.add_input(in, hidden);
+  g.add_initializer("heads", tensor::from<std::int64_t>({4}, {0, 0, 3, 20}));
+  g.add_initializer("merged", tensor::from<std::int64_t>({3}, {0, 0, 60}));
+  const auto reshape = [&](const char* name, const std::string& x, const char* shape_name, const std::string& y) {
+    g.add_node(op(name, "Reshape"), {x, shape_name}, {y});
+  };
+  const auto transpose = [&](const char* name, const std::string& x, std::vector<std::int64_t> perm, const std::string& y) {
+    node n = op(name, "Transpose");
+    n.attributes.set("perm", std::move(perm));
+    g.add_node(std::move(n), {x}, {y});
+  };
+  reshape("rq", "xq", "heads", "q4");
+  reshape("rk", "xk", "heads", "k4");
+  reshape("rv", "xv", "heads", "v4");
+  transpose("tq", "q4", {0, 2, 1, 3}, "q");
+  transpose("tk", "k4", {0, 2, 3, 1}, "kt");
+  transpose("tv", "v4", {0, 2, 1, 3}, "v");
+  g.add_node(op("qk", "MatMul"), {"q", "kt"}, {"scores"});
+  g.add_node(op("sm", "Softmax"), {"scores"}, {"p"});
+  g.add_node(op("pv", "MatMul"), {"p", "v"}, {"ctx"});
+  transpose("tc", "ctx", {0, 2, 1, 3}, "ctx4");
+  reshape("rc", "ctx4", "merged", "out");
+  // Q K^T again through FusedMatMul: K into [b, h, s, d] (its own Transpose of k4), transB and a scale.
+  transpose("tk2", "k4", {0, 2, 1, 3}, "k");
+  node fm = contrib("qk2", "FusedMatMul");
+  fm.attributes.set("transB", std::int64_t{1});
+  fm.attributes.set("alpha", 0.125f);
+  transpose("tq2", "q4", {0, 2, 1, 3}, "q2");
+  g.add_node(std::move(fm), {"q2", "k"}, {"scores2"});
+  g.add_output("out");
+  // FusedMatMul has no shape inference of its own: its output declares [b, 3, s, s].
+  g.add_output("scores2", type_info::tensor_of(element_type::float32, shape{dimension("b"), 3, dimension("s"), dimension("s")}));
+  if (keep_v) g.add_output("v");
+  model m;
+  m.opsets = {{"", 13}, {"com.microsoft", 1}};
+  m.graph = std::move(g);
+  return m;
+}
+
+TEST_CASE("CPU fused products: Transposes around attention's products fold into PermutedMatMul, against the nodes") {
+  for (const bool keep_v : {false, true}) {
+    CAPTURE(keep_v);
+    const model m = attention_heads(keep_v);
+    for (const auto& [b, s] : std::vector<std::pair<std::int64_t, std::int64_t>>{{1, 1}, {1, 7}, {2, 33}}) {
+      CAPTURE(b);
+      CAPTURE(s);
+      const std::vector<named_tensor> in{{"xq", zoo::random_tensor({b, s, 60}, 11, 1.0f)},
+                                         {"xk", zoo::random_tensor({b, s, 60}, 12, 1.0f)},
+                                         {"xv", zoo::random_tensor({b, s, 60}, 13, 1.0f)}};
+      for (const int threads : {1, 2, 3}) {
+        CAPTURE(threads);
+        session_options so;
+        so.set_intra_op_threads(threads);
+        auto fused = cpu_session::create(m, so);
+        so.set_config(config_keys::cpu_fuse_products, "0");
+        auto plain = cpu_session::create(m, so);
+        REQUIRE_MESSAGE(fused.has_value(), fused.status().to_string());
+        REQUIRE_MESSAGE(plain.has_value(), plain.status().to_string());
+        const auto counts = op_counts(fused->get_model().graph);
+        const auto count = [&](const char* k) { return counts.count(k) ? counts.at(k) : 0; };
+        CHECK(count("com.epstack.cpu.PermutedMatMul") == 3);
+        CHECK(count("MatMul") == 0);
+        CHECK(count("com.microsoft.FusedMatMul") == 0);
+        CHECK(count("Transpose") == (keep_v ? 1 : 0));
+        CHECK(op_counts(plain->get_model().graph).count("com.epstack.cpu.PermutedMatMul") == 0);
+        auto x = fused->run(in);
+        auto y = plain->run(in);
+        REQUIRE_MESSAGE(x.has_value(), x.status().to_string());
+        REQUIRE_MESSAGE(y.has_value(), y.status().to_string());
+        REQUIRE(x->size() == y->size());
+        for (std::size_t i = 0; i < x->size(); ++i) {
+          CAPTURE(i);
+          REQUIRE((*x)[i].sizes().size() == (*y)[i].sizes().size());
+          CHECK(std::equal((*x)[i].sizes().begin(), (*x)[i].sizes().end(), (*y)[i].sizes().begin()));
+          EPSTACK_CHECK_CLOSE((*x)[i], (*y)[i], 1e-5, 1e-5);
+        }
+      }
+    }
+  }
+  const model m = attention_heads(false);
+  auto fused = cpu_session::create(m);
+  REQUIRE(fused.has_value());
+  const std::vector<named_tensor> in{{"xq", zoo::random_tensor({1, 5, 60}, 21, 1.0f)},
+                                     {"xk", zoo::random_tensor({1, 5, 60}, 22, 1.0f)},
+                                     {"xv", zoo::random_tensor({1, 5, 60}, 23, 1.0f)}};
+  auto want = fused->run(in);
+  REQUIRE(want.has_value());
+  test::temp_dir dir;
+  const auto path = dir.path() / "heads.onnx";
+  REQUIRE(save_model(fused->get_model(), path).is_ok());
+  auto saved = load_model(path);
+  REQUIRE_MESSAGE(saved.has_value(), saved.status().to_string());
+  CHECK(op_counts(saved->graph).at("com.epstack.cpu.PermutedMatMul") == 3);
+  auto again = cpu_session::create(*saved);
+  REQUIRE_MESSAGE(again.has_value(), again.status().to_string());
+  auto r = again->run(in);
+  REQUIRE_MESSAGE(r.has_value(), r.status().to_string());
+  for (std::size_t o = 0; o < want->size(); ++o) {
+    CAPTURE(o);
+    REQUIRE((*r)[o].byte_size() == (*want)[o].byte_size());
+    CHECK(std::memcmp((*r)[o].data(), (*want)[o].data(), (*r)[o].byte_size()) == 0);
+  }
+}
+
+// PermutedMatMul written by hand: permutations of different ranks, a perm_y that moves the last dim, and operands
+// whose shapes do not multiply are refused with the node's name or the shapes.
+TEST_CASE("CPU fused products: PermutedMatMul refuses bad permutations and shapes") {
+  const auto build = [](std::vector<std::int64_t> pa, std::vector<std::int64_t> py) {
+    graph g("pmm");
+    g.add_input("a", type_info::tensor_of(element_type::float32, shape{2, 3, 4}));
+    g.add_input("b", type_info::tensor_of(element_type::float32, shape{2, 4, 5}));
+    node n = op("perm", "PermutedMatMul");
+    n.domain = "com.epstack.cpu";
+    if (!pa.empty()) n.attributes.set("perm_a", std::move(pa));
+    if (!py.empty()) n.attributes.set("perm_y", std::move(py));
+    g.add_node(std::move(n), {"a", "b"}, {"y"});
+    g.add_output("y");
+    model m;
+    m.opsets = {{"", 13}, {"com.epstack.cpu", 1}};
+    m.graph = std::move(g);
+    return m;
+  };
+  auto ok = cpu_session::create(build({}, {1, 0, 2}));
+  REQUIRE_MESSAGE(ok.has_value(), ok.status().to_string());
+  const tensor a = zoo::random_tensor({2, 3, 4}, 31, 1.0f), b = zoo::random_tensor({2, 4, 5}, 32, 1.0f);
+  auto y = ok->run({{"a", a}, {"b", b}});
+  REQUIRE_MESSAGE(y.has_value(), y.status().to_string());
+  // Y = Transpose(A B, [1, 0, 2]): [3, 2, 5].
+  const auto& t = (*y)[0];
+  REQUIRE(t.sizes().size() == 3);
+  CHECK(t.sizes()[0] == 3);
+  CHECK(t.sizes()[1] == 2);
+  CHECK(t.sizes()[2] == 5);
+  for (std::int64_t bi = 0; bi < 2; ++bi)
+    for (std::int64_t m = 0; m < 3; ++m)
+      for (std::int64_t n = 0; n < 5; ++n) {
+        double acc = 0;
+        for (std::int64_t k = 0; k < 4; ++k)
+          acc += static_cast<double>(a.typed<float>()[(bi * 3 + m) * 4 + k]) * b.typed<float>()[(bi * 4 + k) * 5 + n];
+        CHECK(std::fabs(t.typed<float>()[(m * 2 + bi) * 5 + n] - acc) <= 1e-5 + 1e-5 * std::fabs(acc));
+      }
+  const auto refused = [&](const model& m, const char* what) {
+    auto s = cpu_session::create(m);
+    Status st = s.has_value() ? Status{} : s.status();
+    if (s.has_value()) {
+      auto r = s->run({{"a", a}, {"b", b}});
+      REQUIRE_FALSE(r.has_value());
+      st = r.status();
+    }
+    CAPTURE(st.to_string());
+    CHECK(st.code() == errc::invalid_argument);
+    CHECK(st.to_string().find(what) != std::string::npos);
+  };
+  refused(build({0, 1}, {}), "perm");
+  refused(build({}, {0, 2, 1}), "keep the last dim last");
+  refused(build({0, 2, 1}, {}), "inner dimensions differ");
+}
+
 // The kernel's own refusals: a bias that is not one value per column (a graph written by hand), an activation it
 // does not know.
 TEST_CASE("CPU fused products: MatMulBias refuses a bias of the wrong size and an unknown activation, naming them") {

@@ -232,6 +232,11 @@ TEST_CASE("a transformer's LayerNorm, residual Add, bias and GELU fuse into cont
   CHECK(ops.count("com.microsoft.BiasGelu") == 0);
   CHECK(kinds.at("MatMulBias") == 8);
   CHECK(ops.at("com.epstack.cpu.MatMulBias") == 8);
+  // And each layer's two attention products take the Transposes around them (Q, K and V into heads, the context
+  // out): PermutedMatMul, no Transpose left.
+  CHECK(kinds.at("PermutedMatMul") == 4);
+  CHECK(ops.at("com.epstack.cpu.PermutedMatMul") == 4);
+  CHECK(ops.count("Transpose") == 0);
   tensor ids(element_type::int64, {2, 9});
   for (std::size_t i = 0; i < ids.element_count(); ++i) ids.typed<std::int64_t>()[i] = static_cast<std::int64_t>((i * 37) % 512);
   same_outputs(plain, all, {{"input_ids", ids}}, 1e-4);
@@ -248,9 +253,11 @@ TEST_CASE("the optimised model is saved (optimized_model_filepath), loads back a
   REQUIRE_MESSAGE(back.has_value(), back.status().to_string());
   // Nothing left to fuse before partitioning (the file is saved before it, as the graph every stack starts from);
   // after it, the CPU provider's products again take their bias and GELU.
-  for (const auto& f : back->optimizations().fusions) CHECK(f.rfind("MatMulBias: ", 0) == 0);
+  // after it, the CPU provider's products again take their bias and GELU, and the attention's Transposes.
+  for (const auto& f : back->optimizations().fusions) CHECK((f.rfind("MatMulBias: ", 0) == 0 || f.rfind("PermutedMatMul: ", 0) == 0));
   CHECK(fusion_kinds(back->optimizations())["MatMulBias"] > 0);
   CHECK(fusion_kinds(back->optimizations())["MatMulBias"] == fusion_kinds(s->optimizations())["MatMulBias"]);
+  CHECK(fusion_kinds(back->optimizations())["PermutedMatMul"] == fusion_kinds(s->optimizations())["PermutedMatMul"]);
   tensor ids(element_type::int64, {1, 16});
   for (std::size_t i = 0; i < ids.element_count(); ++i) ids.typed<std::int64_t>()[i] = static_cast<std::int64_t>(i * 5);
   auto a = s->run({{"input_ids", ids}});

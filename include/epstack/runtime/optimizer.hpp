@@ -61,7 +61,8 @@ inline constexpr std::string_view nchwc_domain = "com.epstack.nchwc16";
                                                bool winograd = true, bool fuse_depthwise = true,
                                                std::vector<bool>* rewritten = nullptr);
 
-/// The domain of the fused products only the CPU provider runs (MatMulBias), written after partitioning.
+/// The domain of the fused products only the CPU provider runs (MatMulBias, PermutedMatMul), written after
+/// partitioning.
 inline constexpr std::string_view cpu_fused_domain = "com.epstack.cpu";
 
 /// @brief Products of the CPU provider with what follows them, after partitioning (its nodes only, as the blocked
@@ -70,10 +71,14 @@ inline constexpr std::string_view cpu_fused_domain = "com.epstack.cpu";
 /// by Relu or Gelu alone, each the sole reader of the value before it and eligible too, becomes one MatMulBias of
 /// domain `cpu_fused_domain` (inputs A, B, bias; attribute activation "Relu" or "Gelu"), writing the last node's
 /// output; so does a Gemm (transA 0, alpha 1, beta 1, a constant B and column bias C; A not of at most 4 rows known
-/// at create) followed by Relu or Gelu (attribute transB as the Gemm's). Returns how many were fused; 0 leaves `m` unchanged. `rewritten`, when given, flags the nodes of the graph
-/// `m` held before that were fused.
+/// at create) followed by Relu or Gelu (attribute transB as the Gemm's). With `fold_permutes`, a MatMul or
+/// com.microsoft FusedMatMul (no transBatch) of float operands of one rank, with a Transpose before an operand (its
+/// sole reader) or after Y (Y's sole reader, the last dim kept last), becomes one PermutedMatMul of that domain
+/// (attributes perm_a, perm_b, perm_y, alpha) that reads and writes through the permutations instead (an attention
+/// layer's heads). Returns how many were fused; 0 leaves `m` unchanged. `rewritten`, when given, flags the nodes of
+/// the graph `m` held before that were fused.
 [[nodiscard]] Result<std::size_t> cpu_product_fusion(model& m, const std::vector<bool>& eligible, optimization_report& rep,
-                                                     std::vector<bool>* rewritten = nullptr);
+                                                     std::vector<bool>* rewritten = nullptr, bool fold_permutes = false);
 
 /// For each node of a graph, whether some provider of the stack takes it (its `get_capability` on the whole graph).
 using claim_query = std::function<std::vector<bool>(const graph&)>;

@@ -94,6 +94,9 @@ EPSTACK_DECLARE_CPU_KERNEL(fused_matmul, "FusedMatMul", "com.microsoft");
 // MatMul (B a matrix) with a bias over N and a ReLU or GELU applied as the product is stored: what the optimiser
 // writes for the CPU provider's MatMul + Add (+ Relu / Gelu) and MatMul + BiasGelu (cpu_product_fusion).
 EPSTACK_DECLARE_CPU_KERNEL(matmul_bias, "MatMulBias", "com.epstack.cpu");
+// MatMul reading its operands and writing Y through permutations of their dims: what the optimiser writes for the
+// CPU provider's Transposes around an attention layer's products (cpu_product_fusion).
+EPSTACK_DECLARE_CPU_KERNEL(permuted_matmul, "PermutedMatMul", "com.epstack.cpu");
 EPSTACK_DECLARE_CPU_KERNEL(einsum, "Einsum", "");
 // Convolution and pooling.
 EPSTACK_DECLARE_CPU_KERNEL(conv, "Conv", "");
@@ -309,7 +312,7 @@ using all_kernels = boost::mp11::mp_list<
     ops::shrink, ops::mod, ops::bit_shift, ops::gelu, ops::bias_gelu, ops::add,
     ops::sub, ops::mul, ops::div, ops::pow, ops::equal, ops::greater, ops::less, ops::greater_or_equal,
     ops::less_or_equal, ops::and_, ops::or_, ops::xor_, ops::where, ops::max, ops::min, ops::sum, ops::mean, ops::gemm,
-    ops::matmul, ops::fused_matmul, ops::matmul_bias, ops::einsum, ops::conv, ops::fused_conv, ops::nchwc_reorder_input, ops::nchwc_reorder_output,
+    ops::matmul, ops::fused_matmul, ops::matmul_bias, ops::permuted_matmul, ops::einsum, ops::conv, ops::fused_conv, ops::nchwc_reorder_input, ops::nchwc_reorder_output,
     ops::nchwc_conv, ops::nchwc_winograd_conv, ops::nchwc_pointwise_depthwise, ops::nchwc_max_pool, ops::nchwc_average_pool, ops::nchwc_global_max_pool,
     ops::nchwc_global_average_pool,
     ops::max_pool, ops::average_pool,
