@@ -184,5 +184,6 @@ void fuse_matmul_add(egraph& e, optimization_report& rep, std::int64_t onnx_opse
 void fuse_transpose_gemm(egraph& e, optimization_report& rep);
 void rewrite_einsum_matmul(egraph& e, optimization_report& rep);
 void fuse_matmul_scale(egraph& e, optimization_report& rep);
+void fuse_reshape_shape(egraph& e, optimization_report& rep);
 
 }  // namespace epstack::opt

@@ -778,4 +778,107 @@ void fuse_matmul_scale(egraph& e, optimization_report& rep) {
   }
 }
 
+// Reshape whose shape a Concat computes from the data's own Shape  ==>  Reshape by a constant shape, ONNX Runtime's
+// ReshapeFusion: each part of the Concat a constant (copied), or Gather(Shape(X), i) (through an Unsqueeze of axis
+// 0 when i is a scalar) with X the Reshape's data and i the position that part fills, which is 0 (copy the input's
+// dim; not under allowzero 1), or a dim shape inference knows there. An exporter's dynamic batch and sequence write
+// such a computation for every Reshape of an attention layer (BERT-base: 48 Reshapes, 240 Shape, Gather, Unsqueeze
+// and Concat nodes a run, each a step of the executor); the nodes left unused go with dead-node elimination.
+void fuse_reshape_shape(egraph& e, optimization_report& rep) {
+  const auto int64_values = [&](const std::string& v) -> std::optional<std::vector<std::int64_t>> {
+    const tensor* t = e.constant(v);
+    if (t == nullptr || t->type() != element_type::int64 || t->rank() > 1) return std::nullopt;
+    return std::vector<std::int64_t>(t->typed<std::int64_t>(), t->typed<std::int64_t>() + t->element_count());
+  };
+  for (std::size_t i = 0; i < e.nodes.size(); ++i) {
+    enode& rs = e.nodes[i];
+    if (!is_op(rs, "Reshape") || rs.inputs.size() != 2 || rs.outputs.size() != 1 || rs.inputs[1].empty() ||
+        e.constant(rs.inputs[1]) != nullptr || attr_i(rs.n, "allowzero", 0) != 0)
+      continue;
+    const enode* cc = e.producer_of(rs.inputs[1]);
+    if (cc == nullptr || !is_op(*cc, "Concat") || cc->outputs.size() != 1) continue;
+    const std::int64_t axis = attr_i(cc->n, "axis", 0);
+    if (axis != 0 && axis != -1) continue;
+    const type_info* xt = e.type_of(rs.inputs[0]);
+    const std::string& data = rs.inputs[0];
+    std::vector<std::int64_t> shape;
+    bool ok = true;
+    for (const std::string& part : cc->inputs) {
+      if (part.empty()) {
+        ok = false;
+        break;
+      }
+      if (const auto c = int64_values(part)) {
+        if (e.constant(part)->rank() != 1) {
+          ok = false;
+          break;
+        }
+        shape.insert(shape.end(), c->begin(), c->end());
+        continue;
+      }
+      // Gather(Shape(X), i): scalar i under an Unsqueeze of axis 0, or i of one element.
+      const enode* g = e.producer_of(part);
+      bool scalar = false;
+      if (g != nullptr && is_op(*g, "Unsqueeze") && !g->inputs.empty()) {
+        std::vector<std::int64_t> axes = attr_ints(g->n, "axes");
+        if (g->inputs.size() >= 2) axes = int64_values(g->inputs[1]).value_or(std::vector<std::int64_t>{});
+        if (axes.size() != 1 || (axes[0] != 0 && axes[0] != -1)) {
+          ok = false;
+          break;
+        }
+        g = e.producer_of(g->inputs[0]);
+        scalar = true;
+      }
+      if (g == nullptr || !is_op(*g, "Gather") || g->inputs.size() != 2 || attr_i(g->n, "axis", 0) != 0) {
+        ok = false;
+        break;
+      }
+      const tensor* idx = e.constant(g->inputs[1]);
+      if (idx == nullptr || idx->type() != element_type::int64 || idx->element_count() != 1 || idx->rank() != (scalar ? 0u : 1u)) {
+        ok = false;
+        break;
+      }
+      const enode* sh = e.producer_of(g->inputs[0]);
+      if (sh == nullptr || !is_op(*sh, "Shape") || sh->inputs.size() != 1 || sh->n.attributes.find("start") != nullptr ||
+          sh->n.attributes.find("end") != nullptr) {
+        ok = false;
+        break;
+      }
+      const type_info* st = e.type_of(sh->inputs[0]);
+      if (st == nullptr || !st->is_tensor() || !st->dims) {
+        ok = false;
+        break;
+      }
+      const auto rank = static_cast<std::int64_t>(st->dims->rank());
+      std::int64_t d = *idx->typed<std::int64_t>();
+      if (d < 0) d += rank;
+      if (d < 0 || d >= rank) {
+        ok = false;
+        break;
+      }
+      const auto pos = static_cast<std::int64_t>(shape.size());
+      if (sh->inputs[0] == data && d == pos) shape.push_back(0);  // the data's own dim, at its own place
+      else if ((*st->dims)[static_cast<std::size_t>(d)].is_known()) shape.push_back((*st->dims)[static_cast<std::size_t>(d)].value);
+      else {
+        ok = false;
+        break;
+      }
+    }
+    // A data of known rank must have the dims a 0 copies (Reshape's own check, kept for the new shape).
+    if (!ok || std::count(shape.begin(), shape.end(), -1) > 1 ||
+        (xt != nullptr && xt->is_tensor() && xt->dims && static_cast<std::size_t>(std::count(shape.begin(), shape.end(), 0)) > xt->dims->rank()))
+      continue;
+    const std::string name = e.fresh(rs.outputs[0] + "_shape");
+    const auto n = static_cast<std::int64_t>(shape.size());
+    tensor t = tensor::from<std::int64_t>(std::span<const std::int64_t>(&n, 1), std::span<const std::int64_t>(shape));
+    t.set_name(name);
+    e.add_init(name, std::move(t));
+    std::string dims;
+    for (const std::int64_t v : shape) dims += cat(dims.empty() ? "" : ", ", std::to_string(v));
+    rep.fusions.push_back(cat("ReshapeShape: ", rs.n.name, " ([", dims, "])"));
+    rs.inputs[1] = name;
+    e.index();
+  }
+}
+
 }  // namespace epstack::opt

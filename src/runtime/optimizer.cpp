@@ -37,6 +37,7 @@ Status optimize_graph(graph& g, const optimizer_options& opt, std::int64_t onnx_
     return {};
   }
   fuse_conv_bn(e, rep, pool);
+  fuse_reshape_shape(e, rep);
   if (opt.level >= graph_optimization_level::extended) {
     const auto can = [&](std::string_view domain, std::string_view op) { return !opt.can_run || opt.can_run(domain, op); };
     if (can(contrib_domain, "FusedConv")) fuse_conv_activation(e, rep);

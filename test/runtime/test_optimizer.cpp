@@ -242,6 +242,77 @@ TEST_CASE("a transformer's LayerNorm, residual Add, bias and GELU fuse into cont
   same_outputs(plain, all, {{"input_ids", ids}}, 1e-4);
 }
 
+// Reshapes by shapes an exporter computes (Shape, Gather, Unsqueeze, Concat) become Reshapes by constants at level
+// basic: x [b, s, 12] into heads [0, 0, 3, 4] (its own dims at their own places, a scalar index under Unsqueeze and a
+// one-element one), and into [12, -1] (x's dim 2 at place 0: not its own place, but inference knows it, so its
+// number); not with x's symbolic dim 1 moved to place 0, nor under allowzero 1. The outputs are the nodes' at several
+// sizes.
+TEST_CASE("Reshape by a shape computed from the data's own Shape becomes Reshape by a constant, same outputs") {
+  graph g("reshape_shape");
+  g.add_input("x", type_info::tensor_of(element_type::float32, shape{dimension("b"), dimension("s"), 12}));
+  g.add_initializer("i0", tensor::scalar<std::int64_t>(0));
+  g.add_initializer("i1", tensor::from<std::int64_t>({1}, {1}));
+  g.add_initializer("i1s", tensor::scalar<std::int64_t>(1));
+  g.add_initializer("i2s", tensor::scalar<std::int64_t>(2));
+  g.add_initializer("ax0", tensor::from<std::int64_t>({1}, {0}));
+  g.add_initializer("c34", tensor::from<std::int64_t>({2}, {3, 4}));
+  g.add_initializer("cm1", tensor::from<std::int64_t>({1}, {-1}));
+  g.add_initializer("c12", tensor::from<std::int64_t>({1}, {12}));
+  g.add_node(test::op("shx", "Shape"), {"x"}, {"sx"});
+  g.add_node(test::op("g0", "Gather"), {"sx", "i0"}, {"b0"});
+  g.add_node(test::op("u0", "Unsqueeze"), {"b0", "ax0"}, {"b1"});
+  g.add_node(test::op("g1", "Gather"), {"sx", "i1"}, {"s1"});
+  g.add_node(test::op("cat", "Concat"), {"b1", "s1", "c34"}, {"heads"});
+  g.node(g.node_count() - 1).attributes.set("axis", std::int64_t{0});
+  g.add_node(test::op("r1", "Reshape"), {"x", "heads"}, {"y1"});  // [0, 0, 3, 4]
+  // x's dim 2 (12, known) at place 0, and -1: [12, -1].
+  g.add_node(test::op("gz", "Gather"), {"sx", "i2s"}, {"z0"});
+  g.add_node(test::op("uz", "Unsqueeze"), {"z0", "ax0"}, {"z1"});
+  g.add_node(test::op("cat2", "Concat"), {"z1", "cm1"}, {"five"});
+  g.node(g.node_count() - 1).attributes.set("axis", std::int64_t{0});
+  g.add_node(test::op("r2", "Reshape"), {"x", "five"}, {"y2"});
+  // x's dim 1 (s, symbolic) at place 0: stays computed.
+  g.add_node(test::op("gs", "Gather"), {"sx", "i1s"}, {"s0"});
+  g.add_node(test::op("us", "Unsqueeze"), {"s0", "ax0"}, {"s2"});
+  g.add_node(test::op("cat3", "Concat"), {"s2", "cm1", "c12"}, {"moved"});
+  g.node(g.node_count() - 1).attributes.set("axis", std::int64_t{0});
+  g.add_node(test::op("r3", "Reshape"), {"x", "moved"}, {"y3"});
+  for (const char* y : {"y1", "y2", "y3"}) g.add_output(y);
+  model m = wrap(std::move(g));
+  auto plain = make(m, graph_optimization_level::disable);
+  auto basic = make(m, graph_optimization_level::basic);
+  const auto kinds = fusion_kinds(basic.optimizations());
+  CHECK(kinds.count("ReshapeShape") == 1);
+  CHECK(kinds.at("ReshapeShape") == 2);
+  const auto ops = op_counts(basic.get_model().graph);
+  CHECK(ops.at("Reshape") == 3);
+  CHECK(ops.at("Concat") == 1);  // r3's
+  CHECK(ops.at("Shape") == 1);   // x's, for r3
+  CHECK(ops.count("Unsqueeze") == 1);
+  const auto& fusions = basic.optimizations().fusions;
+  CHECK(std::count(fusions.begin(), fusions.end(), std::string("ReshapeShape: r1 ([0, 0, 3, 4])")) == 1);
+  CHECK(std::count(fusions.begin(), fusions.end(), std::string("ReshapeShape: r2 ([12, -1])")) == 1);
+  for (const auto& [b, s] : std::vector<std::pair<std::int64_t, std::int64_t>>{{1, 5}, {2, 5}, {1, 10}}) {
+    CAPTURE(b);
+    CAPTURE(s);
+    auto out = same_outputs(plain, basic, {{"x", zoo::random_tensor({b, s, 12}, 41, 1.0f)}}, 0);
+    CHECK(out[0].sizes()[0] == b);
+    CHECK(out[0].sizes()[3] == 4);
+    CHECK(out[1].sizes()[0] == 12);
+    CHECK(out[2].sizes()[0] == s);
+  }
+  // allowzero 1 (opset 14): a 0 would be a zero-sized dim, so nothing is fused.
+  model m14 = m;
+  m14.opsets = {{"", 14}};
+  for (node_id n = 0; n < m14.graph.node_count(); ++n)
+    if (m14.graph.node(n).op_type == "Reshape") {
+      m14.graph.node(n).since_version = 14;
+      m14.graph.node(n).attributes.set("allowzero", std::int64_t{1});
+    }
+  auto basic14 = make(m14, graph_optimization_level::basic);
+  CHECK(fusion_kinds(basic14.optimizations()).count("ReshapeShape") == 0);
+}
+
 TEST_CASE("the optimised model is saved (optimized_model_filepath), loads back and computes the same") {
   test::temp_dir dir;
   const auto m = zoo::make_transformer();
