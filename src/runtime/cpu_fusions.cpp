@@ -110,7 +110,8 @@ bool fuse_gemm_activation(egraph& e, std::size_t i, const Ok& ok, optimization_r
 // provider's ==> one PermutedMatMul that reads the Transposes' inputs through the permutations and writes Y where the
 // Transpose after it put it: an attention layer's Q, K and V into heads and its context out of them are not copied
 // (BERT-base: 48 Transposes, 1.0-1.1 ms of its 70). A Transpose that moves its input's last dim out of the product's
-// two matrix dims stays (no unit stride to read the operand with).
+// two matrix dims stays (no unit stride to read the operand with), and so does a product whose B is a constant (its
+// kernels pack such a B once, at create).
 template <class Ok>
 bool fold_transposes(egraph& e, std::size_t i, const Ok& ok, optimization_report& rep, std::vector<bool>* rewritten,
                      std::size_t before) {
@@ -118,6 +119,9 @@ bool fold_transposes(egraph& e, std::size_t i, const Ok& ok, optimization_report
   const bool fused = is_contrib(mm, "FusedMatMul");
   if (!(is_op(mm, "MatMul") || fused) || !ok(mm) || mm.inputs.size() != 2 || mm.outputs.size() != 1) return false;
   if (fused && (attr_i(mm.n, "transBatchA", 0) != 0 || attr_i(mm.n, "transBatchB", 0) != 0)) return false;
+  // A constant B is packed once at create by MatMul, FusedMatMul and MatMulBias (which may take a bias and activation
+  // after it); PermutedMatMul packs nothing.
+  if (e.constant(mm.inputs[1]) != nullptr) return false;
   const auto rank_of = [&](const std::string& v) -> std::size_t {
     const type_info* t = e.type_of(v);
     return t != nullptr && t->is_tensor() && t->elem == element_type::float32 && t->dims ? t->dims->rank() : 0;

@@ -780,7 +780,7 @@ void fuse_matmul_scale(egraph& e, optimization_report& rep) {
 
 // Reshape whose shape a Concat computes from the data's own Shape  ==>  Reshape by a constant shape, ONNX Runtime's
 // ReshapeFusion: each part of the Concat a constant (copied), or Gather(Shape(X), i) (through an Unsqueeze of axis
-// 0 when i is a scalar) with X the Reshape's data and i the position that part fills, which is 0 (copy the input's
+// 0 or -1 when i is a scalar) with X the Reshape's data and i the position that part fills, which is 0 (copy the input's
 // dim; not under allowzero 1), or a dim shape inference knows there. An exporter's dynamic batch and sequence write
 // such a computation for every Reshape of an attention layer (BERT-base: 48 Reshapes, 240 Shape, Gather, Unsqueeze
 // and Concat nodes a run, each a step of the executor); the nodes left unused go with dead-node elimination.

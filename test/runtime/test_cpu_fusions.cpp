@@ -422,45 +422,121 @@ TEST_CASE("CPU fused products: Transposes around attention's products fold into 
   }
 }
 
-// PermutedMatMul written by hand: permutations of different ranks, a perm_y that moves the last dim, and operands
-// whose shapes do not multiply are refused with the node's name or the shapes.
-TEST_CASE("CPU fused products: PermutedMatMul refuses bad permutations and shapes") {
-  const auto build = [](std::vector<std::int64_t> pa, std::vector<std::int64_t> py) {
-    graph g("pmm");
-    g.add_input("a", type_info::tensor_of(element_type::float32, shape{2, 3, 4}));
-    g.add_input("b", type_info::tensor_of(element_type::float32, shape{2, 4, 5}));
-    node n = op("perm", "PermutedMatMul");
-    n.domain = "com.epstack.cpu";
-    if (!pa.empty()) n.attributes.set("perm_a", std::move(pa));
-    if (!py.empty()) n.attributes.set("perm_y", std::move(py));
-    g.add_node(std::move(n), {"a", "b"}, {"y"});
-    g.add_output("y");
-    model m;
-    m.opsets = {{"", 13}, {"com.epstack.cpu", 1}};
-    m.graph = std::move(g);
-    return m;
+// PermutedMatMul written by hand (rank 3), against a double reference: A read transposed (perm_a moving its last dim
+// to the rows), B broadcast over A's batches (batch 1 against 2), B read transposed, Y written transposed; a product
+// large enough to be split across 3 threads inside one batch (the threads' column ranges of a strided B and Y). And
+// the refusals, each naming the node or the shapes: permutations of different ranks or with a repeated entry, an
+// attribute of the wrong kind, a perm_y that moves the last dim, a perm_a whose rank is not A's, shapes that do not
+// multiply.
+namespace {
+model permuted_node(const shape& as, const shape& bs, const std::vector<std::pair<std::string, attribute::value_type>>& attrs) {
+  graph g("pmm");
+  g.add_input("a", type_info::tensor_of(element_type::float32, as));
+  g.add_input("b", type_info::tensor_of(element_type::float32, bs));
+  node n = op("perm", "PermutedMatMul");
+  n.domain = "com.epstack.cpu";
+  for (const auto& [k, v] : attrs) {
+    attribute at;
+    at.name = k;
+    at.value = v;
+    n.attributes.set(std::move(at));
+  }
+  g.add_node(std::move(n), {"a", "b"}, {"y"});
+  g.add_output("y");
+  model m;
+  m.opsets = {{"", 13}, {"com.epstack.cpu", 1}};
+  m.graph = std::move(g);
+  return m;
+}
+// Y = Transpose(alpha * (Transpose(a, pa) x Transpose(b, pb)), py) in double, rank 3 (empty perm: none), with Y's
+// stored sizes in `dims`.
+std::vector<double> permuted_reference(const tensor& a, std::vector<std::int64_t> pa, const tensor& b, std::vector<std::int64_t> pb,
+                                       std::vector<std::int64_t> py, double alpha, std::vector<std::int64_t>& dims) {
+  for (auto* p : {&pa, &pb, &py})
+    if (p->empty()) *p = {0, 1, 2};
+  const auto logical = [](const tensor& t, const std::vector<std::int64_t>& p) {
+    std::array<std::int64_t, 3> d{}, st{};
+    const auto s = t.sizes();
+    const std::array<std::int64_t, 3> cs{s[1] * s[2], s[2], 1};
+    for (int i = 0; i < 3; ++i) {
+      d[static_cast<std::size_t>(i)] = s[static_cast<std::size_t>(p[static_cast<std::size_t>(i)])];
+      st[static_cast<std::size_t>(i)] = cs[static_cast<std::size_t>(p[static_cast<std::size_t>(i)])];
+    }
+    return std::pair{d, st};
   };
-  auto ok = cpu_session::create(build({}, {1, 0, 2}));
-  REQUIRE_MESSAGE(ok.has_value(), ok.status().to_string());
-  const tensor a = zoo::random_tensor({2, 3, 4}, 31, 1.0f), b = zoo::random_tensor({2, 4, 5}, 32, 1.0f);
-  auto y = ok->run({{"a", a}, {"b", b}});
-  REQUIRE_MESSAGE(y.has_value(), y.status().to_string());
-  // Y = Transpose(A B, [1, 0, 2]): [3, 2, 5].
-  const auto& t = (*y)[0];
-  REQUIRE(t.sizes().size() == 3);
-  CHECK(t.sizes()[0] == 3);
-  CHECK(t.sizes()[1] == 2);
-  CHECK(t.sizes()[2] == 5);
-  for (std::int64_t bi = 0; bi < 2; ++bi)
-    for (std::int64_t m = 0; m < 3; ++m)
-      for (std::int64_t n = 0; n < 5; ++n) {
+  const auto [da, sa] = logical(a, pa);
+  const auto [db, sb] = logical(b, pb);
+  const std::int64_t B = std::max(da[0], db[0]), M = da[1], K = da[2], N = db[2];
+  const std::array<std::int64_t, 3> yd{B, M, N};
+  dims = {yd[static_cast<std::size_t>(py[0])], yd[static_cast<std::size_t>(py[1])], yd[static_cast<std::size_t>(py[2])]};
+  std::array<std::int64_t, 3> ys{};
+  ys[static_cast<std::size_t>(py[0])] = dims[1] * dims[2];
+  ys[static_cast<std::size_t>(py[1])] = dims[2];
+  ys[static_cast<std::size_t>(py[2])] = 1;
+  std::vector<double> y(static_cast<std::size_t>(B * M * N));
+  for (std::int64_t q = 0; q < B; ++q)
+    for (std::int64_t m = 0; m < M; ++m)
+      for (std::int64_t n = 0; n < N; ++n) {
         double acc = 0;
-        for (std::int64_t k = 0; k < 4; ++k)
-          acc += static_cast<double>(a.typed<float>()[(bi * 3 + m) * 4 + k]) * b.typed<float>()[(bi * 4 + k) * 5 + n];
-        CHECK(std::fabs(t.typed<float>()[(m * 2 + bi) * 5 + n] - acc) <= 1e-5 + 1e-5 * std::fabs(acc));
+        for (std::int64_t k = 0; k < K; ++k)
+          acc += static_cast<double>(a.typed<float>()[(da[0] == 1 ? 0 : q) * sa[0] + m * sa[1] + k * sa[2]]) *
+                 b.typed<float>()[(db[0] == 1 ? 0 : q) * sb[0] + k * sb[1] + n * sb[2]];
+        y[static_cast<std::size_t>(q * ys[0] + m * ys[1] + n * ys[2])] = alpha * acc;
       }
-  const auto refused = [&](const model& m, const char* what) {
-    auto s = cpu_session::create(m);
+  return y;
+}
+}  // namespace
+
+TEST_CASE("CPU fused products: PermutedMatMul against a double reference, and its refusals") {
+  using perm = std::vector<std::int64_t>;
+  struct case_t {
+    std::vector<std::int64_t> as, bs;
+    perm pa, pb, py;
+    float alpha;
+  };
+  const case_t cases[] = {
+      {{2, 3, 4}, {2, 4, 5}, {}, {}, {1, 0, 2}, 1.0f},         // Y transposed
+      {{2, 4, 3}, {1, 4, 5}, {0, 2, 1}, {}, {}, 0.5f},         // A transposed, B broadcast over the batches
+      {{1, 3, 4}, {2, 5, 4}, {}, {0, 2, 1}, {1, 0, 2}, 1.0f},  // A broadcast, B transposed, Y transposed
+      {{1, 96, 64}, {1, 80, 96}, {0, 2, 1}, {0, 2, 1}, {1, 0, 2}, 1.0f},  // one batch of 983k flops: split in it
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.as[1]);
+    std::vector<std::pair<std::string, attribute::value_type>> attrs;
+    if (!c.pa.empty()) attrs.emplace_back("perm_a", c.pa);
+    if (!c.pb.empty()) attrs.emplace_back("perm_b", c.pb);
+    if (!c.py.empty()) attrs.emplace_back("perm_y", c.py);
+    if (c.alpha != 1.0f) attrs.emplace_back("alpha", c.alpha);
+    const auto dims_of = [](const std::vector<std::int64_t>& v) { return shape(std::vector<dimension>(v.begin(), v.end())); };
+    const auto random_of = [](const std::vector<std::int64_t>& v, std::uint64_t seed) {
+      tensor t(element_type::float32, v);
+      for (std::size_t i = 0; i < t.element_count(); ++i) t.typed<float>()[i] = zoo::uniform_at(seed, i);
+      return t;
+    };
+    const model m = permuted_node(dims_of(c.as), dims_of(c.bs), attrs);
+    const tensor a = random_of(c.as, 31), b = random_of(c.bs, 32);
+    std::vector<std::int64_t> dims;
+    const auto want = permuted_reference(a, c.pa, b, c.pb, c.py, c.alpha, dims);
+    for (const int threads : {1, 3}) {
+      CAPTURE(threads);
+      session_options so;
+      so.set_intra_op_threads(threads);
+      auto s = cpu_session::create(m, so);
+      REQUIRE_MESSAGE(s.has_value(), s.status().to_string());
+      auto y = s->run({{"a", a}, {"b", b}});
+      REQUIRE_MESSAGE(y.has_value(), y.status().to_string());
+      const auto& t = (*y)[0];
+      REQUIRE(std::vector<std::int64_t>(t.sizes().begin(), t.sizes().end()) == dims);
+      for (std::size_t i = 0; i < want.size(); ++i) {
+        CAPTURE(i);
+        REQUIRE_FALSE(std::isnan(t.typed<float>()[i]));
+        CHECK(std::fabs(t.typed<float>()[i] - want[i]) <= 1e-5 + 1e-5 * std::fabs(want[i]));
+      }
+    }
+  }
+  const tensor a = zoo::random_tensor({2, 3, 4}, 31, 1.0f), b = zoo::random_tensor({2, 4, 5}, 32, 1.0f);
+  const auto refused = [&](std::vector<std::pair<std::string, attribute::value_type>> attrs, const char* what) {
+    auto s = cpu_session::create(permuted_node(shape{2, 3, 4}, shape{2, 4, 5}, attrs));
     Status st = s.has_value() ? Status{} : s.status();
     if (s.has_value()) {
       auto r = s->run({{"a", a}, {"b", b}});
@@ -471,9 +547,65 @@ TEST_CASE("CPU fused products: PermutedMatMul refuses bad permutations and shape
     CHECK(st.code() == errc::invalid_argument);
     CHECK(st.to_string().find(what) != std::string::npos);
   };
-  refused(build({0, 1}, {}), "perm");
-  refused(build({}, {0, 2, 1}), "keep the last dim last");
-  refused(build({0, 2, 1}, {}), "inner dimensions differ");
+  refused({{"perm_a", perm{0, 1, 2}}, {"perm_b", perm{1, 0}}}, "node 'perm': perm_a, perm_b and perm_y must be permutations");
+  refused({{"perm_a", perm{0, 0, 2}}}, "node 'perm': perm_a, perm_b and perm_y must be permutations");
+  refused({{"perm_a", std::int64_t{1}}}, "node 'perm': attribute perm_a must be a list of ints");
+  refused({{"alpha", std::int64_t{2}}}, "node 'perm': attribute alpha must be a float");
+  refused({{"perm_y", perm{0, 2, 1}}}, "perm_y must keep the last dim last");
+  refused({{"perm_a", perm{1, 0}}}, "A of shape [2,3,4] does not have the rank of its permutation (2)");
+  refused({{"perm_a", perm{0, 2, 1}}}, "inner dimensions differ");
+}
+
+// What the fold leaves alone, against the nodes unfused: a Transpose that moves its input's last dim into a batch
+// dim, a Transpose two products read, a Y Transpose that moves the last dim, and a product whose B is a constant
+// (packed at create by MatMul; a Transpose before its A stays a node).
+TEST_CASE("CPU fused products: Transposes PermutedMatMul cannot or should not take stay nodes") {
+  graph g("kept");
+  const auto t3 = [](std::int64_t x, std::int64_t y, std::int64_t z) { return type_info::tensor_of(element_type::float32, shape{x, y, z}); };
+  g.add_input("x", t3(4, 2, 3));
+  g.add_input("u", t3(2, 3, 5));
+  g.add_initializer("W", zoo::random_tensor({4, 6}, 51, 1.0f));
+  const auto transpose = [&](const char* name, const char* x, std::vector<std::int64_t> perm, const char* y) {
+    node n = op(name, "Transpose");
+    n.attributes.set("perm", std::move(perm));
+    g.add_node(std::move(n), {x}, {y});
+  };
+  transpose("to_batch", "x", {2, 0, 1}, "xb");  // [3, 4, 2]: x's last dim now the batch dim
+  transpose("shared", "u", {0, 2, 1}, "ut");    // [2, 5, 3], read by two products
+  g.add_node(op("p1", "MatMul"), {"xb", "u2"}, {"y1"});
+  g.add_initializer("u2", zoo::random_tensor({3, 2, 7}, 52, 1.0f));
+  g.add_node(op("p2", "MatMul"), {"ut", "v"}, {"y2"});
+  g.add_node(op("p3", "MatMul"), {"ut", "v"}, {"y3"});
+  g.add_input("v", t3(2, 3, 4));
+  transpose("y_moves", "y3", {0, 2, 1}, "y3t");  // moves Y's last dim
+  transpose("before_const", "x", {1, 0, 2}, "xc");  // [2, 4, 3] under a constant B
+  g.add_node(op("p4", "MatMul"), {"xc", "w3"}, {"y4"});
+  g.add_initializer("w3", zoo::random_tensor({3, 6}, 53, 1.0f));
+  for (const char* y : {"y1", "y2", "y3t", "y4"}) g.add_output(y);
+  model m;
+  m.opsets = {{"", 13}};
+  m.graph = std::move(g);
+  auto fused = cpu_session::create(m);
+  session_options off;
+  off.set_config(config_keys::cpu_fuse_products, "0");
+  auto plain = cpu_session::create(m, off);
+  REQUIRE_MESSAGE(fused.has_value(), fused.status().to_string());
+  REQUIRE_MESSAGE(plain.has_value(), plain.status().to_string());
+  const auto counts = op_counts(fused->get_model().graph);
+  CHECK(counts.count("com.epstack.cpu.PermutedMatMul") == 0);
+  CHECK(counts.at("Transpose") == 4);
+  CHECK(counts.at("MatMul") == 4);
+  const std::vector<named_tensor> in{{"x", zoo::random_tensor({4, 2, 3}, 54, 1.0f)},
+                                     {"u", zoo::random_tensor({2, 3, 5}, 55, 1.0f)},
+                                     {"v", zoo::random_tensor({2, 3, 4}, 56, 1.0f)}};
+  auto a = fused->run(in);
+  auto b = plain->run(in);
+  REQUIRE_MESSAGE(a.has_value(), a.status().to_string());
+  REQUIRE_MESSAGE(b.has_value(), b.status().to_string());
+  for (std::size_t i = 0; i < a->size(); ++i) {
+    CAPTURE(i);
+    EPSTACK_CHECK_CLOSE((*a)[i], (*b)[i], 1e-6, 1e-6);
+  }
 }
 
 // The kernel's own refusals: a bias that is not one value per column (a graph written by hand), an activation it

@@ -277,7 +277,15 @@ TEST_CASE("Reshape by a shape computed from the data's own Shape becomes Reshape
   g.add_node(test::op("cat3", "Concat"), {"s2", "cm1", "c12"}, {"moved"});
   g.node(g.node_count() - 1).attributes.set("axis", std::int64_t{0});
   g.add_node(test::op("r3", "Reshape"), {"x", "moved"}, {"y3"});
-  for (const char* y : {"y1", "y2", "y3"}) g.add_output(y);
+  // Another tensor's symbolic dim 0 at place 0 (w [c, s, 12]): never a 0, which would copy x's.
+  g.add_input("w", type_info::tensor_of(element_type::float32, shape{dimension("c"), dimension("s"), 12}));
+  g.add_node(test::op("shw", "Shape"), {"w"}, {"sw"});
+  g.add_node(test::op("gw", "Gather"), {"sw", "i0"}, {"w0"});
+  g.add_node(test::op("uw", "Unsqueeze"), {"w0", "ax0"}, {"w1"});
+  g.add_node(test::op("cat4", "Concat"), {"w1", "cm1"}, {"other"});
+  g.node(g.node_count() - 1).attributes.set("axis", std::int64_t{0});
+  g.add_node(test::op("r4", "Reshape"), {"x", "other"}, {"y4"});
+  for (const char* y : {"y1", "y2", "y3", "y4"}) g.add_output(y);
   model m = wrap(std::move(g));
   auto plain = make(m, graph_optimization_level::disable);
   auto basic = make(m, graph_optimization_level::basic);
@@ -285,21 +293,23 @@ TEST_CASE("Reshape by a shape computed from the data's own Shape becomes Reshape
   CHECK(kinds.count("ReshapeShape") == 1);
   CHECK(kinds.at("ReshapeShape") == 2);
   const auto ops = op_counts(basic.get_model().graph);
-  CHECK(ops.at("Reshape") == 3);
-  CHECK(ops.at("Concat") == 1);  // r3's
-  CHECK(ops.at("Shape") == 1);   // x's, for r3
-  CHECK(ops.count("Unsqueeze") == 1);
+  CHECK(ops.at("Reshape") == 4);
+  CHECK(ops.at("Concat") == 2);  // r3's and r4's
+  CHECK(ops.at("Shape") == 2);   // x's for r3, w's for r4
+  CHECK(ops.at("Unsqueeze") == 2);
   const auto& fusions = basic.optimizations().fusions;
   CHECK(std::count(fusions.begin(), fusions.end(), std::string("ReshapeShape: r1 ([0, 0, 3, 4])")) == 1);
   CHECK(std::count(fusions.begin(), fusions.end(), std::string("ReshapeShape: r2 ([12, -1])")) == 1);
   for (const auto& [b, s] : std::vector<std::pair<std::int64_t, std::int64_t>>{{1, 5}, {2, 5}, {1, 10}}) {
     CAPTURE(b);
     CAPTURE(s);
-    auto out = same_outputs(plain, basic, {{"x", zoo::random_tensor({b, s, 12}, 41, 1.0f)}}, 0);
+    // w's c is b * s (r4: [b * s, 12]); a 0 in r4's shape would copy b instead.
+    auto out = same_outputs(plain, basic, {{"x", zoo::random_tensor({b, s, 12}, 41, 1.0f)}, {"w", zoo::random_tensor({b * s, s, 12}, 43, 1.0f)}}, 0);
     CHECK(out[0].sizes()[0] == b);
     CHECK(out[0].sizes()[3] == 4);
     CHECK(out[1].sizes()[0] == 12);
     CHECK(out[2].sizes()[0] == s);
+    CHECK(out[3].sizes()[0] == b * s);
   }
   // allowzero 1 (opset 14): a 0 would be a zero-sized dim, so nothing is fused.
   model m14 = m;
@@ -323,7 +333,6 @@ TEST_CASE("the optimised model is saved (optimized_model_filepath), loads back a
   auto back = cpu_session::create(dir / "optimized.onnx");
   REQUIRE_MESSAGE(back.has_value(), back.status().to_string());
   // Nothing left to fuse before partitioning (the file is saved before it, as the graph every stack starts from);
-  // after it, the CPU provider's products again take their bias and GELU.
   // after it, the CPU provider's products again take their bias and GELU, and the attention's Transposes.
   for (const auto& f : back->optimizations().fusions) CHECK((f.rfind("MatMulBias: ", 0) == 0 || f.rfind("PermutedMatMul: ", 0) == 0));
   CHECK(fusion_kinds(back->optimizations())["MatMulBias"] > 0);

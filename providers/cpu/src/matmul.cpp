@@ -12,8 +12,10 @@
 #include <epstack/core/mapped_file.hpp>
 #include <epstack/core/weight_memory.hpp>
 
+#include <array>
 #include <new>
 #include <optional>
+#include <variant>
 
 #include <Eigen/Core>
 
@@ -809,6 +811,11 @@ bool permuted_matmul::supports(const graph& g, node_id n) {
 }
 Result<compute_function> permuted_matmul::compile(const graph& g, node_id n) {
   const auto& nd = g.node(n);
+  for (const char* name : {"perm_a", "perm_b", "perm_y"})
+    if (const auto* a = nd.attributes.find(name); a != nullptr && !std::holds_alternative<std::vector<std::int64_t>>(a->value))
+      return Status(errc::invalid_argument, cat("PermutedMatMul node '", nd.name, "': attribute ", name, " must be a list of ints"));
+  if (const auto* a = nd.attributes.find("alpha"); a != nullptr && !std::holds_alternative<float>(a->value))
+    return Status(errc::invalid_argument, cat("PermutedMatMul node '", nd.name, "': attribute alpha must be a float"));
   const auto pa = attr_ints(nd, "perm_a"), pb = attr_ints(nd, "perm_b"), py = attr_ints(nd, "perm_y");
   const float alpha = attr_f(nd, "alpha", 1.0f);
   std::size_t rank = 0;
@@ -858,9 +865,6 @@ Result<compute_function> permuted_matmul::compile(const graph& g, node_id n) {
     float* y = ctx.allocate_output(0, element_type::float32, out).typed<float>();
     const std::int64_t nbatch = product(batch);
     if (nbatch == 0 || M == 0 || N == 0) return {};
-    const auto lay_a = matrix_layout(la), lay_b = matrix_layout(lb);
-    if (!lay_a || !lay_b)
-      return Status(errc::invalid_argument, "an operand's permutation leaves no unit stride in its last two dims");
     const std::int64_t ldy = M == 1 ? N : ystrides[r - 2];
     const auto offsets = [&](std::int64_t i) {
       std::int64_t oa = 0, ob = 0, oy = 0;
@@ -882,6 +886,9 @@ Result<compute_function> permuted_matmul::compile(const graph& g, node_id n) {
       }
       return {};
     }
+    const auto lay_a = matrix_layout(la), lay_b = matrix_layout(lb);
+    if (!lay_a || !lay_b)
+      return Status(errc::invalid_argument, "an operand's permutation leaves no unit stride in its last two dims");
     const auto [ta, lda] = *lay_a;
     const auto [tb, ldb] = *lay_b;
     if (nbatch >= ctx.thread_count()) {
