@@ -47,22 +47,21 @@ bool column_bias(const tensor* t, std::int64_t N, std::size_t rank) {
   return s.back() == N;
 }
 
-// Replaces the nodes `chain` (the product first) by one MatMulBias in the product's place (its operands are there
-// already, and the bias is a constant), writing `y`; reports the fusion and flags the nodes in `rewritten`.
-void replace_chain(egraph& e, const std::vector<std::size_t>& chain, const std::string& bias, const std::string& activation,
-                   bool trans_b, const std::string& y, optimization_report& rep, std::vector<bool>* rewritten,
-                   std::size_t before) {
-  const std::size_t i = chain.front();
+// A node of the CPU provider's fused domain, version 1, named as the product it replaces.
+enode cpu_fused_node(const std::string& name, const char* op) {
   enode f;
-  f.n.name = e.nodes[i].n.name;
-  f.n.op_type = "MatMulBias";
+  f.n.name = name;
+  f.n.op_type = op;
   f.n.domain = std::string(cpu_fused_domain);
   f.n.since_version = 1;
-  if (!activation.empty()) f.n.attributes.set("activation", activation);
-  if (trans_b) f.n.attributes.set("transB", std::int64_t{1});
-  f.inputs = {e.nodes[i].inputs[0], e.nodes[i].inputs[1]};
-  if (!bias.empty()) f.inputs.push_back(bias);
-  f.outputs = {y};
+  return f;
+}
+
+// Puts `f` (its op, attributes, inputs and outputs set) in place of the nodes `chain`, the product first: `f` takes the
+// product's place and origin, the others die; the report names them all under f's op, and `rewritten` flags them.
+void install_fused(egraph& e, const std::vector<std::size_t>& chain, enode f, optimization_report& rep,
+                   std::vector<bool>* rewritten, std::size_t before) {
+  const std::size_t i = chain.front();
   f.origin = e.nodes[i].origin;
   std::string names;
   for (const std::size_t k : chain) {
@@ -70,9 +69,24 @@ void replace_chain(egraph& e, const std::vector<std::size_t>& chain, const std::
     if (rewritten != nullptr && e.nodes[k].origin < before) (*rewritten)[e.nodes[k].origin] = true;
     if (k != i) e.nodes[k].dead = true;
   }
-  rep.fusions.push_back(cat("MatMulBias: ", names));
+  rep.fusions.push_back(cat(f.n.op_type, ": ", names));
   e.nodes[i] = std::move(f);
   e.index();
+}
+
+// Replaces the nodes `chain` (the product first) by one MatMulBias in the product's place (its operands are there
+// already, and the bias is a constant), writing `y`; reports the fusion and flags the nodes in `rewritten`.
+void replace_chain(egraph& e, const std::vector<std::size_t>& chain, const std::string& bias, const std::string& activation,
+                   bool trans_b, const std::string& y, optimization_report& rep, std::vector<bool>* rewritten,
+                   std::size_t before) {
+  const std::size_t i = chain.front();
+  enode f = cpu_fused_node(e.nodes[i].n.name, "MatMulBias");
+  if (!activation.empty()) f.n.attributes.set("activation", activation);
+  if (trans_b) f.n.attributes.set("transB", std::int64_t{1});
+  f.inputs = {e.nodes[i].inputs[0], e.nodes[i].inputs[1]};
+  if (!bias.empty()) f.inputs.push_back(bias);
+  f.outputs = {y};
+  install_fused(e, chain, std::move(f), rep, rewritten, before);
 }
 
 // Gemm(A, B[, C]) (transA 0, alpha 1, beta 1 or no C; B a constant float matrix, C a constant bias over the columns)
@@ -177,27 +191,14 @@ bool fold_transposes(egraph& e, std::size_t i, const Ok& ok, optimization_report
     }
   }
   if (chain.size() == 1) return false;
-  enode f;
-  f.n.name = mm.n.name;
-  f.n.op_type = "PermutedMatMul";
-  f.n.domain = std::string(cpu_fused_domain);
-  f.n.since_version = 1;
+  enode f = cpu_fused_node(mm.n.name, "PermutedMatMul");
   if (!pa.empty()) f.n.attributes.set("perm_a", pa);
   if (!pb.empty()) f.n.attributes.set("perm_b", pb);
   if (!py.empty()) f.n.attributes.set("perm_y", py);
   if (alpha != 1.0f) f.n.attributes.set("alpha", alpha);
   f.inputs = {a, b};
   f.outputs = {y};
-  f.origin = mm.origin;
-  std::string names;
-  for (const std::size_t k : chain) {
-    names += cat(names.empty() ? "" : " + ", e.nodes[k].n.name);
-    if (rewritten != nullptr && e.nodes[k].origin < before) (*rewritten)[e.nodes[k].origin] = true;
-    if (k != i) e.nodes[k].dead = true;
-  }
-  rep.fusions.push_back(cat("PermutedMatMul: ", names));
-  e.nodes[i] = std::move(f);
-  e.index();
+  install_fused(e, chain, std::move(f), rep, rewritten, before);
   return true;
 }
 

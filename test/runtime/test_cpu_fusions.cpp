@@ -118,6 +118,19 @@ void check_reference(const tensor& got, const std::vector<double>& want) {
   }
 }
 
+// `m` as two sessions on `threads` intra-op threads: with the CPU provider's fusions (the default) and without
+// (epstack.cpu_fuse_products 0).
+std::pair<cpu_session, cpu_session> fused_and_plain(const model& m, int threads) {
+  session_options so;
+  so.set_intra_op_threads(threads);
+  auto fused = cpu_session::create(m, so);
+  so.set_config(config_keys::cpu_fuse_products, "0");
+  auto plain = cpu_session::create(m, so);
+  REQUIRE_MESSAGE(fused.has_value(), fused.status().to_string());
+  REQUIRE_MESSAGE(plain.has_value(), plain.status().to_string());
+  return {std::move(*fused), std::move(*plain)};
+}
+
 const tensor& init(const model& m, const std::string& name) {
   const value_id v = m.graph.find_value(name);
   REQUIRE(v != no_id);
@@ -142,13 +155,9 @@ TEST_CASE("CPU fused products: MatMul with a bias Add, Relu, Gelu or BiasGelu af
     const std::vector<named_tensor> in{{"x", x}};
     for (const int threads : {1, 2, 3}) {
       CAPTURE(threads);
-      session_options so;
-      so.set_intra_op_threads(threads);
-      auto fused = cpu_session::create(m, so);
-      so.set_config(config_keys::cpu_fuse_products, "0");
-      auto plain = cpu_session::create(m, so);
-      REQUIRE_MESSAGE(fused.has_value(), fused.status().to_string());
-      REQUIRE_MESSAGE(plain.has_value(), plain.status().to_string());
+      auto [fused_s, plain_s] = fused_and_plain(m, threads);
+      auto* fused = &fused_s;
+      auto* plain = &plain_s;
       const auto counts = op_counts(fused->get_model().graph);
       const auto count = [&](const char* k) { return counts.count(k) ? counts.at(k) : 0; };
       if (!static_rows) {
@@ -369,13 +378,9 @@ TEST_CASE("CPU fused products: Transposes around attention's products fold into 
                                          {"xv", zoo::random_tensor({b, s, 60}, 13, 1.0f)}};
       for (const int threads : {1, 2, 3}) {
         CAPTURE(threads);
-        session_options so;
-        so.set_intra_op_threads(threads);
-        auto fused = cpu_session::create(m, so);
-        so.set_config(config_keys::cpu_fuse_products, "0");
-        auto plain = cpu_session::create(m, so);
-        REQUIRE_MESSAGE(fused.has_value(), fused.status().to_string());
-        REQUIRE_MESSAGE(plain.has_value(), plain.status().to_string());
+        auto [fused_s, plain_s] = fused_and_plain(m, threads);
+        auto* fused = &fused_s;
+        auto* plain = &plain_s;
         const auto counts = op_counts(fused->get_model().graph);
         const auto count = [&](const char* k) { return counts.count(k) ? counts.at(k) : 0; };
         CHECK(count("com.epstack.cpu.PermutedMatMul") == 3);
