@@ -273,21 +273,25 @@ TEST_CASE("NCHWc: strided 1x1 convolutions read a copy of their pixels as one fl
 
 // Input channels are accumulated in one pass while a set of output blocks' filters fits in about 1 MiB, else in equal
 // passes that store and reload the accumulators: 3x3 filters of 528 input channels (33 blocks, 1.16 MiB a set of 4
-// output blocks) take two passes, of 17 and 16 blocks; the bias and the activation are applied once, after the last.
-// The residual (the blocked copy of input r, read by nothing else) is lent to Y: the first pass starts from it.
+// output blocks). Rows of 136 pixels on one thread (items of 34 KiB of partial sums) take two passes, of 17 and 16
+// blocks; items of 68 pixels (two threads) or 9 (rows of 9), 33 passes of one block. The bias and the activation are applied once, after the last pass. The
+// residual (the blocked copy of input r, read by nothing else) is lent to Y: the first pass starts from it.
 TEST_CASE("NCHWc: a dense convolution whose filters take several passes over the input channels") {
-  graph g("passes");
-  g.add_input("x", type_info::tensor_of(element_type::float32, shape::of(std::vector<std::int64_t>{1, 528, 6, 9})));
-  g.add_input("r", type_info::tensor_of(element_type::float32, shape::of(std::vector<std::int64_t>{1, 64, 6, 9})));
-  conv_builder b{g, 700, 0.05f};
-  const auto w = [&](std::string name, std::initializer_list<std::int64_t> d) { return b.weight(std::move(name), d); };
-  b.conv("big", {"x", w("w1", {64, 528, 3, 3}), w("b1", {64})}, "a0", attrs({ints("pads", {1, 1, 1, 1})}));
-  g.add_node(test::op("res", "Add"), {"a0", "r"}, {"a1"});
-  g.add_node(test::op("relu", "Relu"), {"a1"}, {"a"});
-  const model m = model_of(std::move(g), {"a"});
-  const std::vector<named_tensor> in{{"x", zoo::random_tensor({1, 528, 6, 9}, 701, 1.0f)},
-                                     {"r", zoo::random_tensor({1, 64, 6, 9}, 702, 1.0f)}};
-  for (int threads : {1, 2}) check_blocked_matches_plain(m, in, threads, 1);
+  for (std::int64_t width : {9, 136}) {
+    CAPTURE(width);
+    graph g("passes");
+    g.add_input("x", type_info::tensor_of(element_type::float32, shape::of(std::vector<std::int64_t>{1, 528, 6, width})));
+    g.add_input("r", type_info::tensor_of(element_type::float32, shape::of(std::vector<std::int64_t>{1, 64, 6, width})));
+    conv_builder b{g, 700, 0.05f};
+    const auto w = [&](std::string name, std::initializer_list<std::int64_t> d) { return b.weight(std::move(name), d); };
+    b.conv("big", {"x", w("w1", {64, 528, 3, 3}), w("b1", {64})}, "a0", attrs({ints("pads", {1, 1, 1, 1})}));
+    g.add_node(test::op("res", "Add"), {"a0", "r"}, {"a1"});
+    g.add_node(test::op("relu", "Relu"), {"a1"}, {"a"});
+    const model m = model_of(std::move(g), {"a"});
+    const std::vector<named_tensor> in{{"x", zoo::random_tensor({1, 528, 6, width}, 701, 1.0f)},
+                                       {"r", zoo::random_tensor({1, 64, 6, width}, 702, 1.0f)}};
+    for (int threads : {1, 2}) check_blocked_matches_plain(m, in, threads, 1);
+  }
 }
 
 // Depthwise convolutions three taps wide (stride 1 and 2, their own tiles over whole rows): every row width from 1 to

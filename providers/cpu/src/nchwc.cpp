@@ -686,10 +686,6 @@ Status nchwc_conv_compute(const nchwc_conv_plan& p, compute_context& ctx) {
   std::int64_t passes = filter_passes(channels, 4 * g.h.k * g.w.k * (first_layer ? blk : blk * blk) * 4);
   if (!first_layer && g.h.k == 1 && g.w.k == 1 && channels * blk >= 1024 && flat.h.out == 1 && seg_len <= 64)
     passes = std::max<std::int64_t>(passes, (channels * blk + 127) / 128);
-  const std::int64_t chunk = (channels + passes - 1) / passes;
-  // Y in place over the Sum and more than one pass: the first pass starts from the Sum (Y's values) rather than zero,
-  // the last adds none.
-  const bool sum_first = ep.sum != nullptr && ep.sum == py && passes > 1;
   // Rows per work item: each pass over a chunk of input channels covers all the item's rows, so that the chunk's
   // filters are read once for them (a row per item re-read each set's filters for every row: 1.2 MB for ResNet-50's
   // 512-channel 3x3 layer, from L3 seven times), while there are still 4 items per thread and the rows' partial sums
@@ -705,6 +701,19 @@ Status nchwc_conv_compute(const nchwc_conv_plan& p, compute_context& ctx) {
   };
   while (rows > 1 && share_ratio(rows) > 1.05) --rows;
   const std::int64_t row_sets = (OH + rows - 1) / rows;
+  // A KxK layer (X blocked) whose item's partial sums are small, at most 32 KiB (the rows' pixels x up to 4 output
+  // blocks): one input block a pass, whose filters (4 x K*K KiB, 36 KiB at 3x3) stay in the L1 cache for every tile
+  // of the item, where a pass of 1 MiB read them from L2 for each tile (a tile's 24 FMAs need 4 filter vectors).
+  // ResNet-50's 512-channel 3x3 layers at 7x7 (partial sums 12.5 KiB) went from 0.91-0.97 to 0.73-0.81 ms in the
+  // network, its 256-channel stride-2 layer at 14x14 (25 KiB) from 0.81 to 0.76 (alternated profiled runs, 4 and 6
+  // pairs); the 128-channel stride-2 layer at 28x28 (9 rows of 28 pixels: 63 KiB) went from 0.71 to 0.73 and keeps
+  // its one pass. Two blocks a pass (72 KiB of filters) were slower at 7x7 than one.
+  if (!first_layer && g.h.k * g.w.k > 1 && rows * seg_len * (per_group + (wider > 0 ? 1 : 0)) * blk * 4 <= (32 << 10))
+    passes = channels;
+  const std::int64_t chunk = (channels + passes - 1) / passes;
+  // Y in place over the Sum and more than one pass: the first pass starts from the Sum (Y's values) rather than zero,
+  // the last adds none.
+  const bool sum_first = ep.sum != nullptr && ep.sum == py && passes > 1;
   const auto items = static_cast<std::size_t>(g.N * groups * row_sets * seg);
   const std::size_t cost = static_cast<std::size_t>(rows * seg_len * 64 * g.C * g.h.k * g.w.k);
   // The order of the items, which the threads take in contiguous shares: a convolution whose filters are at most
