@@ -338,6 +338,31 @@ void BM_matmul_bias_gelu(benchmark::State& state) {
 }
 BENCHMARK(BM_matmul_bias_gelu)->ArgName("form")->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
+// com.epstack.cpu PermutedMatMul as BERT-base runs its attention (cpu_product_fusion's form): Q and K as the
+// projections wrote them, [1, 128 tokens, 12 heads, 64], read in place through perm_a / perm_b (rows 768 floats
+// apart); form 0 the scores Q K^T (alpha 1/8), form 1 the context P V written back as [1, 128, 12, 64] (perm_y).
+void BM_permuted_matmul(benchmark::State& state) {
+  const bool values = state.range(0) != 0;
+  node nd;
+  nd.name = "pmm";
+  nd.op_type = "PermutedMatMul";
+  nd.domain = "com.epstack.cpu";
+  nd.since_version = 1;
+  if (values) {
+    nd.attributes.set("perm_b", std::vector<std::int64_t>{0, 2, 1, 3});
+    nd.attributes.set("perm_y", std::vector<std::int64_t>{0, 2, 1, 3});
+  } else {
+    nd.attributes.set("perm_a", std::vector<std::int64_t>{0, 2, 1, 3});
+    nd.attributes.set("perm_b", std::vector<std::int64_t>{0, 2, 3, 1});
+    nd.attributes.set("alpha", 0.125f);
+  }
+  auto b = values ? one_node::make<ops::permuted_matmul>(std::move(nd), {{random({1, 12, 128, 128}, 1), false}, {random({1, 128, 12, 64}, 2), false}})
+                  : one_node::make<ops::permuted_matmul>(std::move(nd), {{random({1, 128, 12, 64}, 1), false}, {random({1, 128, 12, 64}, 2), false}});
+  b->run(state);
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * 12 * 128 * 128 * 64, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+}
+BENCHMARK(BM_permuted_matmul)->ArgName("values")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
 // MatMul of two activations (no packed weights): the matrix-vector shapes a decode step's attention and a
 // per-row weighting have. Args: batch, rows, inner, columns; `tb` 1 reads B as [batch, columns, inner] through a
 // Transpose-free FusedMatMul (transB), as attention's Q K^T does.
@@ -362,6 +387,7 @@ BENCHMARK(BM_matmul_dynamic)
     ->Args({12, 1, 64, 256, 1})   // decode attention scores: Q [12,1,64] x K^T
     ->Args({12, 1, 256, 64, 0})   // decode attention values: P [12,1,256] x V [12,256,64]
     ->Args({12, 128, 64, 128, 0}) // bert attention scores: Q [12,128,64] x K^T [12,64,128]
+    ->Args({12, 128, 64, 128, 1}) // the same with K as it lies, [12,128,64] (transB), as BERT runs it
     ->Args({12, 128, 128, 64, 0}) // bert attention values: P [12,128,128] x V [12,128,64]
     ->Args({1, 1, 4096, 1024, 0}) // a batch-1 product of activations
     ->Args({1, 2, 1024, 1024, 1}) // two rows against a transposed operand
