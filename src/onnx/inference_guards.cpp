@@ -4,6 +4,7 @@
 // which the loader reports as invalid_graph) instead of crashing. The guards were found by the libFuzzer target
 // (test/fuzz/fuzz_load_model): add one when it finds another crash inside onnx.
 #include "inference_guards.hpp"
+#include "onnx_convert.hpp"
 #include "schema/modern_inference.hpp"
 
 #include <onnx/defs/shape_inference.h>
@@ -15,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <string_view>
 #include <unordered_map>
 
@@ -274,6 +276,12 @@ void check_input_kinds(const onnx::OpSchema& s, const onnx::InferenceContext& ct
 
 }  // namespace
 
+void check_input_data(onnx::InferenceContext& ctx, std::size_t input) {
+  const onnx::TensorProto* t = input < ctx.getNumInputs() ? ctx.getInputData(input) : nullptr;
+  if (t == nullptr) return;
+  if (auto st = check_tensor_header(*t, "input " + std::to_string(input)); !st) fail_shape_inference(st.message());
+}
+
 const onnx::OpSchema* guarded_schema_registry::GetSchema(const std::string& key, int max_inclusive_version,
                                                          const std::string& domain) const {
   // Versions beyond onnx 1.12 (ai.onnx 18-27, ai.onnx.ml 4-5) carry the inference of modern_inference.cpp.
@@ -303,6 +311,7 @@ const onnx::OpSchema* guarded_schema_registry::older(const std::string& key, int
                                            guard = g != guards().end() ? g->second : nullptr,
                                            post = s->SinceVersion() >= (key == "Slice" ? 10 : 5) ? post_inference(key) : nullptr](onnx::InferenceContext& ctx) {
         check_input_kinds(*schema, ctx);
+        for (std::size_t i = 0; i < ctx.getNumInputs(); ++i) check_input_data(ctx, i);
         if (guard == nullptr || guard(ctx)) {
           inner(ctx);
           if (post != nullptr) post(ctx);

@@ -10,6 +10,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 using namespace epstack;
@@ -254,6 +255,50 @@ std::vector<bad_case> cases() {
                  test::add_node(g, "convt", "ConvTranspose", {"x", "w"}, {"y"});
                  return write_model(d, m);
                }});
+  // Found by the fuzzer (a Constant in a Loop body whose int64 raw_data lost bytes): onnx 1.12's ParseData copies
+  // raw_data into a vector of raw_data / 8 values, so 3 bytes went to a null pointer. Every constant input an
+  // inference function can read is checked against its dims and type first, in the main graph and in subgraphs.
+  for (const bool in_branch : {false, true}) {
+    c.push_back({in_branch ? "Unsqueeze axes of 3 bytes of int64 raw_data, in an If branch"
+                           : "Unsqueeze axes of 3 bytes of int64 raw_data",
+                 errc::invalid_graph, "has 3 bytes of raw_data, expected 8 (1 x int64)", [in_branch](const fs::path& d, std::string&) {
+                   auto m = test::relu_model();
+                   m.mutable_opset_import(0)->set_version(13);
+                   auto* g = m.mutable_graph();
+                   g->clear_node();
+                   g->clear_input();
+                   g->clear_output();
+                   test::set_tensor_type(g->add_input(), "x", onnx::TensorProto::FLOAT, {2, 3});
+                   test::set_tensor_type(g->add_output(), "y", onnx::TensorProto::FLOAT, {1, 2, 3});
+                   onnx::GraphProto* body = g;
+                   if (in_branch) {
+                     test::set_tensor_type(g->add_input(), "cond", onnx::TensorProto::BOOL, {});
+                     auto* iff = test::add_node(g, "if", "If", {"cond"}, {"y"});
+                     for (const char* b : {"then_branch", "else_branch"}) {
+                       auto* sg = add_attr(iff, b, onnx::AttributeProto::GRAPH)->mutable_g();
+                       sg->set_name(b);
+                       test::set_tensor_type(sg->add_output(), std::string(b) + "_y", onnx::TensorProto::FLOAT, {1, 2, 3});
+                       if (std::string_view(b) == "else_branch") {
+                         auto* axes = test::add_node(sg, "axes_ok", "Constant", {}, {"axes_ok"});
+                         auto* t = add_attr(axes, "value", onnx::AttributeProto::TENSOR)->mutable_t();
+                         t->set_data_type(onnx::TensorProto::INT64);
+                         t->add_dims(1);
+                         t->add_int64_data(0);
+                         test::add_node(sg, "unsqueeze_ok", "Unsqueeze", {"x", "axes_ok"}, {"else_branch_y"});
+                       } else {
+                         body = sg;
+                       }
+                     }
+                   }
+                   auto* axes = test::add_node(body, "axes", "Constant", {}, {"axes"});
+                   auto* t = add_attr(axes, "value", onnx::AttributeProto::TENSOR)->mutable_t();
+                   t->set_data_type(onnx::TensorProto::INT64);
+                   t->add_dims(1);
+                   t->set_raw_data(std::string("\0\0\0", 3));
+                   test::add_node(body, "unsqueeze", "Unsqueeze", {"x", "axes"}, {in_branch ? "then_branch_y" : "y"});
+                   return write_model(d, m);
+                 }});
+  }
   // Found by the fuzzer on models of opsets beyond onnx 1.12 (whose checker does not run on them): onnx's inference
   // reads the type of every main-graph input.
   c.push_back({"a graph input whose type names no kind (opset 25)", errc::invalid_graph, "names no kind",

@@ -1,5 +1,6 @@
 // Type and shape inference for ai.onnx 18-27 and ai.onnx.ml 4-5 (see modern_inference.hpp).
 #include "modern_inference.hpp"
+#include "../inference_guards.hpp"
 
 #include <onnx/defs/shape_inference.h>
 #include <onnx/defs/tensor_proto_util.h>
@@ -110,6 +111,7 @@ std::optional<std::vector<std::int64_t>> const_ints(InferenceContext& ctx, std::
   if (i >= ctx.getNumInputs()) return std::nullopt;
   const auto* t = ctx.getInputData(i);
   if (t == nullptr) return std::nullopt;
+  check_input_data(ctx, i);
   if (t->data_type() == onnx::TensorProto::INT64) return onnx::ParseData<std::int64_t>(t);
   if (t->data_type() == onnx::TensorProto::INT32) {
     const auto v = onnx::ParseData<std::int32_t>(t);
@@ -122,6 +124,7 @@ std::optional<std::vector<float>> const_floats(InferenceContext& ctx, std::size_
   if (i >= ctx.getNumInputs()) return std::nullopt;
   const auto* t = ctx.getInputData(i);
   if (t == nullptr || t->data_type() != onnx::TensorProto::FLOAT) return std::nullopt;
+  check_input_data(ctx, i);
   return onnx::ParseData<float>(t);
 }
 
