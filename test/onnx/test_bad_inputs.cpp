@@ -47,6 +47,18 @@ onnx::AttributeProto* add_attr(onnx::NodeProto* n, const char* name, onnx::Attri
   return a;
 }
 
+// relu_model's header (IR `ir`, ai.onnx `opset`) with an empty graph, for a case to fill.
+onnx::ModelProto bare_model(int opset, int ir = 8) {
+  auto m = test::relu_model();
+  m.set_ir_version(ir);
+  m.mutable_opset_import(0)->set_version(opset);
+  auto* g = m.mutable_graph();
+  g->clear_node();
+  g->clear_input();
+  g->clear_output();
+  return m;
+}
+
 std::vector<bad_case> cases() {
   std::vector<bad_case> c;
   c.push_back({"empty file", errc::invalid_protobuf, "is empty", [](const fs::path& d, std::string&) {
@@ -207,11 +219,8 @@ std::vector<bad_case> cases() {
                }});
   // Found by the fuzzer: onnx 1.12's inference functions crash on these; the loader's guards refuse them.
   c.push_back({"Conv with a zero stride", errc::invalid_graph, "attribute 'strides' holds 0", [](const fs::path& d, std::string&) {
-                 auto m = test::relu_model();
+                 auto m = bare_model(13);
                  auto* g = m.mutable_graph();
-                 g->clear_node();
-                 g->clear_input();
-                 g->clear_output();
                  test::set_tensor_type(g->add_input(), "x", onnx::TensorProto::FLOAT, {1, 1, 8, 8});
                  test::set_tensor_type(g->add_input(), "w", onnx::TensorProto::FLOAT, {1, 1, 3, 3});
                  test::set_tensor_type(g->add_output(), "y", onnx::TensorProto::FLOAT, {1, 1, 4, 8});
@@ -222,12 +231,8 @@ std::vector<bad_case> cases() {
                  return write_model(d, m);
                }});
   c.push_back({"ConvTranspose on a rank-2 input", errc::invalid_graph, "at least 3", [](const fs::path& d, std::string&) {
-                 auto m = test::relu_model();
-                 m.mutable_opset_import(0)->set_version(11);
+                 auto m = bare_model(11);
                  auto* g = m.mutable_graph();
-                 g->clear_node();
-                 g->clear_input();
-                 g->clear_output();
                  test::set_tensor_type(g->add_input(), "x", onnx::TensorProto::FLOAT, {1, 1});
                  test::set_tensor_type(g->add_input(), "w", onnx::TensorProto::FLOAT, {1, 2, 3});
                  test::set_tensor_type(g->add_output(), "y", onnx::TensorProto::FLOAT, {1});
@@ -238,13 +243,8 @@ std::vector<bad_case> cases() {
   // every input as a tensor; type checking, which refuses it, runs after.
   c.push_back({"a sparse tensor where an operator takes a tensor", errc::invalid_graph, "input 1 is a sparse tensor",
                [](const fs::path& d, std::string&) {
-                 auto m = test::relu_model();
-                 m.set_ir_version(10);
-                 m.mutable_opset_import(0)->set_version(22);
+                 auto m = bare_model(22, 10);
                  auto* g = m.mutable_graph();
-                 g->clear_node();
-                 g->clear_input();
-                 g->clear_output();
                  test::set_tensor_type(g->add_input(), "x", onnx::TensorProto::FLOAT, {1, 1, 3, 4, 5});
                  auto* w = g->add_input();
                  w->set_name("w");
@@ -262,12 +262,8 @@ std::vector<bad_case> cases() {
     c.push_back({in_branch ? "Unsqueeze axes of 3 bytes of int64 raw_data, in an If branch"
                            : "Unsqueeze axes of 3 bytes of int64 raw_data",
                  errc::invalid_graph, "has 3 bytes of raw_data, expected 8 (1 x int64)", [in_branch](const fs::path& d, std::string&) {
-                   auto m = test::relu_model();
-                   m.mutable_opset_import(0)->set_version(13);
+                   auto m = bare_model(13);
                    auto* g = m.mutable_graph();
-                   g->clear_node();
-                   g->clear_input();
-                   g->clear_output();
                    test::set_tensor_type(g->add_input(), "x", onnx::TensorProto::FLOAT, {2, 3});
                    test::set_tensor_type(g->add_output(), "y", onnx::TensorProto::FLOAT, {1, 2, 3});
                    onnx::GraphProto* body = g;
@@ -439,16 +435,7 @@ TEST_CASE("every truncation of a valid model fails cleanly or loads") {
 // Valid models (or models whose inference fails part-way) on which onnx 1.12's inference once crashed, found by the
 // fuzzer; the loader's guards skip or fail that inference, and the model loads with its declared types.
 TEST_CASE("models on which onnx 1.12's inference crashed load") {
-  const auto shape_model = [](int opset) {
-    auto m = test::relu_model();
-    m.set_ir_version(opset > 17 ? 10 : 8);
-    m.mutable_opset_import(0)->set_version(opset);
-    auto* g = m.mutable_graph();
-    g->clear_node();
-    g->clear_input();
-    g->clear_output();
-    return m;
-  };
+  const auto shape_model = [](int opset) { return bare_model(opset, opset > 17 ? 10 : 8); };
   SUBCASE("Sub of a shape sliced to nothing and a one-value tensor (data propagation)") {
     auto m = shape_model(17);
     auto* g = m.mutable_graph();

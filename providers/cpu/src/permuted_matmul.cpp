@@ -28,12 +28,11 @@ struct strided_operand {
 Result<strided_operand> permuted(const tensor& t, const std::vector<std::int64_t>& perm, const char* which) {
   const auto sizes = t.sizes();
   const std::size_t r = sizes.size();
-  tensor_sizes contiguous(r, 1);
-  for (std::size_t d = r; d-- > 1;) contiguous[d - 1] = contiguous[d] * sizes[d];
+  const auto contiguous = strides_of(sizes);
   strided_operand o;
   if (perm.empty()) {
     o.dims.assign(sizes.begin(), sizes.end());
-    o.strides = contiguous;
+    o.strides.assign(contiguous.begin(), contiguous.end());
     return o;
   }
   if (perm.size() != r)
@@ -114,13 +113,8 @@ Result<compute_function> permuted_matmul::compile(const graph& g, node_id n) {
     ydims.push_back(N);
     tensor_sizes out(r), ystrides(r);
     for (std::size_t j = 0; j < r; ++j) out[j] = ydims[py.empty() ? j : static_cast<std::size_t>(py[j])];
-    {
-      std::int64_t st = 1;
-      for (std::size_t j = r; j-- > 0;) {
-        ystrides[py.empty() ? j : static_cast<std::size_t>(py[j])] = st;
-        st *= out[j];
-      }
-    }
+    const auto stored = strides_of(out);
+    for (std::size_t j = 0; j < r; ++j) ystrides[py.empty() ? j : static_cast<std::size_t>(py[j])] = stored[j];
     float* y = ctx.allocate_output(0, element_type::float32, out).typed<float>();
     const std::int64_t nbatch = product(batch);
     if (nbatch == 0 || M == 0 || N == 0) return {};
