@@ -208,9 +208,47 @@ bool sgemm_packed_available() noexcept { return true; }
 
 namespace {
 
-// Adds C (when load_c) and the epilogue to one row's two accumulators x0, x1 (masks m0, m1), then stores them.
-[[gnu::noinline]] void finish_row(float* ci, __m512 x0, __m512 x1, __mmask16 m0, __mmask16 m1, float alpha, bool load_c,
-                       const sgemm_epilogue* ep, std::int64_t row, std::int64_t col0) {
+// Applies the epilogue to one row of a tile stored in C (masks m0, m1).
+inline void finish_row(float* ci, __mmask16 m0, __mmask16 m1, const sgemm_epilogue* ep, std::int64_t row,
+                       std::int64_t col0) {
+  __m512 x0 = _mm512_maskz_loadu_ps(m0, ci), x1 = _mm512_maskz_loadu_ps(m1, ci + 16);
+  if (ep->bias != nullptr) {
+    const __m512 bv = _mm512_set1_ps(ep->bias[row]);
+    x0 = _mm512_add_ps(x0, bv);
+    x1 = _mm512_add_ps(x1, bv);
+  }
+  if (ep->z != nullptr) {
+    const float* zi = ep->z + row * ep->ldz + col0;
+    x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, zi));
+    x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, zi + 16));
+  }
+  if (ep->activation == sgemm_epilogue::act::relu) {
+    // max(0, x): vmaxps returns its second operand when either is NaN, so NaN stays NaN (as the Relu node's).
+    x0 = _mm512_max_ps(_mm512_setzero_ps(), x0);
+    x1 = _mm512_max_ps(_mm512_setzero_ps(), x1);
+  } else if (ep->activation == sgemm_epilogue::act::clip) {
+    const __m512 lo = _mm512_set1_ps(ep->lo), hi = _mm512_set1_ps(ep->hi);
+    x0 = _mm512_min_ps(_mm512_max_ps(x0, lo), hi);
+    x1 = _mm512_min_ps(_mm512_max_ps(x1, lo), hi);
+  } else if (ep->activation == sgemm_epilogue::act::gelu) {
+    // The tile is still in L1, where a Gelu (BiasGelu) node after the product read and wrote Y from memory once more.
+    x0 = gelu_erf16(x0);
+    x1 = gelu_erf16(x1);
+  }
+  _mm512_mask_storeu_ps(ci, m0, x0);
+  _mm512_mask_storeu_ps(ci + 16, m1, x1);
+}
+
+// The epilogue on rows [row0, row0 + rows) of a tile already stored in C (so in L1): the kernels store their
+// accumulators first, since a call made while they are live would spill all of them (no vector register survives a
+// call) and reload them, 24 times a tile.
+[[gnu::noinline]] void finish_tile(float* c, std::int64_t ldc, int rows, __mmask16 m0, __mmask16 m1,
+                                   const sgemm_epilogue* ep, std::int64_t row0, std::int64_t col0) {
+  for (int i = 0; i < rows; ++i) finish_row(c + i * ldc, m0, m1, ep, row0 + i, col0);
+}
+
+// Stores one row's accumulators x0, x1 (masks m0, m1) times alpha, plus C when load_c.
+inline void store_row(float* ci, __m512 x0, __m512 x1, __mmask16 m0, __mmask16 m1, float alpha, bool load_c) {
   if (alpha != 1.0f) {
     const __m512 va = _mm512_set1_ps(alpha);
     x0 = _mm512_mul_ps(x0, va);
@@ -220,33 +258,8 @@ namespace {
     x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, ci));
     x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, ci + 16));
   }
-  if (ep != nullptr) {
-    if (ep->bias != nullptr) {
-      const __m512 bv = _mm512_set1_ps(ep->bias[row]);
-      x0 = _mm512_add_ps(x0, bv);
-      x1 = _mm512_add_ps(x1, bv);
-    }
-    if (ep->z != nullptr) {
-      const float* zi = ep->z + row * ep->ldz + col0;
-      x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, zi));
-      x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, zi + 16));
-    }
-    if (ep->activation == sgemm_epilogue::act::relu) {
-      // max(0, x): vmaxps returns its second operand when either is NaN, so NaN stays NaN (as the Relu node's).
-      x0 = _mm512_max_ps(_mm512_setzero_ps(), x0);
-      x1 = _mm512_max_ps(_mm512_setzero_ps(), x1);
-    } else if (ep->activation == sgemm_epilogue::act::clip) {
-      const __m512 lo = _mm512_set1_ps(ep->lo), hi = _mm512_set1_ps(ep->hi);
-      x0 = _mm512_min_ps(_mm512_max_ps(x0, lo), hi);
-      x1 = _mm512_min_ps(_mm512_max_ps(x1, lo), hi);
-    } else if (ep->activation == sgemm_epilogue::act::gelu) {
-      // The tile is still in registers, where a Gelu (BiasGelu) node after the product read and wrote Y once more.
-      x0 = gelu_erf16(x0);
-      x1 = gelu_erf16(x1);
-    }
-  }
   _mm512_mask_storeu_ps(ci, m0, x0);
-  if (m1 != 0) _mm512_mask_storeu_ps(ci + 16, m1, x1);
+  _mm512_mask_storeu_ps(ci + 16, m1, x1);
 }
 
 // C[R rows, up to 32 columns] (masks m0, m1) = alpha * (A panel x B panel) (+ C when load_c), then the epilogue
@@ -301,7 +314,8 @@ inline void micro_kernel(std::int64_t kc, const float* __restrict a, const float
     b += bs;
   }
 #pragma GCC unroll 12
-  for (int i = 0; i < R; ++i) finish_row(c + i * ldc, c0[i], c1[i], m0, m1, alpha, load_c, ep, row0 + i, col0);
+  for (int i = 0; i < R; ++i) store_row(c + i * ldc, c0[i], c1[i], m0, m1, alpha, load_c);
+  if (ep != nullptr) finish_tile(c, ldc, R, m0, m1, ep, row0, col0);
 }
 
 // The narrow variant for a B panel of at most 16 columns (mask m0): two A panels at once, a full one (12 rows) and
@@ -329,10 +343,10 @@ inline void narrow_kernel(std::int64_t kc, const float* __restrict a, const floa
   }
   const __m512 zero = _mm512_setzero_ps();
 #pragma GCC unroll 12
-  for (int i = 0; i < mr; ++i) finish_row(c + i * ldc, c0[i], zero, m0, 0, alpha, load_c, ep, row0 + i, col0);
+  for (int i = 0; i < mr; ++i) store_row(c + i * ldc, c0[i], zero, m0, 0, alpha, load_c);
 #pragma GCC unroll 12
-  for (int i = 0; i < R; ++i)
-    finish_row(c + (mr + i) * ldc, c2[i], zero, m0, 0, alpha, load_c, ep, row0 + mr + i, col0);
+  for (int i = 0; i < R; ++i) store_row(c + (mr + i) * ldc, c2[i], zero, m0, 0, alpha, load_c);
+  if (ep != nullptr) finish_tile(c, ldc, mr + R, m0, 0, ep, row0, col0);
 }
 
 using narrow_fn = void (*)(std::int64_t, const float*, const float*, const float*, std::int64_t, float*, std::int64_t,
