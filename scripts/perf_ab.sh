@@ -6,7 +6,7 @@
 #   env: BIN_A, BIN_B (default build/tools/epstack both), ENV_A, ENV_B (environment assignments for each side, e.g.
 #        ENV_B="EPSTACK_PROFILE_ALL=1"), PROVIDERS (default), THREADS (2), ITERS (60), MODELS_DIR (build/shared-models)
 #        PROFILE=1: per-node times instead (`epstack perf --profile` with EPSTACK_PROFILE_ALL=1, 40 runs a process),
-#        the nodes whose mean time differs most listed first.
+#        the nodes whose mean time differs most listed first (TOP of them, default 20).
 # Prints each pair (A ms, B ms, B / A), then the geometric mean of B / A over the pairs (below 1: B is faster).
 # MODEL is a name in MODELS_DIR or a path to an .onnx file.
 set -eu
@@ -49,7 +49,7 @@ done
 
 if [ "${PROFILE:-0}" = 1 ]; then
   /usr/bin/python3 - "$OUT/a.prof" "$OUT/b.prof" <<'PY'
-import collections, re, sys
+import collections, os, re, sys
 def read(path):
     nodes, totals = collections.defaultdict(list), []
     for line in open(path):
@@ -64,7 +64,7 @@ a, ta = read(sys.argv[1])
 b, tb = read(sys.argv[2])
 rows = sorted(((b[k] - a[k], k, a[k], b[k]) for k in a if k in b), key=lambda r: -abs(r[0]))
 print("%9s %9s %9s  node (mean ms per run over the processes)" % ("B - A", "A", "B"))
-for d, k, x, y in rows[:20]:
+for d, k, x, y in rows[:int(os.environ.get("TOP", "20"))]:
     print("%+9.3f %9.3f %9.3f  %s" % (d, x, y, k))
 print("profiled totals A", " ".join("%.3f" % t for t in ta), "| B", " ".join("%.3f" % t for t in tb))
 PY
