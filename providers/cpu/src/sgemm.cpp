@@ -267,7 +267,7 @@ inline void store_row(float* ci, __m512 x0, __m512 x1, __mmask16 m0, __mmask16 m
 template <int R, bool Packed>
 inline void micro_kernel(std::int64_t kc, const float* __restrict a, const float* __restrict b, std::int64_t bs, float* c,
                          std::int64_t ldc, __mmask16 m0, __mmask16 m1, float alpha, bool load_c, const sgemm_epilogue* ep,
-                         std::int64_t row0, std::int64_t col0, const char* pf) {
+                         std::int64_t row0, std::int64_t col0, const char* pf, int pfn) {
   __m512 c0[R], c1[R];
 #pragma GCC unroll 12
   for (int i = 0; i < R; ++i) {
@@ -289,11 +289,10 @@ inline void micro_kernel(std::int64_t kc, const float* __restrict a, const float
   }
 #pragma GCC unroll 2
   for (std::int64_t k = 0; k < kc; ++k) {
-    if constexpr (Packed) {  // two lines of `pf` every 8 k (see sgemm_panels)
+    if constexpr (Packed) {  // `pfn` lines of `pf` every 8 k (see sgemm_panels)
       if ((k & 7) == 0 && pf != nullptr) {
-        _mm_prefetch(pf, _MM_HINT_T1);
-        _mm_prefetch(pf + 64, _MM_HINT_T1);
-        pf += 128;
+        for (int j = 0; j < pfn; ++j) _mm_prefetch(pf + 64 * j, _MM_HINT_T1);
+        pf += 64 * pfn;
       }
     }
     const __m512 b0 = Packed ? _mm512_load_ps(b) : _mm512_maskz_loadu_ps(m0, b);
@@ -360,7 +359,7 @@ template <bool Packed>
 constexpr auto narrow_kernels = make_narrow<Packed>(std::make_index_sequence<mr>{});
 
 using kernel_fn = void (*)(std::int64_t, const float*, const float*, std::int64_t, float*, std::int64_t, __mmask16, __mmask16,
-                           float, bool, const sgemm_epilogue*, std::int64_t, std::int64_t, const char*);
+                           float, bool, const sgemm_epilogue*, std::int64_t, std::int64_t, const char*, int);
 template <bool Packed>
 constexpr kernel_fn kernels[mr + 1] = {nullptr,
                                        micro_kernel<1, Packed>,
@@ -407,8 +406,8 @@ void sgemm_panels(std::int64_t M, std::int64_t N, std::int64_t K, const float* p
         const auto mask1 = static_cast<__mmask16>(cols >= 32 ? 0xFFFF : cols <= 16 ? 0 : (1u << (cols - 16)) - 1);
         // The next B panel this loop reads (the next column panel; after the last, the first of this range for the
         // next block of A panels, or of the next K block): each call on this panel fetches the next part of it into
-        // L2 (micro_kernel's `pf`), two lines every 8 k, so that its first call finds there what the calls before
-        // covered (all of it from 8 A panels, 96 rows, at a full K block). Without, the first call on a panel read
+        // L2 (micro_kernel's `pf`, `pfn` lines every 8 k: below), so that its first call finds there what the calls
+        // before covered (all of it, from as many calls as there are A panels). Without, the first call on a panel read
         // it from memory as a burst (32 KiB in the time of 3072 FMAs) and the memory idled during the other calls:
         // weights that a model's run reads once (not in cache) cost llm_prefill 2-4% and BERT-base 3-5% on the CPU
         // provider (interleaved runs).
@@ -425,8 +424,16 @@ void sgemm_panels(std::int64_t M, std::int64_t N, std::int64_t K, const float* p
             next = reinterpret_cast<const char*>(b.data + q1 * kc2 * nr), next_bytes = kc2 * nr * 4;
           }
         }
+        // Lines a call fetches every 8 k (two at least, eight at most): just enough for the calls on this panel (one
+        // per A panel) to cover the next one. With two always, a product of 64 rows (6 A panels: 384 of the 512
+        // lines) read the rest of each panel from memory as the first call needed it: mlp_b64 ran 9-10% slower
+        // (paired runs). Fetching earlier than needed is no better: covering the panel in three quarters of the
+        // calls (4 lines at 64 rows, not 3) was 3.5-5% slower than this.
+        const std::int64_t steps = (kc + 7) / 8, calls = std::max<std::int64_t>(1, m1 - m0);
+        const std::int64_t lines = (next_bytes + 63) / 64;
+        const int pfn = static_cast<int>(std::clamp<std::int64_t>((lines + calls * steps - 1) / (calls * steps), 2, 8));
         const auto pf_for = [&](std::int64_t j) -> const char* {  // the part for the j-th call on this panel
-          const std::int64_t off = j * ((kc + 7) / 8) * 2 * 64;
+          const std::int64_t off = j * steps * pfn * 64;
           return next != nullptr && off < next_bytes ? next + off : nullptr;
         };
         std::int64_t p = m0;
@@ -440,7 +447,7 @@ void sgemm_panels(std::int64_t M, std::int64_t N, std::int64_t K, const float* p
         for (; p < m1; ++p) {
           const std::int64_t rows = std::min(mr, M - p * mr);
           kernels<packed>[rows](kc, ablock + p * kc * mr, bp, bs, c + p * mr * ldc + q * nr, ldc, mask0, mask1, alpha, load_c,
-                                last, p * mr, q * nr, pf_for(p - m0));
+                                last, p * mr, q * nr, pf_for(p - m0), pfn);
         }
       }
     }
