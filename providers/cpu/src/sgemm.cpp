@@ -267,7 +267,7 @@ inline void store_row(float* ci, __m512 x0, __m512 x1, __mmask16 m0, __mmask16 m
 template <int R, bool Packed>
 inline void micro_kernel(std::int64_t kc, const float* __restrict a, const float* __restrict b, std::int64_t bs, float* c,
                          std::int64_t ldc, __mmask16 m0, __mmask16 m1, float alpha, bool load_c, const sgemm_epilogue* ep,
-                         std::int64_t row0, std::int64_t col0, const char* pf, int pfn) {
+                         std::int64_t row0, std::int64_t col0, const char* pf, int pfi) {
   __m512 c0[R], c1[R];
 #pragma GCC unroll 12
   for (int i = 0; i < R; ++i) {
@@ -287,12 +287,14 @@ inline void micro_kernel(std::int64_t kc, const float* __restrict a, const float
       _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + 16), _MM_HINT_T0);
     }
   }
+  int pf_in = 1;  // k steps to the next line of `pf`
 #pragma GCC unroll 2
   for (std::int64_t k = 0; k < kc; ++k) {
-    if constexpr (Packed) {  // `pfn` lines of `pf` every 8 k (see sgemm_panels)
-      if ((k & 7) == 0 && pf != nullptr) {
-        for (int j = 0; j < pfn; ++j) _mm_prefetch(pf + 64 * j, _MM_HINT_T1);
-        pf += 64 * pfn;
+    if constexpr (Packed) {  // a line of `pf` every `pfi` k (see sgemm_panels)
+      if (--pf_in == 0 && pf != nullptr) {
+        _mm_prefetch(pf, _MM_HINT_T1);
+        pf += 64;
+        pf_in = pfi;
       }
     }
     const __m512 b0 = Packed ? _mm512_load_ps(b) : _mm512_maskz_loadu_ps(m0, b);
@@ -424,16 +426,16 @@ void sgemm_panels(std::int64_t M, std::int64_t N, std::int64_t K, const float* p
             next = reinterpret_cast<const char*>(b.data + q1 * kc2 * nr), next_bytes = kc2 * nr * 4;
           }
         }
-        // Lines a call fetches every 8 k (two at least, eight at most): just enough for the calls on this panel (one
-        // per A panel) to cover the next one. With two always, a product of 64 rows (6 A panels: 384 of the 512
-        // lines) read the rest of each panel from memory as the first call needed it: mlp_b64 ran 9-10% slower
-        // (paired runs). Fetching earlier than needed is no better: covering the panel in three quarters of the
-        // calls (4 lines at 64 rows, not 3) was 3.5-5% slower than this.
-        const std::int64_t steps = (kc + 7) / 8, calls = std::max<std::int64_t>(1, m1 - m0);
-        const std::int64_t lines = (next_bytes + 63) / 64;
-        const int pfn = static_cast<int>(std::clamp<std::int64_t>((lines + calls * steps - 1) / (calls * steps), 2, 8));
+        // A line every `pfi` k (1 to 4): just often enough for the calls on this panel (one per A panel) to cover
+        // the next one, and one line at a time. Two lines every 8 k for any count of rows left a product of 64 rows
+        // (6 A panels: 384 of the 512 lines) to read the rest of each panel from memory as its first call needed it
+        // (mlp_b64 9-10% slower, paired runs); fetching earlier than needed was no better (the panel covered in three
+        // quarters of the calls: 3.5-5% slower), and lines in bursts were slower than one at a time (2 every 8 k
+        // against 1 every 4: BERT-base and llm_prefill 1.3-1.4%).
+        const std::int64_t calls = std::max<std::int64_t>(1, m1 - m0), lines = (next_bytes + 63) / 64;
+        const int pfi = static_cast<int>(std::clamp<std::int64_t>(calls * kc / std::max<std::int64_t>(1, lines), 1, 4));
         const auto pf_for = [&](std::int64_t j) -> const char* {  // the part for the j-th call on this panel
-          const std::int64_t off = j * steps * pfn * 64;
+          const std::int64_t off = j * ((kc + pfi - 1) / pfi) * 64;
           return next != nullptr && off < next_bytes ? next + off : nullptr;
         };
         std::int64_t p = m0;
@@ -447,7 +449,7 @@ void sgemm_panels(std::int64_t M, std::int64_t N, std::int64_t K, const float* p
         for (; p < m1; ++p) {
           const std::int64_t rows = std::min(mr, M - p * mr);
           kernels<packed>[rows](kc, ablock + p * kc * mr, bp, bs, c + p * mr * ldc + q * nr, ldc, mask0, mask1, alpha, load_c,
-                                last, p * mr, q * nr, pf_for(p - m0), pfn);
+                                last, p * mr, q * nr, pf_for(p - m0), pfi);
         }
       }
     }
