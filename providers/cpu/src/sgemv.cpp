@@ -214,8 +214,7 @@ EPSTACK_SGEMV_OUTLINE void combine_panels(std::int64_t K, std::int64_t N, const 
       for (; k + 2 <= K; k += 2)
         for (int p = 0; p < P; ++p) {
           const float* bp = b[p] + k * gemv_panel;
-          if ((k & 2) == 0)  // the lines of 4 depths, 8 KiB ahead in this panel's stream (see above)
-            for (int l = 0; l < 8; ++l) __builtin_prefetch(bp + 2048 + 16 * l);
+          for (int l = 0; l < 4; ++l) __builtin_prefetch(bp + 2048 + 16 * l);  // this step's lines, 8 KiB ahead (see above)
           const v16 x00 = load(bp), x01 = load(bp + 16), x10 = load(bp + 32), x11 = load(bp + 48);
           for (int t = 0; t < S; ++t) {
             const float s0 = s[t][k], s1 = s[t][k + 1];
