@@ -773,10 +773,8 @@ Status nchwc_conv_compute(const nchwc_conv_plan& p, compute_context& ctx) {
     const auto blocks_of = [&](std::int64_t grp) { return static_cast<int>(per_group + (grp < wider ? 1 : 0)); };
     // The filters this thread reads after item i's chunk [c0, c1) of input channels (set grp of nb output blocks, over
     // `row_count` rows of `row_pixels` output pixels): the item's next chunk, else the next item's first, unless they are the ones just read
-    // (the same output blocks in one pass). Set up in `pf`, spread over all of the chunk's steps (one per input block
-    // of a tap of each tile): fetched no earlier than needed, as the SGEMM's B panels (sgemm.cpp). Spread over three
-    // quarters of them, ResNet-50's layer4 convolutions took 2-3.5% longer, the network about 1% (paired runs);
-    // null when there are none.
+    // (the same output blocks in one pass). Set up in `pf`, spread over three quarters of the chunk's steps (one per
+    // input block of a tap of each tile); null when there are none.
     const auto next_filters = [&](filter_prefetch& pf, std::size_t i, std::size_t i1, std::int64_t grp, int nb, std::int64_t c0,
                                   std::int64_t c1, std::int64_t row_count, std::int64_t row_pixels) -> filter_prefetch* {
       std::int64_t ngrp = grp, nc0 = c1;
@@ -798,7 +796,7 @@ Status nchwc_conv_compute(const nchwc_conv_plan& p, compute_context& ctx) {
       const std::int64_t full = nb == 1 ? 16 : 24 / nb;
       const std::int64_t steps = row_count * ((row_pixels + full - 1) / full) * g.h.k * g.w.k * (c1 - c0);
       const std::int64_t lines = nnb * (nc1 - nc0) * per_c * 4 / 64;
-      pf.lines = static_cast<int>(std::clamp<std::int64_t>((lines + steps - 1) / std::max<std::int64_t>(1, steps), 1, 32));
+      pf.lines = static_cast<int>(std::clamp<std::int64_t>((4 * lines + 3 * steps - 1) / std::max<std::int64_t>(1, 3 * steps), 1, 32));
       return &pf;
     };
     filter_prefetch pf;
