@@ -247,16 +247,19 @@ inline void finish_row(float* ci, __mmask16 m0, __mmask16 m1, const sgemm_epilog
   for (int i = 0; i < rows; ++i) finish_row(c + i * ldc, m0, m1, ep, row0 + i, col0);
 }
 
-// Stores one row's accumulators x0, x1 (masks m0, m1) times alpha, plus C when load_c.
+// Stores one row's accumulators x0, x1 (masks m0, m1) times alpha, plus C when load_c. alpha * x + C is one FMA,
+// written as one: inlined into the unrolled loop, a multiply and an add were contracted into an FMA for some rows and
+// not others (GCC's -ffp-contract=fast), so a row's rounding depended on its place in the tile.
 inline void store_row(float* ci, __m512 x0, __m512 x1, __mmask16 m0, __mmask16 m1, float alpha, bool load_c) {
+  const __m512 c0 = load_c ? _mm512_maskz_loadu_ps(m0, ci) : _mm512_setzero_ps();
+  const __m512 c1 = load_c ? _mm512_maskz_loadu_ps(m1, ci + 16) : _mm512_setzero_ps();
   if (alpha != 1.0f) {
     const __m512 va = _mm512_set1_ps(alpha);
-    x0 = _mm512_mul_ps(x0, va);
-    x1 = _mm512_mul_ps(x1, va);
-  }
-  if (load_c) {
-    x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, ci));
-    x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, ci + 16));
+    x0 = load_c ? _mm512_fmadd_ps(x0, va, c0) : _mm512_mul_ps(x0, va);
+    x1 = load_c ? _mm512_fmadd_ps(x1, va, c1) : _mm512_mul_ps(x1, va);
+  } else if (load_c) {
+    x0 = _mm512_add_ps(x0, c0);
+    x1 = _mm512_add_ps(x1, c1);
   }
   _mm512_mask_storeu_ps(ci, m0, x0);
   _mm512_mask_storeu_ps(ci + 16, m1, x1);
@@ -408,7 +411,7 @@ void sgemm_panels(std::int64_t M, std::int64_t N, std::int64_t K, const float* p
         const auto mask1 = static_cast<__mmask16>(cols >= 32 ? 0xFFFF : cols <= 16 ? 0 : (1u << (cols - 16)) - 1);
         // The next B panel this loop reads (the next column panel; after the last, the first of this range for the
         // next block of A panels, or of the next K block): each call on this panel fetches the next part of it into
-        // L2 (micro_kernel's `pf`, `pfn` lines every 8 k: below), so that its first call finds there what the calls
+        // L2 (micro_kernel's `pf`, a line every `pfi` k: below), so that its first call finds there what the calls
         // before covered (all of it, from as many calls as there are A panels). Without, the first call on a panel read
         // it from memory as a burst (32 KiB in the time of 3072 FMAs) and the memory idled during the other calls:
         // weights that a model's run reads once (not in cache) cost llm_prefill 2-4% and BERT-base 3-5% on the CPU

@@ -8,7 +8,9 @@
 
 #include <epstack/testing/model_zoo.hpp>
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <span>
 #include <thread>
 
@@ -80,6 +82,34 @@ TEST_CASE("Gemm: every transpose combination, alpha, beta and C broadcast") {
 TEST_CASE("Gemm split by columns on 3 threads: every transpose, alpha, beta and C") {
   thread_pool pool(3);
   check_gemm_transposes(40, 500, 300, &pool, 1e-4);
+}
+
+// A row of the product comes out with the same bits wherever it falls in the SGEMM's 12-row panels: with alpha and
+// more than one K block (alpha * sum + the previous blocks' C) one build's object code contracted the row store into
+// an FMA for some places of a tile and not others (the store is now one FMA, written so). Rows 1-12 of a 13-row A
+// against the same 12 rows alone (each one place earlier), B constant (prepacked) and fed (packed per call), 1 and
+// 2 threads.
+TEST_CASE("Gemm rows have the same bits wherever they fall in the packed SGEMM's panels") {
+  thread_pool pool(2);
+  const std::int64_t N = 40, K = 300;
+  const auto A13 = rnd({13, K}, 21), B = rnd({K, N}, 22);
+  tensor A12(element_type::float32, {12, K});
+  std::copy(A13.typed<float>() + K, A13.typed<float>() + 13 * K, A12.typed<float>());
+  kernel_node kn{"Gemm"};
+  kn.set("alpha", 0.37f);
+  for (thread_pool* threads : {static_cast<thread_pool*>(nullptr), &pool})
+    for (const bool constant_b : {true, false}) {
+      CAPTURE(threads != nullptr);
+      CAPTURE(constant_b);
+      const auto y13 = run1<ops::gemm>(kn, {{A13}, {B, constant_b}}, threads);
+      const auto y12 = run1<ops::gemm>(kn, {{A12}, {B, constant_b}}, threads);
+      REQUIRE(y13.sizes()[0] == 13);
+      REQUIRE(y12.sizes()[0] == 12);
+      std::int64_t differ = 0;
+      for (std::int64_t i = 0; i < 12 * N; ++i) differ += y13.typed<float>()[N + i] != y12.typed<float>()[i] ? 1 : 0;
+      CHECK(differ == 0);
+      CHECK(std::isfinite(y12.typed<float>()[0]));
+    }
 }
 
 // C broadcasts to [M, N] one way: every shape that does (scalar, [1], [N], [1, N], [M, 1], [M, N], [1, 1]), on the
