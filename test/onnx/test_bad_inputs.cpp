@@ -47,6 +47,16 @@ onnx::AttributeProto* add_attr(onnx::NodeProto* n, const char* name, onnx::Attri
   return a;
 }
 
+// A Constant node `name` in `g` whose value (output `name`) is an int64 tensor of dims [1], returned for the caller
+// to give its data.
+onnx::TensorProto* add_int64_constant(onnx::GraphProto* g, const char* name) {
+  auto* node = test::add_node(g, name, "Constant", {}, {name});
+  auto* t = add_attr(node, "value", onnx::AttributeProto::TENSOR)->mutable_t();
+  t->set_data_type(onnx::TensorProto::INT64);
+  t->add_dims(1);
+  return t;
+}
+
 // relu_model's header (IR `ir`, ai.onnx `opset`) with an empty graph, for a case to fill.
 onnx::ModelProto bare_model(int opset, int ir = 8) {
   auto m = test::relu_model();
@@ -275,22 +285,14 @@ std::vector<bad_case> cases() {
                        sg->set_name(b);
                        test::set_tensor_type(sg->add_output(), std::string(b) + "_y", onnx::TensorProto::FLOAT, {1, 2, 3});
                        if (std::string_view(b) == "else_branch") {
-                         auto* axes = test::add_node(sg, "axes_ok", "Constant", {}, {"axes_ok"});
-                         auto* t = add_attr(axes, "value", onnx::AttributeProto::TENSOR)->mutable_t();
-                         t->set_data_type(onnx::TensorProto::INT64);
-                         t->add_dims(1);
-                         t->add_int64_data(0);
+                         add_int64_constant(sg, "axes_ok")->add_int64_data(0);
                          test::add_node(sg, "unsqueeze_ok", "Unsqueeze", {"x", "axes_ok"}, {"else_branch_y"});
                        } else {
                          body = sg;
                        }
                      }
                    }
-                   auto* axes = test::add_node(body, "axes", "Constant", {}, {"axes"});
-                   auto* t = add_attr(axes, "value", onnx::AttributeProto::TENSOR)->mutable_t();
-                   t->set_data_type(onnx::TensorProto::INT64);
-                   t->add_dims(1);
-                   t->set_raw_data(std::string("\0\0\0", 3));
+                   add_int64_constant(body, "axes")->set_raw_data(std::string("\0\0\0", 3));
                    test::add_node(body, "unsqueeze", "Unsqueeze", {"x", "axes"}, {in_branch ? "then_branch_y" : "y"});
                    return write_model(d, m);
                  }});
@@ -444,11 +446,7 @@ TEST_CASE("models on which onnx 1.12's inference crashed load") {
     auto* s = test::add_node(g, "shape", "Shape", {"w"}, {"s"});
     add_attr(s, "start", onnx::AttributeProto::INT)->set_i(3);
     add_attr(s, "end", onnx::AttributeProto::INT)->set_i(3);
-    auto* one = test::add_node(g, "one", "Constant", {}, {"one"});
-    auto* t = add_attr(one, "value", onnx::AttributeProto::TENSOR)->mutable_t();
-    t->set_data_type(onnx::TensorProto::INT64);
-    t->add_dims(1);
-    t->add_int64_data(1);
+    add_int64_constant(g, "one")->add_int64_data(1);
     test::add_node(g, "sub", "Sub", {"s", "one"}, {"d"});
     const auto bytes = m.SerializeAsString();
     auto r = load_model(std::as_bytes(std::span(bytes.data(), bytes.size())));
