@@ -94,6 +94,28 @@ TEST_CASE("the thread pool serves loops from several callers at once, every inde
     for (const auto& x : h) CHECK(x.load() == 20);
 }
 
+// A loop started inside a chunk of another, on the caller and on a worker: the outer loop holds the pool's fast slot,
+// so the inner ones go through its queue, and both kinds finish with every index seen once. Thousands of short outer
+// loops, each publishing and clearing the slot while the worker enters and leaves it.
+TEST_CASE("the thread pool runs loops nested in a loop's chunks and thousands of short loops, every index exactly once") {
+  thread_pool pool(2);
+  constexpr std::size_t outer = 8, inner = 1000;
+  std::vector<std::atomic<int>> hits(outer * inner);
+  pool.parallel_for(outer, 1, [&](std::size_t b, std::size_t e) {
+    for (std::size_t o = b; o < e; ++o)
+      pool.parallel_for(inner, 16, [&](std::size_t ib, std::size_t ie) {
+        for (std::size_t i = ib; i < ie; ++i) hits[o * inner + i].fetch_add(1, std::memory_order_relaxed);
+      });
+  });
+  for (const auto& x : hits) CHECK(x.load() == 1);
+  std::vector<std::atomic<int>> counts(8);
+  for (int round = 0; round < 5000; ++round)
+    pool.parallel_for(counts.size(), 1, [&](std::size_t b, std::size_t e) {
+      for (std::size_t i = b; i < e; ++i) counts[i].fetch_add(1, std::memory_order_relaxed);
+    });
+  for (const auto& x : counts) CHECK(x.load() == 5000);
+}
+
 // Each thread starts on its own share of a loop (the caller the first half, the worker the second), loop after loop:
 // what a chain of convolutions over the same rows relies on to find its input in the cache of the thread that wrote
 // it. Chunks of 20 ms leave the worker time to arrive before the caller could reach its share.
