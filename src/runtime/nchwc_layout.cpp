@@ -421,7 +421,8 @@ struct layout_pass {
   // residual) becomes one PointwiseDepthwiseConv(X, W, B, depthwise W, depthwise B) with the depthwise one's window and
   // activation and the 1x1's activation as pointwise_activation: the 1x1's output (the expansion of MobileNet's
   // blocks, 6x the channels of its input) is never stored. Not when that output is also read outside the chain, is a
-  // graph output or is read by a subgraph.
+  // graph output or is read by a subgraph. A first layer (plain X, any undilated window) likewise, its window as
+  // pointwise_kernel_shape, pointwise_strides, pointwise_pads and pointwise_auto_pad.
   void fuse_pointwise_depthwise() {
     std::unordered_map<std::string, std::size_t> producer, readers;
     std::unordered_set<std::string> read;
@@ -445,10 +446,17 @@ struct layout_pass {
       const auto pi = producer.find(mid);
       if (pf == convs.end() || pi == producer.end() || gone[pi->second]) continue;
       const conv_facts& f = pf->second;
-      if (f.kind != conv_kind::dense || f.wino != 0 || f.KH != 1 || f.KW != 1 || f.has_z || f.Ip > 2048) continue;
       const enode& pw = out[pi->second];
-      const auto pads = attr_ints(pw.n, "pads");
-      if (!all_ones(attr_ints(pw.n, "strides")) || std::any_of(pads.begin(), pads.end(), [](std::int64_t v) { return v != 0; })) continue;
+      // A first layer (plain X of a few channels, any kernel, strides and pads, undilated: MobileNet's stem) too.
+      const bool first = f.kind == conv_kind::first_layer;
+      if (first) {
+        if (f.has_z || !all_ones(attr_ints(pw.n, "dilations"))) continue;
+      } else {
+        if (f.kind != conv_kind::dense || f.wino != 0 || f.KH != 1 || f.KW != 1 || f.has_z || f.Ip > 2048) continue;
+        const auto pads = attr_ints(pw.n, "pads");
+        if (!all_ones(attr_ints(pw.n, "strides")) || std::any_of(pads.begin(), pads.end(), [](std::int64_t v) { return v != 0; }))
+          continue;
+      }
       const auto orig = original.find(mid);
       if (readers[mid] != 1 || orig == original.end() || read.count(orig->second) || e.graph_outputs.count(orig->second) ||
           e.implicit.count(orig->second))
@@ -469,6 +477,17 @@ struct layout_pass {
         attribute r = *a;
         r.name = "pointwise_activation_params";
         fusedn.n.attributes.set(std::move(r));
+      }
+      // The first layer's window: pointwise_kernel_shape, _strides, _pads and _auto_pad (absent: 1x1, unit strides,
+      // no padding).
+      if (first) {
+        fusedn.n.attributes.set("pointwise_kernel_shape", std::vector<std::int64_t>{f.KH, f.KW});
+        for (const char* name : {"strides", "pads", "auto_pad"})
+          if (const attribute* a = pw.n.attributes.find(name)) {
+            attribute r = *a;
+            r.name = cat("pointwise_", name);
+            fusedn.n.attributes.set(std::move(r));
+          }
       }
       fusedn.inputs = {pw.inputs[0], pw.inputs[1], pw.inputs.size() > 2 ? pw.inputs[2] : std::string(), dw.inputs[1],
                        dw.inputs.size() > 2 ? dw.inputs[2] : std::string()};

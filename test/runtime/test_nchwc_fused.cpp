@@ -92,6 +92,88 @@ TEST_CASE("NCHWc: a 1x1 convolution fused with the depthwise convolution that re
   }
 }
 
+// PointwiseDepthwiseConv whose first convolution is a first layer (X plain, fewer than 16 channels, any window:
+// MobileNet's stem, 3x3 stride 2 into a depthwise 3x3): its output rows computed into the buffer as a window shifted
+// down by the rows already dropped. At 1, 2 and 3 threads against NCHW and against the two blocked convolutions
+// unfused: the stem's shape on an odd image, two images, one channel with a 5x5 window, a 7x7 stride-2 layer with
+// asymmetric pads into a stride-2 depthwise one, rows wide enough that the buffer slides (W 900), SAME_UPPER padding,
+// a 1x1 first layer, Sigmoid on the first convolution (applied over the buffer's rows), no biases.
+TEST_CASE("NCHWc: a first layer fused with the depthwise convolution that reads it computes what NCHW computes") {
+  struct stem_case {
+    std::int64_t n, cin, m, h, w;
+    std::vector<std::int64_t> kernel, strides, pads;  // the first layer's window (pads empty: auto_pad SAME_UPPER)
+    std::vector<std::int64_t> dw_strides;
+    std::string pw_act, dw_act;
+    bool bias;
+  };
+  const std::vector<stem_case> cases{
+      {1, 3, 32, 37, 41, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, "Clip", "Clip", true},
+      {2, 3, 24, 18, 20, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, "Relu", "Relu", true},
+      {1, 1, 16, 15, 17, {5, 5}, {1, 1}, {2, 2, 2, 2}, {2, 2}, "", "Clip", false},
+      {1, 3, 48, 29, 31, {7, 7}, {2, 2}, {3, 2, 1, 3}, {2, 2}, "Relu", "", true},
+      {1, 3, 16, 9, 900, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, "Clip", "Relu", true},
+      {1, 4, 32, 13, 11, {3, 3}, {2, 2}, {}, {1, 1}, "Sigmoid", "Clip", true},
+      {1, 3, 16, 10, 12, {1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, "Relu", "Relu", false},
+  };
+  std::uint64_t seed = 900;
+  for (const auto& sc : cases) {
+    CAPTURE(sc.cin);
+    CAPTURE(sc.m);
+    CAPTURE(sc.h);
+    CAPTURE(sc.w);
+    CAPTURE(sc.kernel[0]);
+    graph g("stem_dw");
+    g.add_input("x", type_info::tensor_of(element_type::float32, shape::of(std::vector<std::int64_t>{sc.n, sc.cin, sc.h, sc.w})));
+    g.add_initializer("lo", tensor::scalar(-0.25f));
+    g.add_initializer("hi", tensor::scalar(0.8f));
+    conv_builder b{g, seed, 0.3f};
+    seed += 10;
+    const auto act = [&](const std::string& kind, const std::string& in, const std::string& out) {
+      if (kind.empty()) return in;
+      if (kind == "Clip") g.add_node(test::op(out + "_act", kind), {in, "lo", "hi"}, {out});
+      else g.add_node(test::op(out + "_act", kind), {in}, {out});
+      return out;
+    };
+    std::vector<std::string> pw_in{"x", b.weight("w1", {sc.m, sc.cin, sc.kernel[0], sc.kernel[1]})};
+    if (sc.bias) pw_in.push_back(b.weight("b1", {sc.m}));
+    b.conv("stem", pw_in, "a0",
+           sc.pads.empty() ? attrs({ints("strides", sc.strides), text("auto_pad", "SAME_UPPER")})
+                           : attrs({ints("strides", sc.strides), ints("pads", sc.pads)}));
+    const std::string a = act(sc.pw_act, "a0", "a");
+    std::vector<std::string> dw_in{a, b.weight("w2", {sc.m, 1, 3, 3})};
+    if (sc.bias) dw_in.push_back(b.weight("b2", {sc.m}));
+    b.conv("dw", dw_in, "c0", attrs({ints("strides", sc.dw_strides), ints("pads", {1, 1, 1, 1}), one("group", sc.m)}));
+    const std::string y = act(sc.dw_act, "c0", "y");
+    const model m = model_of(std::move(g), {y.c_str()});
+    const std::vector<named_tensor> in{{"x", zoo::random_tensor({sc.n, sc.cin, sc.h, sc.w}, seed++, 1.0f)}};
+    for (const int threads : {1, 2, 3}) {
+      CAPTURE(threads);
+      session_options so;
+      so.set_intra_op_threads(threads);
+      auto fused = cpu_session::create(m, so);
+      so.set_config(config_keys::cpu_fuse_depthwise, "0");
+      auto unfused = cpu_session::create(m, so);
+      so.set_config(config_keys::cpu_layout, "nchw");
+      auto plain = cpu_session::create(m, so);
+      REQUIRE_MESSAGE(fused.has_value(), fused.status().to_string());
+      REQUIRE_MESSAGE(unfused.has_value(), unfused.status().to_string());
+      REQUIRE_MESSAGE(plain.has_value(), plain.status().to_string());
+      const auto fc_counts = op_counts(fused->get_model().graph);
+      CHECK(fc_counts.at(std::string(pointwise_depthwise)) == 1);
+      CHECK(fc_counts.count(std::string(blocked_conv)) == 0);
+      CHECK(op_counts(unfused->get_model().graph).at(std::string(blocked_conv)) == 2);
+      auto r_fused = fused->run(in);
+      auto r_unfused = unfused->run(in);
+      auto r_plain = plain->run(in);
+      REQUIRE_MESSAGE(r_fused.has_value(), r_fused.status().to_string());
+      REQUIRE_MESSAGE(r_unfused.has_value(), r_unfused.status().to_string());
+      REQUIRE_MESSAGE(r_plain.has_value(), r_plain.status().to_string());
+      check_close(*r_fused, *r_plain);
+      check_close(*r_fused, *r_unfused);
+    }
+  }
+}
+
 // The fusion only where the 1x1's output is read by the depthwise convolution alone: not when it is also a graph
 // output or read by a second convolution, not for a 1x1 with a stride; the option's values.
 TEST_CASE("NCHWc: what is not fused into a PointwiseDepthwiseConv, and the option that turns the fusion off") {

@@ -423,6 +423,8 @@ void dense_segment(int nb, const conv_view& v, const conv_epilogue& ep, std::int
 }
 template void dense_segment<false>(int, const conv_view&, const conv_epilogue&, std::int64_t, std::int64_t, std::int64_t,
                                    std::int64_t, std::int64_t, std::int64_t, bool, bool);
+template void dense_segment<true>(int, const conv_view&, const conv_epilogue&, std::int64_t, std::int64_t, std::int64_t,
+                                  std::int64_t, std::int64_t, std::int64_t, bool, bool);
 }  // namespace nchwc
 
 namespace {

@@ -325,6 +325,8 @@ void dense_segment(int nb, const conv_view& v, const conv_epilogue& ep, std::int
                    std::int64_t s1, std::int64_t c0, std::int64_t c1, bool first, bool last);
 extern template void dense_segment<false>(int, const conv_view&, const conv_epilogue&, std::int64_t, std::int64_t, std::int64_t,
                                           std::int64_t, std::int64_t, std::int64_t, bool, bool);
+extern template void dense_segment<true>(int, const conv_view&, const conv_epilogue&, std::int64_t, std::int64_t, std::int64_t,
+                                         std::int64_t, std::int64_t, std::int64_t, bool, bool);
 void depthwise_row(const conv_view& v, const conv_epilogue& ep, std::int64_t cb, std::int64_t oh);
 
 // A buffer of this thread's, kept from call to call: what a kernel writes there stays in the core's cache, and no

@@ -1,6 +1,7 @@
 // A 1x1 convolution fused with the depthwise convolution that reads it, in the blocked-channel layout (NCHWc, c = 16):
 // operator PointwiseDepthwiseConv of domain com.epstack.nchwc16, which the layout pass (src/runtime/nchwc_layout.cpp)
-// writes for MobileNet's inverted residual blocks. It runs the direct kernels of nchwc.cpp (dense_segment,
+// writes for MobileNet's inverted residual blocks, and for its stem (a first layer over the plain input in place of
+// the 1x1 convolution: attributes pointwise_kernel_shape, pointwise_strides, pointwise_pads, pointwise_auto_pad). It runs the direct kernels of nchwc.cpp (dense_segment,
 // depthwise_row); in a file of its own so that a deployable without such blocks links none of it.
 #include "nchwc_common.hpp"
 
@@ -21,17 +22,19 @@ using namespace nchwc;
 // the unfused ones (dense_segment over the buffer's rows as one long row, depthwise_row over the buffer).
 struct pointwise_depthwise_plan {
   window_attrs attrs;  // the depthwise convolution's
+  window_attrs pw_attrs;  // the first convolution's (pointwise_kernel_shape, _strides, _pads, _auto_pad)
   activation pw_act, dw_act;
   std::int64_t tail = blk;  // conv_view::x_tail of the 1x1 convolution: from its filters when they are constant
 };
 
 // Sets of output blocks and bands of output rows: the split whose slowest thread does the least work, by a count of
 // the FMAs of its items (a band recomputes the expansion rows its neighbour also reads; sets of fewer than 3 blocks run
-// narrower tiles, counted a tenth and a quarter slower), fewer sets and bands on near ties.
+// narrower tiles, counted a tenth and a quarter slower), fewer sets and bands on near ties. `row_fmas`: the first
+// convolution's FMAs per row of its output, per output channel (its width times its input channels and taps).
 struct pointwise_depthwise_split {
   std::int64_t groups = 1, bands = 1;
 };
-pointwise_depthwise_split split_pointwise_depthwise(std::int64_t N, std::int64_t MB, std::int64_t CB, std::int64_t W, const window& h,
+pointwise_depthwise_split split_pointwise_depthwise(std::int64_t N, std::int64_t MB, std::int64_t row_fmas, const window& h,
                                                     std::int64_t OW, std::int64_t KK, std::int64_t threads) {
   const std::int64_t g0 = (MB + 3) / 4, ek = (h.k - 1) * h.d + 1;
   pointwise_depthwise_split best{g0, 1};
@@ -42,7 +45,7 @@ pointwise_depthwise_split split_pointwise_depthwise(std::int64_t N, std::int64_t
     for (std::int64_t B = 1; B <= std::min<std::int64_t>(h.out, 16); ++B) {
       const std::int64_t R = (h.out + B - 1) / B, bands = (h.out + R - 1) / R;
       const std::int64_t rows_in = std::min(h.in, (R - 1) * h.s + ek);
-      const double item = static_cast<double>(nb) * (static_cast<double>(rows_in * W * CB * blk) * slower + static_cast<double>(R * OW * KK));
+      const double item = static_cast<double>(nb) * (static_cast<double>(rows_in * row_fmas) * slower + static_cast<double>(R * OW * KK));
       const double cost = static_cast<double>((N * G * bands + threads - 1) / threads) * item;
       if (cost < best_cost * 0.97) {
         best_cost = cost;
@@ -64,10 +67,24 @@ Status nchwc_pointwise_depthwise_compute(const pointwise_depthwise_plan& p, comp
     return op_error(op, cat("X ", dims_string(x.sizes()), ", W ", dims_string(w1.sizes()), " and the depthwise W ", dims_string(w2.sizes()),
                             " must be 4-D"));
   const std::int64_t N = x.sizes()[0], C = x.sizes()[1], H = x.sizes()[2], W = x.sizes()[3], M = w1.sizes()[0];
-  if (C % blk != 0 || M % blk != 0 || w1.sizes()[1] != C || w1.sizes()[2] != 1 || w1.sizes()[3] != 1 || w2.sizes()[0] != M ||
-      w2.sizes()[1] != 1)
+  // The first convolution: a blocked 1x1 one, or a first layer (X plain NCHW with fewer than 16 channels, filters
+  // [M/16][C][KH][KW][16 out], any window: MobileNet's stem).
+  const bool first_layer = C < blk && w1.sizes()[1] == C;
+  const bool pointwise = C % blk == 0 && w1.sizes()[1] == C && w1.sizes()[2] == 1 && w1.sizes()[3] == 1;
+  if ((!first_layer && !pointwise) || M % blk != 0 || w2.sizes()[0] != M || w2.sizes()[1] != 1)
     return op_error(op, cat("X ", dims_string(x.sizes()), ", W ", dims_string(w1.sizes()), " and the depthwise W ", dims_string(w2.sizes()),
-                            " are not a blocked 1x1 convolution of X followed by a depthwise one"));
+                            " are not a blocked 1x1 convolution (or a first layer) of X followed by a depthwise one"));
+  const std::int64_t KH1 = w1.sizes()[2], KW1 = w1.sizes()[3];
+  if (!p.pw_attrs.kernel.empty() && (p.pw_attrs.kernel[0] != KH1 || p.pw_attrs.kernel[1] != KW1))
+    return op_error(op, "pointwise_kernel_shape does not match W");
+  window fh, fw;  // the first convolution's windows
+  EPSTACK_ASSIGN_OR_RETURN(fh, make_window(p.pw_attrs, 0, H, KH1, op));
+  EPSTACK_ASSIGN_OR_RETURN(fw, make_window(p.pw_attrs, 1, W, KW1, op));
+  if (pointwise && (fh.s != 1 || fw.s != 1 || fh.pb != 0 || fw.pb != 0 || fh.out != H || fw.out != W))
+    return op_error(op, "a 1x1 first convolution must have unit strides and no padding");
+  if (fh.d != 1 || fw.d != 1) return op_error(op, "the first convolution must not be dilated");
+  // The depthwise convolution's input: the first convolution's output, DH x DW.
+  const std::int64_t DH = fh.out, DW = fw.out;
   const std::int64_t KH = w2.sizes()[2], KW = w2.sizes()[3];
   if (!p.attrs.kernel.empty() && (p.attrs.kernel[0] != KH || p.attrs.kernel[1] != KW))
     return op_error(op, "kernel_shape does not match the depthwise W");
@@ -85,9 +102,10 @@ Status nchwc_pointwise_depthwise_compute(const pointwise_depthwise_plan& p, comp
   dg.N = N;
   dg.C = dg.M = M;
   dg.CB = dg.MB = M / blk;
-  EPSTACK_ASSIGN_OR_RETURN(dg.h, make_window(p.attrs, 0, H, KH, op));
-  EPSTACK_ASSIGN_OR_RETURN(dg.w, make_window(p.attrs, 1, W, KW, op));
+  EPSTACK_ASSIGN_OR_RETURN(dg.h, make_window(p.attrs, 0, DH, KH, op));
+  EPSTACK_ASSIGN_OR_RETURN(dg.w, make_window(p.attrs, 1, DW, KW, op));
   const std::int64_t OH = dg.h.out, OW = dg.w.out, CB = C / blk, MB = M / blk;
+  const std::int64_t per_ob1 = first_layer ? C * KH1 * KW1 * blk : CB * blk * blk;  // floats of W per output block
   const std::array<std::int64_t, 4> out_sizes{N, M, OH, OW};
   tensor& y = ctx.allocate_output(0, element_type::float32, out_sizes);
   if (y.element_count() == 0) return {};
@@ -97,17 +115,17 @@ Status nchwc_pointwise_depthwise_compute(const pointwise_depthwise_plan& p, comp
   float* py = y.typed<float>();
 
   const auto threads = static_cast<std::int64_t>(ctx.thread_count());
-  const auto [groups, bands] = split_pointwise_depthwise(N, MB, CB, W, dg.h, OW, KH * KW, threads);
+  const auto [groups, bands] = split_pointwise_depthwise(N, MB, DW * (first_layer ? C * KH1 * KW1 : CB * blk), dg.h, OW, KH * KW, threads);
   const std::int64_t per_group = MB / groups, wider = MB % groups, nb_max = per_group + (wider > 0 ? 1 : 0);
   const std::int64_t band_rows = (OH + bands - 1) / bands;
   // The buffer's rows: about 192 KiB (of a 1 MiB L2), at least one depthwise window's, at most a band's.
   const std::int64_t ek = (KH - 1) * dg.h.d + 1;
-  const std::int64_t cap = std::clamp<std::int64_t>((192 << 10) / std::max<std::int64_t>(1, nb_max * W * blk * 4), ek, std::max(ek, std::min(H, (band_rows - 1) * dg.h.s + ek)));
-  const std::int64_t plane = cap * W * blk;
+  const std::int64_t cap = std::clamp<std::int64_t>((192 << 10) / std::max<std::int64_t>(1, nb_max * DW * blk * 4), ek, std::max(ek, std::min(DH, (band_rows - 1) * dg.h.s + ek)));
+  const std::int64_t plane = cap * DW * blk;
   const std::int64_t in_image = C * H * W, out_image = M * OH * OW;
   const auto items = static_cast<std::size_t>(N * groups * bands);
   std::atomic<bool> no_memory{false};
-  parallel_items(ctx, items, static_cast<std::size_t>(nb_max * band_rows * W * (CB * blk + KH * KW)), [&](std::size_t i0, std::size_t i1) {
+  parallel_items(ctx, items, static_cast<std::size_t>(nb_max * band_rows * DW * (per_ob1 / blk + KH * KW)), [&](std::size_t i0, std::size_t i1) {
     float* buf = thread_rows(static_cast<std::size_t>(nb_max * plane));
     if (buf == nullptr) {
       no_memory = true;
@@ -118,24 +136,31 @@ Status nchwc_pointwise_depthwise_compute(const pointwise_depthwise_plan& p, comp
       const std::int64_t band = r % bands, grp = r / bands % groups, n = r / (bands * groups);
       const std::int64_t ob0 = grp * per_group + std::min(grp, wider), nb = per_group + (grp < wider ? 1 : 0);
       const std::int64_t oh0 = band * band_rows, oh1 = std::min(OH, oh0 + band_rows);
-      // The expansion: rows of the buffer as one row of pixels, input pixel = buffer pixel + base * W (pb < 0).
+      // The expansion: rows of the buffer as one row of pixels, input pixel = buffer pixel + base * W (pb < 0). A
+      // first layer: the buffer's rows as output rows 0..cap of its window shifted down by base rows (pb - base * s).
       conv_geom eg;
-      eg.kind = conv_kind::dense;
+      eg.kind = first_layer ? conv_kind::first_layer : conv_kind::dense;
       eg.N = 1;
       eg.C = C;
       eg.M = nb * blk;
       eg.CB = CB;
       eg.MB = nb;
-      eg.h = {1, 1, 1, 1, 0, 1};
-      eg.w = {H * W, 1, 1, 1, 0, cap * W};
-      const conv_view ve{&eg, px + n * in_image, pw1 + ob0 * CB * blk * blk, buf, nullptr, 0, std::min(p.tail, blk)};
+      if (first_layer) {
+        eg.h = fh;
+        eg.h.out = cap;
+        eg.w = fw;
+      } else {
+        eg.h = {1, 1, 1, 1, 0, 1};
+        eg.w = {H * W, 1, 1, 1, 0, cap * W};
+      }
+      const conv_view ve{&eg, px + n * in_image, pw1 + ob0 * per_ob1, buf, nullptr, 0, std::min(p.tail, blk)};
       const conv_epilogue epe{b1 != nullptr ? b1 + ob0 * blk : nullptr, nullptr, p.pw_act};
       // The depthwise convolution over the buffer: its first `have` rows hold input rows [base, base + have).
       conv_geom bg = dg;
       const conv_view vd{&bg, buf, pw2 + ob0 * KH * KW * blk, py + n * out_image + ob0 * OH * OW * blk, nullptr, plane};
       const conv_epilogue epd{b2 != nullptr ? b2 + ob0 * blk : nullptr, nullptr, p.dw_act};
-      const auto first_row = [&](std::int64_t oh) { return std::clamp<std::int64_t>(oh * dg.h.s - dg.h.pb, 0, H); };
-      const auto end_row = [&](std::int64_t oe) { return std::clamp<std::int64_t>((oe - 1) * dg.h.s - dg.h.pb + ek, 0, H); };
+      const auto first_row = [&](std::int64_t oh) { return std::clamp<std::int64_t>(oh * dg.h.s - dg.h.pb, 0, DH); };
+      const auto end_row = [&](std::int64_t oe) { return std::clamp<std::int64_t>((oe - 1) * dg.h.s - dg.h.pb + ek, 0, DH); };
       std::int64_t base = first_row(oh0), have = 0;
       for (std::int64_t oh = oh0; oh < oh1;) {
         // Slide: drop the rows above this output row's window, keep those it still reads.
@@ -144,7 +169,7 @@ Status nchwc_pointwise_depthwise_compute(const pointwise_depthwise_plan& p, comp
           const std::int64_t keep = std::max<std::int64_t>(0, have - (lo - base));
           if (keep > 0)
             for (std::int64_t b = 0; b < nb; ++b)
-              std::memmove(buf + b * plane, buf + b * plane + (lo - base) * W * blk, static_cast<std::size_t>(keep * W * blk) * sizeof(float));
+              std::memmove(buf + b * plane, buf + b * plane + (lo - base) * DW * blk, static_cast<std::size_t>(keep * DW * blk) * sizeof(float));
           base = lo;
           have = keep;
         }
@@ -153,11 +178,16 @@ Status nchwc_pointwise_depthwise_compute(const pointwise_depthwise_plan& p, comp
         while (oe < oh1 && end_row(oe + 1) - base <= cap) ++oe;
         const std::int64_t need = std::max(have, end_row(oe) - base);
         if (need > have) {
-          eg.w.pb = -base * W;
-          dense_segment<false>(static_cast<int>(nb), ve, epe, 0, 0, have * W, need * W, 0, CB, true, true);
+          if (first_layer) {
+            eg.h.pb = fh.pb - base * fh.s;
+            for (std::int64_t r = have; r < need; ++r) dense_segment<true>(static_cast<int>(nb), ve, epe, 0, r, 0, DW, 0, C, true, true);
+          } else {
+            eg.w.pb = -base * W;
+            dense_segment<false>(static_cast<int>(nb), ve, epe, 0, 0, have * W, need * W, 0, CB, true, true);
+          }
           if (!in_register(p.pw_act))
             for (std::int64_t b = 0; b < nb; ++b)
-              p.pw_act.apply(buf + b * plane + have * W * blk, static_cast<std::size_t>((need - have) * W * blk));
+              p.pw_act.apply(buf + b * plane + have * DW * blk, static_cast<std::size_t>((need - have) * DW * blk));
           have = need;
         }
         bg.h.in = have;
@@ -174,22 +204,21 @@ Status nchwc_pointwise_depthwise_compute(const pointwise_depthwise_plan& p, comp
   return {};
 }
 
-// The 1x1 convolution's activation of a PointwiseDepthwiseConv: attributes pointwise_activation and
-// pointwise_activation_params, as FusedConv's activation and activation_params.
-Result<activation> pointwise_activation(const node& nd) {
+// The first convolution's attributes of a PointwiseDepthwiseConv (pointwise_activation, pointwise_strides...) under
+// their own names (activation, strides...).
+node pointwise_attributes(const node& nd) {
   node renamed;
-  if (const attribute* a = nd.attributes.find("pointwise_activation")) {
-    attribute r = *a;
-    r.name = "activation";
-    renamed.attributes.set(std::move(r));
-  }
-  if (const attribute* a = nd.attributes.find("pointwise_activation_params")) {
-    attribute r = *a;
-    r.name = "activation_params";
-    renamed.attributes.set(std::move(r));
-  }
-  return parse_activation(renamed);
+  for (const char* name : {"activation", "activation_params", "kernel_shape", "strides", "pads", "auto_pad"})
+    if (const attribute* a = nd.attributes.find(cat("pointwise_", name))) {
+      attribute r = *a;
+      r.name = name;
+      renamed.attributes.set(std::move(r));
+    }
+  return renamed;
 }
+// The first convolution's activation: attributes pointwise_activation and pointwise_activation_params, as FusedConv's
+// activation and activation_params.
+Result<activation> pointwise_activation(const node& nd) { return parse_activation(pointwise_attributes(nd)); }
 
 }  // namespace
 }  // namespace impl
@@ -202,13 +231,16 @@ bool nchwc_pointwise_depthwise::supports(const graph& g, node_id n) {
   const auto& nd = g.node(n);
   return float_input(g, n) && in_type(g, n, 1) == element_type::float32 && in_type(g, n, 3) == element_type::float32 &&
          parse_activation(nd).has_value() && pointwise_activation(nd).has_value() &&
-         check_window_attrs(read_window_attrs(nd, false), "").is_ok();
+         check_window_attrs(read_window_attrs(nd, false), "").is_ok() &&
+         check_window_attrs(read_window_attrs(pointwise_attributes(nd), false), "").is_ok();
 }
 Result<compute_function> nchwc_pointwise_depthwise::compile(const graph& g, node_id n) {
   const auto& nd = g.node(n);
   pointwise_depthwise_plan p;
   p.attrs = read_window_attrs(nd, false);
   EPSTACK_RETURN_IF_ERROR(check_window_attrs(p.attrs, "PointwiseDepthwiseConv (NCHWc)"));
+  p.pw_attrs = read_window_attrs(pointwise_attributes(nd), false);
+  EPSTACK_RETURN_IF_ERROR(check_window_attrs(p.pw_attrs, "PointwiseDepthwiseConv (NCHWc): the first convolution"));
   EPSTACK_ASSIGN_OR_RETURN(p.dw_act, parse_activation(nd));
   EPSTACK_ASSIGN_OR_RETURN(p.pw_act, pointwise_activation(nd));
   // The input channels of the last block that some filter reads: the padding of a channel count that is not a
