@@ -194,9 +194,12 @@ class thread_pool {
       }
       run_chunks(j, 0);
       wait_done(j);
-      fast_job_.store(nullptr);
-      // Workers that may still hold the job's address (they entered the slot before it was cleared).
+      // Closed, not yet free: no other caller can put a loop there while this one waits for the workers that may
+      // still hold its job's address (they entered the slot before it was closed), so that wait ends as soon as they
+      // leave, not when another caller's loop does.
+      fast_job_.store(closing());
       for (unsigned spin = 0; fast_active_.load() != 0; ++spin) relax(spin);
+      fast_job_.store(nullptr);
       return;
     }
     bool wake = false;
@@ -349,13 +352,13 @@ class thread_pool {
            ++spin)
         if (spin < 100000) cpu_relax();
         else std::this_thread::yield();
-      // A loop in the fast slot. fast_active_ is raised before the slot is read, and its caller clears the slot
+      // A loop in the fast slot. fast_active_ is raised before the slot is read, and its caller closes the slot
       // before it waits for fast_active_ to fall (both sequentially consistent): a worker either is counted there
-      // or reads the slot empty, never a job whose caller has returned.
+      // or reads the slot closed or empty, never a job whose caller has returned.
       if (const std::uint64_t e = fast_epoch_.load(); e != seen) {
         seen = e;
         fast_active_.fetch_add(1);
-        if (job* f = fast_job_.load(); f != nullptr) {
+        if (job* f = fast_job_.load(); f != nullptr && f != closing()) {
           worked = true;
           run_chunks(*f, slot);
         }
@@ -403,6 +406,11 @@ class thread_pool {
   alignas(64) std::atomic<job*> fast_job_{nullptr};
   alignas(64) std::atomic<std::uint64_t> fast_epoch_{0};
   alignas(64) std::atomic<int> fast_active_{0};
+  // The fast slot's value while its caller waits for the workers to leave it (an address no loop has).
+  static job* closing() noexcept {
+    static job marker;
+    return &marker;
+  }
   bool stop_ = false;
   std::atomic<bool> stopping_{false};
 };
