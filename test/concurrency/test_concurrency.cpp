@@ -96,7 +96,7 @@ TEST_CASE("the thread pool serves loops from several callers at once, every inde
 
 // A loop started inside a chunk of another, on the caller and on a worker: the outer loop holds the pool's fast slot,
 // so the inner ones go through its queue, and both kinds finish with every index seen once. Thousands of short outer
-// loops, each publishing and clearing the slot while the worker enters and leaves it.
+// loops, each publishing, closing and freeing the slot while the worker enters and leaves it.
 TEST_CASE("the thread pool runs loops nested in a loop's chunks and thousands of short loops, every index exactly once") {
   thread_pool pool(2);
   constexpr std::size_t outer = 8, inner = 1000;
