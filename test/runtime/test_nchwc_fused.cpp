@@ -6,6 +6,54 @@
 using namespace epstack;
 using namespace epstack::nchwc_test;
 
+namespace {
+// Activation nodes after a convolution ("": none; Clip between the graph's initializers lo and hi).
+struct activations {
+  graph& g;
+  explicit activations(graph& gr) : g(gr) {
+    g.add_initializer("lo", tensor::scalar(-0.25f));
+    g.add_initializer("hi", tensor::scalar(0.8f));
+  }
+  std::string operator()(const std::string& kind, const std::string& in, const std::string& out) const {
+    if (kind.empty()) return in;
+    if (kind == "Clip") g.add_node(test::op(out + "_act", kind), {in, "lo", "hi"}, {out});
+    else g.add_node(test::op(out + "_act", kind), {in}, {out});
+    return out;
+  }
+};
+// One model of a convolution and the depthwise one that reads it, run fused, unfused (epstack.cpu_fuse_depthwise = 0)
+// and plain (NCHW) on `threads` threads; the fused plan has one PointwiseDepthwiseConv and no blocked Conv, the
+// unfused one two blocked Convs.
+struct three_runs {
+  std::vector<tensor> fused, unfused, plain;
+};
+three_runs run_fused_unfused_plain(const model& m, const std::vector<named_tensor>& in, int threads) {
+  session_options so;
+  so.set_intra_op_threads(threads);
+  auto fused = cpu_session::create(m, so);
+  so.set_config(config_keys::cpu_fuse_depthwise, "0");
+  auto unfused = cpu_session::create(m, so);
+  so.set_config(config_keys::cpu_layout, "nchw");
+  auto plain = cpu_session::create(m, so);
+  REQUIRE_MESSAGE(fused.has_value(), fused.status().to_string());
+  REQUIRE_MESSAGE(unfused.has_value(), unfused.status().to_string());
+  REQUIRE_MESSAGE(plain.has_value(), plain.status().to_string());
+  const auto fc_counts = op_counts(fused->get_model().graph);
+  CHECK(fc_counts.at(std::string(pointwise_depthwise)) == 1);
+  CHECK(fc_counts.count(std::string(blocked_conv)) == 0);
+  const auto uc_counts = op_counts(unfused->get_model().graph);
+  CHECK(uc_counts.count(std::string(pointwise_depthwise)) == 0);
+  CHECK(uc_counts.at(std::string(blocked_conv)) == 2);
+  auto r_fused = fused->run(in);
+  auto r_unfused = unfused->run(in);
+  auto r_plain = plain->run(in);
+  REQUIRE_MESSAGE(r_fused.has_value(), r_fused.status().to_string());
+  REQUIRE_MESSAGE(r_unfused.has_value(), r_unfused.status().to_string());
+  REQUIRE_MESSAGE(r_plain.has_value(), r_plain.status().to_string());
+  return {std::move(*r_fused), std::move(*r_unfused), std::move(*r_plain)};
+}
+}  // namespace
+
 // PointwiseDepthwiseConv: a 1x1 convolution and the depthwise convolution that alone reads it, fused (the expansion's
 // rows computed into a buffer of a few rows as the depthwise rows need them). At 1, 2 and 3 threads, against NCHW and
 // bit for bit against the two blocked convolutions unfused (epstack.cpu_fuse_depthwise = 0: the same tile kernels in
@@ -40,16 +88,9 @@ TEST_CASE("NCHWc: a 1x1 convolution fused with the depthwise convolution that re
     CAPTURE(fc.strides[0]);
     graph g("pw_dw");
     g.add_input("x", type_info::tensor_of(element_type::float32, shape::of(std::vector<std::int64_t>{fc.n, fc.cin, fc.h, fc.w})));
-    g.add_initializer("lo", tensor::scalar(-0.25f));
-    g.add_initializer("hi", tensor::scalar(0.8f));
     conv_builder b{g, seed, 0.3f};
     seed += 10;
-    const auto act = [&](const std::string& kind, const std::string& in, const std::string& out) {
-      if (kind.empty()) return in;
-      if (kind == "Clip") g.add_node(test::op(out + "_act", kind), {in, "lo", "hi"}, {out});
-      else g.add_node(test::op(out + "_act", kind), {in}, {out});
-      return out;
-    };
+    const activations act{g};
     std::vector<std::string> pw_in{"x", b.weight("w1", {fc.m, fc.cin, 1, 1})};
     if (fc.bias) pw_in.push_back(b.weight("b1", {fc.m}));
     b.conv("pw", pw_in, "a0", {});
@@ -63,31 +104,10 @@ TEST_CASE("NCHWc: a 1x1 convolution fused with the depthwise convolution that re
     const std::vector<named_tensor> in{{"x", zoo::random_tensor({fc.n, fc.cin, fc.h, fc.w}, seed++, 1.0f)}};
     for (const int threads : {1, 2, 3}) {
       CAPTURE(threads);
-      session_options so;
-      so.set_intra_op_threads(threads);
-      auto fused = cpu_session::create(m, so);
-      so.set_config(config_keys::cpu_fuse_depthwise, "0");
-      auto unfused = cpu_session::create(m, so);
-      so.set_config(config_keys::cpu_layout, "nchw");
-      auto plain = cpu_session::create(m, so);
-      REQUIRE_MESSAGE(fused.has_value(), fused.status().to_string());
-      REQUIRE_MESSAGE(unfused.has_value(), unfused.status().to_string());
-      REQUIRE_MESSAGE(plain.has_value(), plain.status().to_string());
-      const auto fc_counts = op_counts(fused->get_model().graph);
-      CHECK(fc_counts.at(std::string(pointwise_depthwise)) == 1);
-      CHECK(fc_counts.count(std::string(blocked_conv)) == 0);
-      const auto uc_counts = op_counts(unfused->get_model().graph);
-      CHECK(uc_counts.count(std::string(pointwise_depthwise)) == 0);
-      CHECK(uc_counts.at(std::string(blocked_conv)) == 2);
-      auto r_fused = fused->run(in);
-      auto r_unfused = unfused->run(in);
-      auto r_plain = plain->run(in);
-      REQUIRE_MESSAGE(r_fused.has_value(), r_fused.status().to_string());
-      REQUIRE_MESSAGE(r_unfused.has_value(), r_unfused.status().to_string());
-      REQUIRE_MESSAGE(r_plain.has_value(), r_plain.status().to_string());
-      check_close(*r_fused, *r_plain);
-      REQUIRE((*r_fused)[0].byte_size() == (*r_unfused)[0].byte_size());
-      CHECK(std::memcmp((*r_fused)[0].data(), (*r_unfused)[0].data(), (*r_fused)[0].byte_size()) == 0);
+      const three_runs r = run_fused_unfused_plain(m, in, threads);
+      check_close(r.fused, r.plain);
+      REQUIRE(r.fused[0].byte_size() == r.unfused[0].byte_size());
+      CHECK(std::memcmp(r.fused[0].data(), r.unfused[0].data(), r.fused[0].byte_size()) == 0);
     }
   }
 }
@@ -124,16 +144,9 @@ TEST_CASE("NCHWc: a first layer fused with the depthwise convolution that reads 
     CAPTURE(sc.kernel[0]);
     graph g("stem_dw");
     g.add_input("x", type_info::tensor_of(element_type::float32, shape::of(std::vector<std::int64_t>{sc.n, sc.cin, sc.h, sc.w})));
-    g.add_initializer("lo", tensor::scalar(-0.25f));
-    g.add_initializer("hi", tensor::scalar(0.8f));
     conv_builder b{g, seed, 0.3f};
     seed += 10;
-    const auto act = [&](const std::string& kind, const std::string& in, const std::string& out) {
-      if (kind.empty()) return in;
-      if (kind == "Clip") g.add_node(test::op(out + "_act", kind), {in, "lo", "hi"}, {out});
-      else g.add_node(test::op(out + "_act", kind), {in}, {out});
-      return out;
-    };
+    const activations act{g};
     std::vector<std::string> pw_in{"x", b.weight("w1", {sc.m, sc.cin, sc.kernel[0], sc.kernel[1]})};
     if (sc.bias) pw_in.push_back(b.weight("b1", {sc.m}));
     b.conv("stem", pw_in, "a0",
@@ -148,28 +161,9 @@ TEST_CASE("NCHWc: a first layer fused with the depthwise convolution that reads 
     const std::vector<named_tensor> in{{"x", zoo::random_tensor({sc.n, sc.cin, sc.h, sc.w}, seed++, 1.0f)}};
     for (const int threads : {1, 2, 3}) {
       CAPTURE(threads);
-      session_options so;
-      so.set_intra_op_threads(threads);
-      auto fused = cpu_session::create(m, so);
-      so.set_config(config_keys::cpu_fuse_depthwise, "0");
-      auto unfused = cpu_session::create(m, so);
-      so.set_config(config_keys::cpu_layout, "nchw");
-      auto plain = cpu_session::create(m, so);
-      REQUIRE_MESSAGE(fused.has_value(), fused.status().to_string());
-      REQUIRE_MESSAGE(unfused.has_value(), unfused.status().to_string());
-      REQUIRE_MESSAGE(plain.has_value(), plain.status().to_string());
-      const auto fc_counts = op_counts(fused->get_model().graph);
-      CHECK(fc_counts.at(std::string(pointwise_depthwise)) == 1);
-      CHECK(fc_counts.count(std::string(blocked_conv)) == 0);
-      CHECK(op_counts(unfused->get_model().graph).at(std::string(blocked_conv)) == 2);
-      auto r_fused = fused->run(in);
-      auto r_unfused = unfused->run(in);
-      auto r_plain = plain->run(in);
-      REQUIRE_MESSAGE(r_fused.has_value(), r_fused.status().to_string());
-      REQUIRE_MESSAGE(r_unfused.has_value(), r_unfused.status().to_string());
-      REQUIRE_MESSAGE(r_plain.has_value(), r_plain.status().to_string());
-      check_close(*r_fused, *r_plain);
-      check_close(*r_fused, *r_unfused);
+      const three_runs r = run_fused_unfused_plain(m, in, threads);
+      check_close(r.fused, r.plain);
+      check_close(r.fused, r.unfused);
     }
   }
 }

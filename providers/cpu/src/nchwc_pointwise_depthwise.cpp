@@ -105,7 +105,8 @@ Status nchwc_pointwise_depthwise_compute(const pointwise_depthwise_plan& p, comp
   EPSTACK_ASSIGN_OR_RETURN(dg.h, make_window(p.attrs, 0, DH, KH, op));
   EPSTACK_ASSIGN_OR_RETURN(dg.w, make_window(p.attrs, 1, DW, KW, op));
   const std::int64_t OH = dg.h.out, OW = dg.w.out, CB = C / blk, MB = M / blk;
-  const std::int64_t per_ob1 = first_layer ? C * KH1 * KW1 * blk : CB * blk * blk;  // floats of W per output block
+  // The first convolution's FMAs per output pixel and channel, and W's floats per output block.
+  const std::int64_t pixel_fmas = first_layer ? C * KH1 * KW1 : CB * blk, per_ob1 = pixel_fmas * blk;
   const std::array<std::int64_t, 4> out_sizes{N, M, OH, OW};
   tensor& y = ctx.allocate_output(0, element_type::float32, out_sizes);
   if (y.element_count() == 0) return {};
@@ -115,7 +116,7 @@ Status nchwc_pointwise_depthwise_compute(const pointwise_depthwise_plan& p, comp
   float* py = y.typed<float>();
 
   const auto threads = static_cast<std::int64_t>(ctx.thread_count());
-  const auto [groups, bands] = split_pointwise_depthwise(N, MB, DW * (first_layer ? C * KH1 * KW1 : CB * blk), dg.h, OW, KH * KW, threads);
+  const auto [groups, bands] = split_pointwise_depthwise(N, MB, DW * pixel_fmas, dg.h, OW, KH * KW, threads);
   const std::int64_t per_group = MB / groups, wider = MB % groups, nb_max = per_group + (wider > 0 ? 1 : 0);
   const std::int64_t band_rows = (OH + bands - 1) / bands;
   // The buffer's rows: about 192 KiB (of a 1 MiB L2), at least one depthwise window's, at most a band's.
@@ -125,7 +126,7 @@ Status nchwc_pointwise_depthwise_compute(const pointwise_depthwise_plan& p, comp
   const std::int64_t in_image = C * H * W, out_image = M * OH * OW;
   const auto items = static_cast<std::size_t>(N * groups * bands);
   std::atomic<bool> no_memory{false};
-  parallel_items(ctx, items, static_cast<std::size_t>(nb_max * band_rows * DW * (per_ob1 / blk + KH * KW)), [&](std::size_t i0, std::size_t i1) {
+  parallel_items(ctx, items, static_cast<std::size_t>(nb_max * band_rows * DW * (pixel_fmas + KH * KW)), [&](std::size_t i0, std::size_t i1) {
     float* buf = thread_rows(static_cast<std::size_t>(nb_max * plane));
     if (buf == nullptr) {
       no_memory = true;
