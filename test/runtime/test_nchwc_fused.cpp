@@ -168,6 +168,47 @@ TEST_CASE("NCHWc: a first layer fused with the depthwise convolution that reads 
   }
 }
 
+// A hand-written PointwiseDepthwiseConv whose first convolution is not what it says: refused when it runs, with
+// invalid_argument and a message saying what is wrong (W neither a blocked 1x1 nor a first layer over X,
+// pointwise_kernel_shape unlike W, a strided 1x1, a stride of 0).
+TEST_CASE("NCHWc: a PointwiseDepthwiseConv whose first convolution does not match its attributes is refused, saying why") {
+  struct bad_case {
+    std::int64_t cin;                   // X's channels (16: blocked, 3: plain)
+    std::vector<std::int64_t> w1;       // the first convolution's W
+    attribute_list attributes;          // pointwise_* attributes
+    std::string message;
+  };
+  const std::vector<bad_case> cases{
+      {3, {16, 20, 3, 3}, {}, "are not a blocked 1x1 convolution (or a first layer)"},
+      {3, {16, 3, 3, 3}, attrs({ints("pointwise_kernel_shape", {5, 5})}), "pointwise_kernel_shape does not match W"},
+      {16, {16, 16, 1, 1}, attrs({ints("pointwise_strides", {2, 2})}), "unit strides and no padding"},
+      {3, {16, 3, 3, 3}, attrs({ints("pointwise_strides", {0, 1})}), "must be positive"},
+  };
+  for (const auto& bc : cases) {
+    CAPTURE(bc.message);
+    graph g("bad_pw_dw");
+    g.add_input("x", type_info::tensor_of(element_type::float32, shape{1, bc.cin, 8, 8}));
+    g.add_initializer("w1", zoo::random_tensor({bc.w1[0], bc.w1[1], bc.w1[2], bc.w1[3]}, 11, 0.3f));
+    g.add_initializer("w2", zoo::random_tensor({16, 1, 3, 3}, 12, 0.3f));
+    attribute_list a = bc.attributes;
+    a.set(ints("pads", {1, 1, 1, 1}));
+    node n = test::op("bad", "PointwiseDepthwiseConv", a);
+    n.domain = "com.epstack.nchwc16";
+    g.add_node(n, {"x", "w1", "", "w2"}, {"y"});
+    g.add_output("y", type_info::tensor_of(element_type::float32));
+    model m;
+    m.opsets = {{"", 13}, {"com.epstack.nchwc16", 1}};
+    m.graph = std::move(g);
+    auto s = cpu_session::create(m);
+    REQUIRE_MESSAGE(s.has_value(), s.status().to_string());
+    auto out = s->run({{"x", zoo::random_tensor({1, bc.cin, 8, 8}, 13, 1.0f)}});
+    REQUIRE_FALSE(out.has_value());
+    CHECK(out.code() == errc::invalid_argument);
+    CHECK(out.status().message().find(bc.message) != std::string::npos);
+    CHECK(out.status().message().find("PointwiseDepthwiseConv") != std::string::npos);
+  }
+}
+
 // The fusion only where the 1x1's output is read by the depthwise convolution alone: not when it is also a graph
 // output or read by a second convolution, not for a 1x1 with a stride; the option's values.
 TEST_CASE("NCHWc: what is not fused into a PointwiseDepthwiseConv, and the option that turns the fusion off") {

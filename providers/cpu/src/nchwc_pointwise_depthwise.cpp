@@ -82,7 +82,6 @@ Status nchwc_pointwise_depthwise_compute(const pointwise_depthwise_plan& p, comp
   EPSTACK_ASSIGN_OR_RETURN(fw, make_window(p.pw_attrs, 1, W, KW1, op));
   if (pointwise && (fh.s != 1 || fw.s != 1 || fh.pb != 0 || fw.pb != 0 || fh.out != H || fw.out != W))
     return op_error(op, "a 1x1 first convolution must have unit strides and no padding");
-  if (fh.d != 1 || fw.d != 1) return op_error(op, "the first convolution must not be dilated");
   // The depthwise convolution's input: the first convolution's output, DH x DW.
   const std::int64_t DH = fh.out, DW = fw.out;
   const std::int64_t KH = w2.sizes()[2], KW = w2.sizes()[3];
