@@ -21,13 +21,13 @@ struct activations {
     return out;
   }
 };
-// One model of a convolution and the depthwise one that reads it, run fused, unfused (epstack.cpu_fuse_depthwise = 0)
-// and plain (NCHW) on `threads` threads; the fused plan has one PointwiseDepthwiseConv and no blocked Conv, the
-// unfused one two blocked Convs.
+// One model of a convolution and the depthwise one that reads it (and `convs` - 2 more: a projection), run fused,
+// unfused (epstack.cpu_fuse_depthwise = 0) and plain (NCHW) on `threads` threads; the fused plan has one
+// PointwiseDepthwiseConv and no blocked Conv, the unfused one `convs` blocked Convs.
 struct three_runs {
   std::vector<tensor> fused, unfused, plain;
 };
-three_runs run_fused_unfused_plain(const model& m, const std::vector<named_tensor>& in, int threads) {
+three_runs run_fused_unfused_plain(const model& m, const std::vector<named_tensor>& in, int threads, int convs = 2) {
   session_options so;
   so.set_intra_op_threads(threads);
   auto fused = cpu_session::create(m, so);
@@ -43,7 +43,7 @@ three_runs run_fused_unfused_plain(const model& m, const std::vector<named_tenso
   CHECK(fc_counts.count(std::string(blocked_conv)) == 0);
   const auto uc_counts = op_counts(unfused->get_model().graph);
   CHECK(uc_counts.count(std::string(pointwise_depthwise)) == 0);
-  CHECK(uc_counts.at(std::string(blocked_conv)) == 2);
+  CHECK(uc_counts.at(std::string(blocked_conv)) == convs);
   auto r_fused = fused->run(in);
   auto r_unfused = unfused->run(in);
   auto r_plain = plain->run(in);
@@ -165,6 +165,103 @@ TEST_CASE("NCHWc: a first layer fused with the depthwise convolution that reads 
       check_close(r.fused, r.plain);
       check_close(r.fused, r.unfused);
     }
+  }
+}
+
+// PointwiseDepthwiseConv with its projection (inputs 5-7): the 1x1 convolution that alone reads the depthwise output
+// (MobileNet's), with or without the residual Add, runs in the same work items from the depthwise rows in the thread's
+// buffer, when the output has at least 28 rows. At 1, 2 and 3 threads (at 3, bands of 14 rows are too many for 28
+// or 30 rows: the depthwise output goes to scratch and the projection runs on its own), against NCHW and against
+// the three blocked convolutions unfused: MobileNet's 24 -> 144 -> 24 with the residual (8 real lanes in the last
+// output block, 24 input channels in two blocks), a stride-2 depthwise layer into 28 rows, two images of 30 rows
+// with 40 outputs, no biases and Sigmoid on the projection (over the stored rows), rows of 700 (the buffers slide,
+// the depthwise rows go in batches), LeakyRelu on the projection and Sigmoid on the depthwise convolution, a
+// 5x3 depthwise window with asymmetric pads, and a stem (a first layer) into a depthwise layer and its projection.
+TEST_CASE("NCHWc: a PointwiseDepthwiseConv with the projection that reads it computes what NCHW computes") {
+  struct proj_case {
+    std::int64_t n, cin, m, h, w;
+    std::vector<std::int64_t> first;  // a first layer's kernel (stride 2, pads 1), or empty: a 1x1
+    std::vector<std::int64_t> dw_strides, dw_kernel, dw_pads;
+    std::int64_t proj;
+    std::string pw_act, dw_act, proj_act;
+    bool residual, bias;
+  };
+  const std::vector<proj_case> cases{
+      {1, 24, 144, 28, 28, {}, {1, 1}, {3, 3}, {1, 1, 1, 1}, 24, "Clip", "Clip", "", true, true},
+      {1, 16, 96, 56, 56, {}, {2, 2}, {3, 3}, {1, 1, 1, 1}, 24, "Relu", "Relu", "", false, true},
+      {2, 32, 192, 30, 33, {}, {1, 1}, {3, 3}, {1, 1, 1, 1}, 40, "Clip", "Clip", "Sigmoid", false, false},
+      {1, 16, 64, 40, 700, {}, {1, 1}, {3, 3}, {1, 1, 1, 1}, 16, "Relu", "Sigmoid", "LeakyRelu", true, true},
+      {2, 16, 48, 31, 17, {}, {1, 1}, {5, 3}, {3, 0, 1, 2}, 32, "", "Relu", "Relu", false, true},
+      {1, 3, 32, 64, 60, {3, 3}, {1, 1}, {3, 3}, {1, 1, 1, 1}, 16, "Clip", "Clip", "", false, true},
+  };
+  std::uint64_t seed = 1300;
+  for (const auto& pc : cases) {
+    CAPTURE(pc.cin);
+    CAPTURE(pc.m);
+    CAPTURE(pc.h);
+    CAPTURE(pc.w);
+    CAPTURE(pc.proj);
+    graph g("pw_dw_proj");
+    g.add_input("x", type_info::tensor_of(element_type::float32, shape::of(std::vector<std::int64_t>{pc.n, pc.cin, pc.h, pc.w})));
+    conv_builder b{g, seed, 0.3f};
+    seed += 10;
+    const activations act{g};
+    const bool first = !pc.first.empty();
+    std::vector<std::string> pw_in{"x", b.weight("w1", {pc.m, pc.cin, first ? pc.first[0] : 1, first ? pc.first[1] : 1})};
+    if (pc.bias) pw_in.push_back(b.weight("b1", {pc.m}));
+    b.conv("pw", pw_in, "a0", first ? attrs({ints("strides", {2, 2}), ints("pads", {1, 1, 1, 1})}) : attribute_list{});
+    const std::string a = act(pc.pw_act, "a0", "a");
+    std::vector<std::string> dw_in{a, b.weight("w2", {pc.m, 1, pc.dw_kernel[0], pc.dw_kernel[1]})};
+    if (pc.bias) dw_in.push_back(b.weight("b2", {pc.m}));
+    b.conv("dw", dw_in, "c0", attrs({ints("strides", pc.dw_strides), ints("pads", pc.dw_pads), one("group", pc.m)}));
+    const std::string c = act(pc.dw_act, "c0", "c");
+    std::vector<std::string> proj_in{c, b.weight("w3", {pc.proj, pc.m, 1, 1})};
+    if (pc.bias) proj_in.push_back(b.weight("b3", {pc.proj}));
+    b.conv("proj", proj_in, "p0", {});
+    std::string y = act(pc.proj_act, "p0", "p");
+    if (pc.residual) {
+      g.add_node(test::op("add", "Add"), {y, "x"}, {"y"});
+      y = "y";
+    }
+    const model m = model_of(std::move(g), {y.c_str()});
+    const std::vector<named_tensor> in{{"x", zoo::random_tensor({pc.n, pc.cin, pc.h, pc.w}, seed++, 1.0f)}};
+    for (const int threads : {1, 2, 3}) {
+      CAPTURE(threads);
+      const three_runs r = run_fused_unfused_plain(m, in, threads, 3);
+      check_close(r.fused, r.plain);
+      check_close(r.fused, r.unfused);
+    }
+  }
+}
+
+// Below 28 output rows the projection stays a convolution of its own (its band edges would cost more than the
+// buffer saves); a projection whose input is also read elsewhere, or a graph output, is not taken either.
+TEST_CASE("NCHWc: a projection is fused only from 28 rows and only when it alone reads the depthwise output") {
+  const auto build = [](std::int64_t h, bool dw_output) {
+    graph g("proj_not");
+    g.add_input("x", type_info::tensor_of(element_type::float32, shape::of(std::vector<std::int64_t>{1, 16, h, h})));
+    conv_builder b{g, 1400, 0.3f};
+    b.conv("pw", {"x", b.weight("w1", {64, 16, 1, 1})}, "a", {});
+    b.conv("dw", {"a", b.weight("w2", {64, 1, 3, 3})}, "c", attrs({ints("pads", {1, 1, 1, 1}), one("group", 64)}));
+    b.conv("proj", {"c", b.weight("w3", {16, 64, 1, 1})}, "y", {});
+    return dw_output ? model_of(std::move(g), {"y", "c"}) : model_of(std::move(g), {"y"});
+  };
+  for (const auto& [h, dw_output, projected] :
+       std::vector<std::tuple<std::int64_t, bool, bool>>{{28, false, true}, {27, false, false}, {14, false, false}, {28, true, false}}) {
+    CAPTURE(h);
+    CAPTURE(dw_output);
+    const model m = build(h, dw_output);
+    auto blocked = make(m, "nchwc");
+    auto plain = make(m, "nchw");
+    const auto counts = op_counts(blocked.get_model().graph);
+    CHECK(counts.at(std::string(pointwise_depthwise)) == 1);
+    CHECK(counts.count(std::string(blocked_conv)) == (projected ? 0u : 1u));
+    const std::vector<named_tensor> in{{"x", zoo::random_tensor({1, 16, h, h}, 1401, 1.0f)}};
+    auto a = blocked.run(in);
+    auto r = plain.run(in);
+    REQUIRE_MESSAGE(a.has_value(), a.status().to_string());
+    REQUIRE(r.has_value());
+    check_close(*a, *r);
   }
 }
 

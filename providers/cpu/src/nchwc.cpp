@@ -862,20 +862,7 @@ Result<nchwc_conv_plan> conv_plan(const graph& g, node_id n) {
   const tensor* w = constant_input(g, n, 1);
   const tensor* b = nd.inputs.size() > 2 && nd.inputs[2] != no_id ? constant_input(g, n, 2) : nullptr;
   const bool b_ok = nd.inputs.size() <= 2 || nd.inputs[2] == no_id || (b != nullptr && b->type() == element_type::float32);
-  if (wino == 0 && p.group == 1 && b_ok && w != nullptr && w->type() == element_type::float32 && w->rank() == 4 &&
-      w->sizes()[0] % blk == 0 && w->sizes()[0] > 0 && w->sizes()[1] % blk == 0 && w->sizes()[1] > 0 && w->sizes()[2] == 1 &&
-      w->sizes()[3] == 1 && (b == nullptr || b->element_count() == static_cast<std::size_t>(w->sizes()[0]))) {
-    const std::int64_t OB = w->sizes()[0] / blk, IB = w->sizes()[1] / blk;
-    const float* d = w->typed<float>() + (OB - 1) * IB * blk * blk;
-    const auto upper_zero = [](const float* lanes) { return std::all_of(lanes + 8, lanes + blk, [](float f) { return f == 0.0f; }); };
-    // Only the padding: the real output channels (attribute output_channels, which the layout pass writes) end in the
-    // last block's lower 8 lanes.
-    const std::int64_t real = attr_i(nd, "output_channels", OB * blk);
-    bool zero = real > (OB - 1) * blk && real <= (OB - 1) * blk + 8 && OB >= 2;
-    zero = zero && (b == nullptr || upper_zero(b->typed<float>() + (OB - 1) * blk));
-    for (std::int64_t r = 0; zero && r < IB * blk; ++r) zero = upper_zero(d + r * blk);
-    p.y_half = zero;
-  }
+  if (wino == 0 && p.group == 1 && b_ok) p.y_half = half_last_block(w, b, attr_i(nd, "output_channels", -1));
   return p;
 }
 }  // namespace

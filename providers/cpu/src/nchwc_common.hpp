@@ -307,6 +307,25 @@ struct conv_call {
   bool empty = false;
 };
 
+// Whether a blocked 1x1 convolution's constant filters `w` [Op/16][Ip/16][1][1][16 in][16 out] (and bias `b`, or
+// null) make its last output block padding in lanes 8-15, zero there: conv_view::y_half. Only the padding: `real`,
+// the real output channels (attribute output_channels, which the layout pass writes; -1: all), must end in the last
+// block's lower 8 lanes.
+inline bool half_last_block(const tensor* w, const tensor* b, std::int64_t real) {
+  if (w == nullptr || w->type() != element_type::float32 || w->rank() != 4 || w->sizes()[0] % blk != 0 || w->sizes()[0] == 0 ||
+      w->sizes()[1] % blk != 0 || w->sizes()[1] == 0 || w->sizes()[2] != 1 || w->sizes()[3] != 1 ||
+      (b != nullptr && (b->type() != element_type::float32 || b->element_count() != static_cast<std::size_t>(w->sizes()[0]))))
+    return false;
+  const std::int64_t OB = w->sizes()[0] / blk, IB = w->sizes()[1] / blk;
+  if (real < 0) real = OB * blk;
+  const float* d = w->typed<float>() + (OB - 1) * IB * blk * blk;
+  const auto upper_zero = [](const float* lanes) { return std::all_of(lanes + 8, lanes + blk, [](float f) { return f == 0.0f; }); };
+  bool zero = real > (OB - 1) * blk && real <= (OB - 1) * blk + 8 && OB >= 2;
+  zero = zero && (b == nullptr || upper_zero(b->typed<float>() + (OB - 1) * blk));
+  for (std::int64_t r = 0; zero && r < IB * blk; ++r) zero = upper_zero(d + r * blk);
+  return zero;
+}
+
 // Whether node n's first input is float (what every blocked kernel reads).
 inline bool float_input(const graph& g, node_id n) { return in_type(g, n, 0) == element_type::float32; }
 
