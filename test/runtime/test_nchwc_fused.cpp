@@ -306,6 +306,61 @@ TEST_CASE("NCHWc: a PointwiseDepthwiseConv whose first convolution does not matc
   }
 }
 
+// A hand-written PointwiseDepthwiseConv whose projection (inputs 5-7) does not fit: refused when it runs, with
+// invalid_argument and a message naming the op and the input (projection W of other input channels or not a multiple
+// of 16 filters, a projection B of the wrong length, a Sum unlike the output, a B or Sum without W).
+TEST_CASE("NCHWc: a PointwiseDepthwiseConv whose projection does not fit is refused, saying why") {
+  struct bad_case {
+    std::vector<std::int64_t> w3, b3, sum;  // empty: the input absent
+    std::string message;
+  };
+  const std::vector<bad_case> cases{
+      {{16, 32, 1, 1}, {}, {}, "is not a blocked 1x1 convolution's float filters of 16 input channels"},
+      {{20, 16, 1, 1}, {}, {}, "is not a blocked 1x1 convolution's float filters of 16 input channels"},
+      {{16, 16, 3, 3}, {}, {}, "is not a blocked 1x1 convolution's float filters of 16 input channels"},
+      {{32, 16, 1, 1}, {16}, {}, "the projection B must hold 32 floats"},
+      {{16, 16, 1, 1}, {}, {1, 16, 4, 4}, "the projection Sum [1,16,4,4] must have the output's shape [1,16,8,8]"},
+      {{}, {16}, {}, "a projection B or Sum without the projection W"},
+      {{}, {}, {1, 16, 8, 8}, "a projection B or Sum without the projection W"},
+  };
+  std::uint64_t seed = 1500;
+  for (const auto& bc : cases) {
+    CAPTURE(bc.message);
+    graph g("bad_proj");
+    g.add_input("x", type_info::tensor_of(element_type::float32, shape{1, 16, 8, 8}));
+    g.add_initializer("w1", zoo::random_tensor({16, 16, 1, 1}, seed++, 0.3f));
+    g.add_initializer("w2", zoo::random_tensor({16, 1, 3, 3}, seed++, 0.3f));
+    std::vector<std::string> inputs{"x", "w1", "", "w2", "", "", "", ""};
+    const auto add = [&](const char* name, std::size_t at, const std::vector<std::int64_t>& d) {
+      if (d.empty()) return;
+      tensor t(element_type::float32, std::span<const std::int64_t>(d));
+      for (std::size_t i = 0; i < t.element_count(); ++i) t.typed<float>()[i] = 0.3f * zoo::uniform_at(seed, i);
+      ++seed;
+      g.add_initializer(name, std::move(t));
+      inputs[at] = name;
+    };
+    add("w3", 5, bc.w3);
+    add("b3", 6, bc.b3);
+    add("sum", 7, bc.sum);
+    while (inputs.back().empty()) inputs.pop_back();
+    node n = test::op("bad", "PointwiseDepthwiseConv", attrs({ints("pads", {1, 1, 1, 1})}));
+    n.domain = "com.epstack.nchwc16";
+    const std::vector<std::string> outs{"y"};
+    g.add_node(n, std::span<const std::string>(inputs), std::span<const std::string>(outs));
+    g.add_output("y", type_info::tensor_of(element_type::float32));
+    model m;
+    m.opsets = {{"", 13}, {"com.epstack.nchwc16", 1}};
+    m.graph = std::move(g);
+    auto s = cpu_session::create(m);
+    REQUIRE_MESSAGE(s.has_value(), s.status().to_string());
+    auto out = s->run({{"x", zoo::random_tensor({1, 16, 8, 8}, 13, 1.0f)}});
+    REQUIRE_FALSE(out.has_value());
+    CHECK(out.code() == errc::invalid_argument);
+    CHECK_MESSAGE(out.status().message().find(bc.message) != std::string::npos, out.status().message());
+    CHECK(out.status().message().find("PointwiseDepthwiseConv") != std::string::npos);
+  }
+}
+
 // The fusion only where the 1x1's output is read by the depthwise convolution alone: not when it is also a graph
 // output or read by a second convolution, not for a 1x1 with a stride; the option's values.
 TEST_CASE("NCHWc: what is not fused into a PointwiseDepthwiseConv, and the option that turns the fusion off") {

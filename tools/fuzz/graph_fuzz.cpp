@@ -134,7 +134,9 @@ class gen {
     dims d;
     switch (pick(4)) {
       case 0:
-      case 1: d = {batch, 1 + pick(8), 3 + pick(10), 3 + pick(10)}; break;  // an image
+      case 1:  // an image; now and then one of 28 rows or more (the CPU provider fuses MobileNet's projection there)
+        d = chance(12) ? dims{batch, 1 + pick(4), 28 + pick(12), 3 + pick(24)} : dims{batch, 1 + pick(8), 3 + pick(10), 3 + pick(10)};
+        break;
       case 2: d = {batch, 1 + pick(6), 2 + pick(24)}; break;                 // a sequence, or a 1-D signal
       default: d = {batch, 1 + pick(32)}; break;                              // features
     }
@@ -224,9 +226,11 @@ class gen {
       a.set("dilations", w.dil);
   }
 
-  // MobileNet's block head: a 1x1 convolution to 16, 24 or 32 channels (an image's few channels are read by a
-  // first-layer kernel, not the blocked one), a 1x1 convolution to at most 6x those, sometimes a Relu or Clip, and a
-  // depthwise convolution reading it alone (the CPU provider's layout fuses the last two into PointwiseDepthwiseConv).
+  // MobileNet's block: a 1x1 convolution to 16, 24 or 32 channels (an image's few channels are read by a first-layer
+  // kernel, not the blocked one), a 1x1 convolution to at most 6x those, sometimes a Relu or Clip, and a depthwise
+  // convolution reading it alone (the CPU provider's layout fuses the last two into PointwiseDepthwiseConv); half the
+  // time the projection, a 1x1 convolution back to the block's channels, and the residual Add when the shapes allow
+  // (fused with them from 28 rows).
   bool pointwise_depthwise(const val& x) {
     const dims sp(x.d.begin() + 2, x.d.end());
     window w;
@@ -249,12 +253,22 @@ class gen {
     attribute_list at;
     set_window(at, w, true);
     at.set("group", o);
-    add(node("Conv", dins, at)[0], out);
+    const std::string d = node("Conv", dins, at)[0];
+    if (chance(50)) {
+      add(d, out);
+      return true;
+    }
+    std::vector<std::string> pins{d, constant(random({c, o, 1, 1}, std::sqrt(3.0f / static_cast<float>(o))))};
+    if (chance(60)) pins.push_back(constant(random({c}, 0.5f)));
+    std::string p = node("Conv", pins)[0];
+    const dims pout{x.d[0], c, w.out[0], w.out[1]};
+    if (pout == stem && chance(50)) p = node("Add", {p, s0})[0];
+    add(p, pout);
     return true;
   }
 
   bool conv(const val& x) {
-    if (x.d.size() == 4 && chance(20)) return pointwise_depthwise(x);
+    if (x.d.size() == 4 && chance(x.d[2] >= 28 ? 50 : 20)) return pointwise_depthwise(x);
     const dims sp(x.d.begin() + 2, x.d.end());
     window w;
     if (!make_window(sp, w, 5, true, true)) return false;
