@@ -95,8 +95,8 @@ inline constexpr std::string_view cpu_layout = "epstack.cpu_layout";
 /// input spreads to its whole output tile); "0": the direct kernels.
 inline constexpr std::string_view cpu_winograd = "epstack.cpu_winograd";
 /// epstack's own: "1" (the default) lets the blocked layout fuse a 1x1 convolution with the depthwise convolution that
-/// alone reads it (MobileNet's expansion and depthwise layers: PointwiseDepthwiseConv, the expansion never stored);
-/// "0": two convolutions.
+/// alone reads it (MobileNet's expansion and depthwise layers: PointwiseDepthwiseConv, the expansion never stored),
+/// and, from 28 output rows, with the 1x1 projection that alone reads the depthwise output; "0": separate convolutions.
 inline constexpr std::string_view cpu_fuse_depthwise = "epstack.cpu_fuse_depthwise";
 /// epstack's own: "1" (the default, at optimisation level extended and above) lets the CPU provider's MatMul nodes with a
 /// constant B take the Add of a constant bias over their columns and a Relu or Gelu after it (or a BiasGelu) into one

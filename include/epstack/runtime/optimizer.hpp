@@ -54,7 +54,8 @@ inline constexpr std::string_view nchwc_domain = "com.epstack.nchwc16";
 /// rewritten into domain `nchwc_domain`, with ReorderInput/ReorderOutput where a chain meets the rest of the graph
 /// (ReorderOutput writes the original value's name). 3x3 unit-stride convolutions become Winograd F(4x4, 3x3) or
 /// F(2x2, 3x3) convolutions of the layout unless `winograd` is false. Unless `fuse_depthwise` is false, a 1x1
-/// convolution whose only reader is a depthwise convolution becomes one PointwiseDepthwiseConv of the domain with it.
+/// convolution whose only reader is a depthwise convolution becomes one PointwiseDepthwiseConv of the domain with it,
+/// which also takes the 1x1 convolution that alone reads its output when that output has at least 28 rows.
 /// Returns how many nodes were converted; 0 leaves `m` unchanged. When `rewritten` is given, it is set to one flag per
 /// node of the graph `m` held before: whether the pass rewrote that node (alone, or fused with another).
 [[nodiscard]] Result<std::size_t> nchwc_layout(model& m, const std::vector<bool>& eligible, optimization_report& rep,
