@@ -33,6 +33,60 @@ Result<std::vector<named_tensor>> generated_inputs(const std::vector<io_info>& i
 
 namespace {
 
+// Orders of n arms for a cycle of rounds (each round runs every arm once) such that, with the rounds run one after
+// the other and the cycle repeated, every arm is followed by every other arm equally often and never by itself: the
+// run sequence is an Eulerian circuit of the complete directed graph on the arms (n - 1 rounds, each ordered pair once),
+// found by a search from round 0 1 2 ... (one round for a single arm; for n = 2, 0 1 then 0 1 again). Arms beyond 6
+// (the search grows as n!) take rotations, each arm first equally often.
+std::vector<std::vector<std::size_t>> orders_without_repeats(std::size_t n) {
+  std::vector<std::size_t> first(n);
+  for (std::size_t k = 0; k < n; ++k) first[k] = k;
+  if (n <= 2) return {first};
+  if (n > 6) {
+    std::vector<std::vector<std::size_t>> rot;
+    for (std::size_t r = 0; r < n; ++r) {
+      rot.push_back(first);
+      std::rotate(first.begin(), first.begin() + 1, first.end());
+    }
+    return rot;
+  }
+  std::vector<std::vector<std::size_t>> perms;
+  for (std::vector<std::size_t> p = first;;) {
+    perms.push_back(p);
+    if (!std::next_permutation(p.begin(), p.end())) break;
+  }
+  std::vector<char> used(n * n, 0);  // ordered pair (a, b): b ran right after a
+  std::vector<std::vector<std::size_t>> rounds{first};
+  for (std::size_t k = 0; k + 1 < n; ++k) used[first[k] * n + first[k + 1]] = 1;
+  // Adds the round's pairs (with the one from the previous round's last arm) if none is used yet.
+  const auto take = [&](const std::vector<std::size_t>& p, std::size_t prev, char v) {
+    if (v == 1) {
+      if (prev == p[0] || used[prev * n + p[0]] != 0) return false;
+      for (std::size_t k = 0; k + 1 < n; ++k)
+        if (used[p[k] * n + p[k + 1]] != 0) return false;
+    }
+    used[prev * n + p[0]] = v;
+    for (std::size_t k = 0; k + 1 < n; ++k) used[p[k] * n + p[k + 1]] = v;
+    return true;
+  };
+  std::function<bool()> search = [&]() -> bool {
+    if (rounds.size() == n - 1) {  // closing the circuit: the last arm before the first round's first
+      const std::size_t last = rounds.back().back();
+      return last != first[0] && used[last * n + first[0]] == 0;
+    }
+    for (const auto& p : perms) {
+      if (!take(p, rounds.back().back(), 1)) continue;
+      rounds.push_back(p);
+      if (search()) return true;
+      rounds.pop_back();
+      take(p, rounds.back().back(), 0);
+    }
+    return false;
+  };
+  if (search()) return rounds;
+  return {first};  // not reached for n <= 6 (each has such a circuit); one order then, as a fallback
+}
+
 using clock_type = std::chrono::steady_clock;
 
 // One arm: a label, a stack and its own config entries, and its session behind a function (the stacks are
@@ -303,26 +357,29 @@ int compare(const std::vector<std::string>& argv) {
       if (auto out = x.run(feeds); !out) return fail(Status(out.code(), "arm '" + x.label + "': " + out.status().message()));
       pause();
     }
-  // Each round runs the arms in the next of all their orders (n! of them, cycled): each arm follows each other arm
-  // equally often. Rotations alone (0 1 2, 1 2 0, 2 0 1) put the CPU stack's arm before the default stack's in two
-  // rounds of three and before oneDNN's in one: an arm after another thread runtime's run pays for waking its own,
-  // and the default stack ran 1.5-5% slower than dnnl,cpu on MobileNet-sized runs of the same plan.
-  // Whole cycles of orders, so that the balance holds: n! orders for up to 5 arms (rounds rounded up to a multiple:
-  // 40 rounds of 3 arms run 42), rotations beyond (each arm first equally often).
-  std::size_t cycle = arms.size() <= 5 ? 1 : arms.size();
-  if (arms.size() <= 5)
-    for (std::size_t k = 2; k <= arms.size(); ++k) cycle *= k;
+  // The rounds' orders of the arms: a cycle of rounds in which, run after run across the rounds' boundaries too (and
+  // from the cycle's end to its start), each arm follows every other arm equally often and never itself (an Eulerian
+  // circuit of the arms' ordered pairs, cut into rounds that each run every arm once: orders_without_repeats). The
+  // arm a run follows decides what it finds in cache and whether its thread runtime was just awake: before, the
+  // rounds went through all n! orders in turn, whose boundaries ran one arm twice in a row (0 1 2 | 0 2 1 | 1 0 2...):
+  // three identical CPU sessions of mlp_b1 (100 MB of weights each, more than the cache holds twice) came out 3.10,
+  // 2.91 and 3.39 ms, and the default stack (first arm) 4-6% slower than dnnl,cpu (second) in a rule it keeps by 11%
+  // in separate processes. Rotations alone (0 1 2, 1 2 0, 2 0 1) are unbalanced the other way: the CPU stack's arm
+  // ran before the default stack's in two rounds of three (an arm after another thread runtime's run pays for waking
+  // its own: the default stack ran 1.5-5% slower than dnnl,cpu on MobileNet-sized runs of the same plan).
+  const std::vector<std::vector<std::size_t>> cycle_orders = orders_without_repeats(arms.size());
+  const std::size_t cycle = cycle_orders.size();
   if (const auto c = static_cast<long long>(cycle); rounds % c != 0) {
     const long long up = (rounds / c + 1) * c;
     std::cerr << "[epstack compare] " << rounds << " rounds rounded up to " << up << " (whole cycles of " << c
               << " orders of the arms)\n";
     rounds = up;
   }
-  std::vector<std::size_t> order(arms.size());
-  for (std::size_t k = 0; k < order.size(); ++k) order[k] = k;
+  std::vector<std::size_t> order = cycle_orders.front();
+  std::size_t at_order = 0;
   const auto next_order = [&] {
-    if (arms.size() <= 5) std::next_permutation(order.begin(), order.end());
-    else std::rotate(order.begin(), order.begin() + 1, order.end());
+    at_order = (at_order + 1) % cycle;
+    order = cycle_orders[at_order];
   };
   for (long long r = 0; r < rounds; ++r, next_order())
     for (std::size_t k = 0; k < arms.size(); ++k) {
@@ -338,6 +395,13 @@ int compare(const std::vector<std::string>& argv) {
   json j;
   j.begin_object().key("model").value(name).key("rounds").value(rounds).key("gap_ms").value(gap_ms);
   if (const char* sc = std::getenv("GOMP_SPINCOUNT")) j.key("gomp_spincount").value(std::string(sc));
+  j.key("orders").begin_array();  // the cycle of the rounds' orders, by arm index
+  for (const auto& o : cycle_orders) {
+    j.begin_array();
+    for (const std::size_t k : o) j.value(static_cast<long long>(k));
+    j.end_array();
+  }
+  j.end_array();
   j.key("arms").begin_array();
   for (std::size_t i = 0; i < arms.size(); ++i) {
     const auto& x = arms[i];

@@ -12,6 +12,7 @@
 #include <doctest/doctest.h>
 
 #include <array>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -23,6 +24,7 @@
 #include <limits>
 #include <sstream>
 #include <stdexcept>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -350,12 +352,14 @@ TEST_CASE("epstack compare runs arms side by side in one process and reports med
   CHECK(line.find("\"same_plan\":false") != std::string::npos);
   CHECK(r.out.find("the difference is the machine's") == std::string::npos);
 
-  // Three arms: whole cycles of their 6 orders (4 rounds become 6).
-  auto three = epstack_cli("compare --model " + model.string() + " --rounds 4 --warmup 0 --gap-ms 0 --threads 1 " +
+  // Three arms: whole cycles of their 2 orders (3 rounds become 4), 0 1 2 then 0 2 1: run after run, each arm follows
+  // each other once and never itself.
+  auto three = epstack_cli("compare --model " + model.string() + " --rounds 3 --warmup 0 --gap-ms 0 --threads 1 " +
                            "--arm a:cpu --arm b:cpu --arm c:cpu:epstack.cpu_fuse_products=0");
   REQUIRE_MESSAGE(three.code == 0, three.out);
-  CHECK(three.out.find("4 rounds rounded up to 6 (whole cycles of 6 orders of the arms)") != std::string::npos);
-  CHECK(three.out.find("\"rounds\":6") != std::string::npos);
+  CHECK(three.out.find("3 rounds rounded up to 4 (whole cycles of 2 orders of the arms)") != std::string::npos);
+  CHECK(three.out.find("\"rounds\":4") != std::string::npos);
+  CHECK(three.out.find("\"orders\":[[0,1,2],[0,2,1]]") != std::string::npos);
   // a and b are one plan (b names a); c, without fused products, is another. The faster of b and c is either.
   CHECK(three.out.find("\"label\":\"a\",\"providers\":\"cpu\",\"config\":{},\"median_ms\"") != std::string::npos);
   const auto b_at = three.out.find("\"label\":\"b\"");
@@ -367,6 +371,29 @@ TEST_CASE("epstack compare runs arms side by side in one process and reports med
   const bool b_faster = three.out.find("\"first_over_faster\":{\"arm\":\"b\"") != std::string::npos;
   CHECK(three.out.find(b_faster ? "\"same_plan\":true" : "\"same_plan\":false") != std::string::npos);
   CHECK((three.out.find("the difference is the machine's") != std::string::npos) == b_faster);
+  // Four and five arms: the cycle's run sequence (its end followed by its start) holds every ordered pair of arms once.
+  for (const int n : {4, 5}) {
+    CAPTURE(n);
+    std::string arms;
+    for (int k = 0; k < n; ++k) arms += " --arm a" + std::to_string(k) + ":cpu";
+    auto many = epstack_cli("compare --model " + model.string() + " --rounds 2 --warmup 0 --threads 1" + arms);
+    REQUIRE_MESSAGE(many.code == 0, many.out);
+    const auto o = many.out.find("\"orders\":[[");
+    REQUIRE(o != std::string::npos);
+    std::vector<int> seq;
+    for (std::size_t i = o + std::strlen("\"orders\":"); i < many.out.size() && many.out[i] != '}'; ++i) {
+      if (many.out[i] == ']' && many.out[i + 1] == ']') break;
+      if (std::isdigit(static_cast<unsigned char>(many.out[i])) != 0) seq.push_back(many.out[i] - '0');
+    }
+    REQUIRE(seq.size() == static_cast<std::size_t>(n * (n - 1)));
+    std::set<std::pair<int, int>> pairs;
+    for (std::size_t i = 0; i < seq.size(); ++i) {
+      const int a = seq[i], b = seq[(i + 1) % seq.size()];
+      CHECK(a != b);
+      pairs.insert({a, b});
+    }
+    CHECK(pairs.size() == static_cast<std::size_t>(n * (n - 1)));
+  }
   // An arm that differs only in a session option its plan does not show is not the same plan.
   auto spin = epstack_cli("compare --model " + model.string() + " --rounds 2 --warmup 0 --threads 1 " +
                           "--arm a:cpu --arm s:cpu:session.intra_op.allow_spinning=0");
