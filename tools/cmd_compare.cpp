@@ -352,11 +352,6 @@ int compare(const std::vector<std::string>& argv) {
   const auto pause = [&] {
     if (gap_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(gap_ms));
   };
-  for (long long w = 0; w < warmup; ++w)
-    for (auto& x : arms) {
-      if (auto out = x.run(feeds); !out) return fail(Status(out.code(), "arm '" + x.label + "': " + out.status().message()));
-      pause();
-    }
   // The rounds' orders of the arms: a cycle of rounds in which, run after run across the rounds' boundaries too (and
   // from the cycle's end to its start), each arm follows every other arm equally often and never itself (an Eulerian
   // circuit of the arms' ordered pairs, cut into rounds that each run every arm once: orders_without_repeats). The
@@ -369,6 +364,17 @@ int compare(const std::vector<std::string>& argv) {
   // its own: the default stack ran 1.5-5% slower than dnnl,cpu on MobileNet-sized runs of the same plan).
   const std::vector<std::vector<std::size_t>> cycle_orders = orders_without_repeats(arms.size());
   const std::size_t cycle = cycle_orders.size();
+  // The warm-up rounds run the cycle's orders too, ending with its last: the first timed run follows what the cycle
+  // puts before it.
+  for (long long w = 0; w < warmup; ++w) {
+    const auto at = static_cast<std::size_t>((static_cast<long long>(cycle) - (warmup - w) % static_cast<long long>(cycle)) %
+                                             static_cast<long long>(cycle));
+    for (const std::size_t k : cycle_orders[at]) {
+      auto& x = arms[k];
+      if (auto out = x.run(feeds); !out) return fail(Status(out.code(), "arm '" + x.label + "': " + out.status().message()));
+      pause();
+    }
+  }
   if (const auto c = static_cast<long long>(cycle); rounds % c != 0) {
     const long long up = (rounds / c + 1) * c;
     std::cerr << "[epstack compare] " << rounds << " rounds rounded up to " << up << " (whole cycles of " << c

@@ -170,13 +170,16 @@ TEST_CASE("NCHWc: a first layer fused with the depthwise convolution that reads 
 
 // PointwiseDepthwiseConv with its projection (inputs 5-7): the 1x1 convolution that alone reads the depthwise output
 // (MobileNet's), with or without the residual Add, runs in the same work items from the depthwise rows in the thread's
-// buffer, when the output has at least 28 rows. At 1, 2 and 3 threads (at 3, bands of 14 rows are too many for 28
-// or 30 rows: the depthwise output goes to scratch and the projection runs on its own), against NCHW and against
-// the three blocked convolutions unfused: MobileNet's 24 -> 144 -> 24 with the residual (8 real lanes in the last
-// output block, 24 input channels in two blocks), a stride-2 depthwise layer into 28 rows, two images of 30 rows
-// with 40 outputs, no biases and Sigmoid on the projection (over the stored rows), rows of 700 (the buffers slide,
-// the depthwise rows go in batches), LeakyRelu on the projection and Sigmoid on the depthwise convolution, a
-// 5x3 depthwise window with asymmetric pads, and a stem (a first layer) into a depthwise layer and its projection.
+// buffer, when the output has at least 28 rows. At 1, 2, 3 and 8 threads (where bands of 14 rows a thread cannot be
+// had, the depthwise output goes to scratch and the projection runs as a loop of its own: 28-40 rows of one image at
+// 3 threads, all at 8), against NCHW and against the three blocked convolutions unfused: MobileNet's 24 -> 144 -> 24
+// with the residual (8 real lanes in the last output block, 24 input channels in two blocks), a stride-2 depthwise
+// layer into 28 rows, two images of 30 rows with 40 outputs, no biases and Sigmoid on the projection (over the
+// stored rows), rows of 700 (the buffers slide, the depthwise rows go in batches) with Sigmoid on the depthwise
+// convolution, a 5x3 depthwise window with asymmetric pads, a stem (a first layer) into a depthwise layer and its
+// projection, 40 depthwise channels (the projection's last input block part padding), a residual that is not the
+// block's input (Y written over it), and 38 x 19 outputs with Sigmoid at 8 threads (722 pixels in 30 segments of 25:
+// the last one empty).
 TEST_CASE("NCHWc: a PointwiseDepthwiseConv with the projection that reads it computes what NCHW computes") {
   struct proj_case {
     std::int64_t n, cin, m, h, w;
@@ -184,15 +187,18 @@ TEST_CASE("NCHWc: a PointwiseDepthwiseConv with the projection that reads it com
     std::vector<std::int64_t> dw_strides, dw_kernel, dw_pads;
     std::int64_t proj;
     std::string pw_act, dw_act, proj_act;
-    bool residual, bias;
+    int residual;  // 0: none, 1: the block's input, 2: Relu of it (a value only the Add reads)
+    bool bias;
   };
   const std::vector<proj_case> cases{
-      {1, 24, 144, 28, 28, {}, {1, 1}, {3, 3}, {1, 1, 1, 1}, 24, "Clip", "Clip", "", true, true},
-      {1, 16, 96, 56, 56, {}, {2, 2}, {3, 3}, {1, 1, 1, 1}, 24, "Relu", "Relu", "", false, true},
-      {2, 32, 192, 30, 33, {}, {1, 1}, {3, 3}, {1, 1, 1, 1}, 40, "Clip", "Clip", "Sigmoid", false, false},
-      {1, 16, 64, 40, 700, {}, {1, 1}, {3, 3}, {1, 1, 1, 1}, 16, "Relu", "Sigmoid", "LeakyRelu", true, true},
-      {2, 16, 48, 31, 17, {}, {1, 1}, {5, 3}, {3, 0, 1, 2}, 32, "", "Relu", "Relu", false, true},
-      {1, 3, 32, 64, 60, {3, 3}, {1, 1}, {3, 3}, {1, 1, 1, 1}, 16, "Clip", "Clip", "", false, true},
+      {1, 24, 144, 28, 28, {}, {1, 1}, {3, 3}, {1, 1, 1, 1}, 24, "Clip", "Clip", "", 1, true},
+      {1, 16, 96, 56, 56, {}, {2, 2}, {3, 3}, {1, 1, 1, 1}, 24, "Relu", "Relu", "", 0, true},
+      {2, 32, 192, 30, 33, {}, {1, 1}, {3, 3}, {1, 1, 1, 1}, 40, "Clip", "Clip", "Sigmoid", 0, false},
+      {1, 16, 64, 40, 700, {}, {1, 1}, {3, 3}, {1, 1, 1, 1}, 16, "Relu", "Sigmoid", "", 1, true},
+      {2, 16, 48, 31, 17, {}, {1, 1}, {5, 3}, {3, 0, 1, 2}, 32, "", "Relu", "Relu", 0, true},
+      {1, 3, 32, 64, 60, {3, 3}, {1, 1}, {3, 3}, {1, 1, 1, 1}, 16, "Clip", "Clip", "", 0, true},
+      {1, 32, 40, 28, 20, {}, {1, 1}, {3, 3}, {1, 1, 1, 1}, 32, "Relu", "Clip", "", 2, true},
+      {1, 16, 32, 38, 19, {}, {1, 1}, {3, 3}, {1, 1, 1, 1}, 16, "Relu", "Relu", "Sigmoid", 0, true},
   };
   std::uint64_t seed = 1300;
   for (const auto& pc : cases) {
@@ -219,13 +225,14 @@ TEST_CASE("NCHWc: a PointwiseDepthwiseConv with the projection that reads it com
     if (pc.bias) proj_in.push_back(b.weight("b3", {pc.proj}));
     b.conv("proj", proj_in, "p0", {});
     std::string y = act(pc.proj_act, "p0", "p");
-    if (pc.residual) {
-      g.add_node(test::op("add", "Add"), {y, "x"}, {"y"});
+    if (pc.residual != 0) {
+      const std::string r = pc.residual == 1 ? "x" : act("Relu", "x", "r");
+      g.add_node(test::op("add", "Add"), {y, r}, {"y"});
       y = "y";
     }
     const model m = model_of(std::move(g), {y.c_str()});
     const std::vector<named_tensor> in{{"x", zoo::random_tensor({pc.n, pc.cin, pc.h, pc.w}, seed++, 1.0f)}};
-    for (const int threads : {1, 2, 3}) {
+    for (const int threads : {1, 2, 3, 8}) {
       CAPTURE(threads);
       const three_runs r = run_fused_unfused_plain(m, in, threads, 3);
       check_close(r.fused, r.plain);
@@ -308,11 +315,13 @@ TEST_CASE("NCHWc: a PointwiseDepthwiseConv whose first convolution does not matc
 
 // A hand-written PointwiseDepthwiseConv whose projection (inputs 5-7) does not fit: refused when it runs, with
 // invalid_argument and a message naming the op and the input (projection W of other input channels or not a multiple
-// of 16 filters, a projection B of the wrong length, a Sum unlike the output, a B or Sum without W).
+// of 16 filters, a projection B of the wrong length, a Sum unlike the output, a B or Sum without W, a depthwise
+// convolution of no channels under a projection).
 TEST_CASE("NCHWc: a PointwiseDepthwiseConv whose projection does not fit is refused, saying why") {
   struct bad_case {
     std::vector<std::int64_t> w3, b3, sum;  // empty: the input absent
     std::string message;
+    std::int64_t m = 16;  // the expansion's and the depthwise convolution's channels
   };
   const std::vector<bad_case> cases{
       {{16, 32, 1, 1}, {}, {}, "is not a blocked 1x1 convolution's float filters of 16 input channels"},
@@ -322,14 +331,13 @@ TEST_CASE("NCHWc: a PointwiseDepthwiseConv whose projection does not fit is refu
       {{16, 16, 1, 1}, {}, {1, 16, 4, 4}, "the projection Sum [1,16,4,4] must have the output's shape [1,16,8,8]"},
       {{}, {16}, {}, "a projection B or Sum without the projection W"},
       {{}, {}, {1, 16, 8, 8}, "a projection B or Sum without the projection W"},
+      {{16, 0, 1, 1}, {}, {}, "a projection of a depthwise convolution of no channels", 0},
   };
   std::uint64_t seed = 1500;
   for (const auto& bc : cases) {
     CAPTURE(bc.message);
     graph g("bad_proj");
     g.add_input("x", type_info::tensor_of(element_type::float32, shape{1, 16, 8, 8}));
-    g.add_initializer("w1", zoo::random_tensor({16, 16, 1, 1}, seed++, 0.3f));
-    g.add_initializer("w2", zoo::random_tensor({16, 1, 3, 3}, seed++, 0.3f));
     std::vector<std::string> inputs{"x", "w1", "", "w2", "", "", "", ""};
     const auto add = [&](const char* name, std::size_t at, const std::vector<std::int64_t>& d) {
       if (d.empty()) return;
@@ -339,6 +347,8 @@ TEST_CASE("NCHWc: a PointwiseDepthwiseConv whose projection does not fit is refu
       g.add_initializer(name, std::move(t));
       inputs[at] = name;
     };
+    add("w1", 1, {bc.m, 16, 1, 1});
+    add("w2", 3, {bc.m, 1, 3, 3});
     add("w3", 5, bc.w3);
     add("b3", 6, bc.b3);
     add("sum", 7, bc.sum);

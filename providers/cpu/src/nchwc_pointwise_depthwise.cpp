@@ -110,6 +110,7 @@ Status nchwc_pointwise_depthwise_compute(const pointwise_depthwise_plan& p, comp
                             std::to_string(M), " input channels"));
   if (!project && (ctx.has_input(6) || ctx.has_input(7))) return op_error(op, "a projection B or Sum without the projection W");
   const std::int64_t M3 = project ? w3->sizes()[0] : 0;
+  if (project && M == 0) return op_error(op, "a projection of a depthwise convolution of no channels");
   const float* b1 = nullptr;
   const float* b2 = nullptr;
   const float* b3 = nullptr;
@@ -206,13 +207,14 @@ Status nchwc_pointwise_depthwise_compute(const pointwise_depthwise_plan& p, comp
       const conv_view ve{&eg, px + n * in_image, pw1 + ob0 * per_ob1, buf, nullptr, 0, std::min(p.tail, blk)};
       const conv_epilogue epe{b1 != nullptr ? b1 + ob0 * blk : nullptr, nullptr, p.pw_act};
       // The depthwise convolution over the buffer: its first `have` rows hold input rows [base, base + have). Into Y,
-      // or with a projection into the rows of dwbuf, whose first is output row `at` (window shifted down by `at` rows).
+      // or with a projection into the rows of dwbuf, whose first is the batch's first output row oh (the window
+      // shifted down by oh rows: bg.h.pb below).
       conv_geom bg = dg;
       if (fused_proj) bg.h.out = dw_rows;
       const conv_view vd{&bg, buf, pw2 + ob0 * KH * KW * blk, fused_proj ? dwbuf : dw_out + n * dw_image + ob0 * OH * OW * blk, nullptr, plane};
       const conv_epilogue epd{b2 != nullptr ? b2 + ob0 * blk : nullptr, nullptr, p.dw_act};
-      // The projection of output rows [at, at + dw_rows) from dwbuf: one row of pixels, input pixel = output pixel -
-      // at * OW.
+      // The projection of a batch of output rows [oh, oe) from dwbuf: one row of pixels, input pixel = output
+      // pixel - oh * OW (pg.w.pb below).
       conv_geom pg;
       pg.kind = conv_kind::dense;
       pg.N = 1;
@@ -302,6 +304,7 @@ Status nchwc_pointwise_depthwise_compute(const pointwise_depthwise_plan& p, comp
   parallel_items(ctx, static_cast<std::size_t>(N * segs), static_cast<std::size_t>(seg_len * M * M3), [&](std::size_t i0, std::size_t i1) {
     for (std::size_t i = i0; i < i1; ++i) {
       const std::int64_t n = static_cast<std::int64_t>(i) / segs, s0 = static_cast<std::int64_t>(i) % segs * seg_len, s1 = std::min(P, s0 + seg_len);
+      if (s0 >= s1) continue;  // the last segments, when P does not split into `segs` of seg_len
       const conv_view vp{&pg, dw_out + n * dw_image, pw3, py + n * out_image, sum != nullptr ? sum + n * out_image : nullptr, 0,
                          std::min(p.proj_tail, blk), p.proj_half};
       block_sets(MB3, [&](std::int64_t b0, std::int64_t count) {
