@@ -422,6 +422,17 @@ struct layout_pass {
     return true;
   }
 
+  // Removes the nodes of `out` marked gone (fused into another), keeping the order of the rest.
+  void drop(const std::vector<bool>& gone) {
+    std::size_t k = 0;
+    for (std::size_t i = 0; i < out.size(); ++i)
+      if (!gone[i]) {
+        if (k != i) out[k] = std::move(out[i]);
+        ++k;
+      }
+    out.resize(k);
+  }
+
   // A 1x1 convolution (unit strides, no padding, no residual) whose only reader is a depthwise convolution (no
   // residual) becomes one PointwiseDepthwiseConv(X, W, B, depthwise W, depthwise B) with the depthwise one's window and
   // activation and the 1x1's activation as pointwise_activation: the 1x1's output (the expansion of MobileNet's
@@ -501,13 +512,7 @@ struct layout_pass {
       dw = std::move(fusedn);
       ++fused;
     }
-    std::size_t k = 0;
-    for (std::size_t i = 0; i < out.size(); ++i)
-      if (!gone[i]) {
-        if (k != i) out[k] = std::move(out[i]);
-        ++k;
-      }
-    out.resize(k);
+    drop(gone);
   }
 
   // A PointwiseDepthwiseConv whose output only a 1x1 convolution reads (unit strides, no padding, a residual or not:
@@ -573,13 +578,7 @@ struct layout_pass {
       pc = std::move(fusedn);
       ++projected;
     }
-    std::size_t k = 0;
-    for (std::size_t i = 0; i < out.size(); ++i)
-      if (!gone[i]) {
-        if (k != i) out[k] = std::move(out[i]);
-        ++k;
-      }
-    out.resize(k);
+    drop(gone);
   }
 
   void run(const std::vector<bool>& eligible) {

@@ -69,6 +69,14 @@ struct conv_builder {
     g.add_initializer(name, zoo::random_tensor(d, seed++, scale));
     return name;
   }
+  // The same for sizes known at run time (zoo::random_tensor's values: zoo::uniform_at).
+  std::string weight(std::string name, const std::vector<std::int64_t>& d) {
+    tensor t(element_type::float32, std::span<const std::int64_t>(d));
+    for (std::size_t i = 0; i < t.element_count(); ++i) t.typed<float>()[i] = scale * zoo::uniform_at(seed, i);
+    ++seed;
+    g.add_initializer(name, std::move(t));
+    return name;
+  }
   void conv(std::string name, std::vector<std::string> in, std::string out, attribute_list a) {
     const std::vector<std::string> outs{std::move(out)};
     g.add_node(test::op(std::move(name), "Conv", std::move(a)), std::span<const std::string>(in), std::span<const std::string>(outs));

@@ -21,6 +21,29 @@ struct activations {
     return out;
   }
 };
+// The head of a MobileNet block over graph input x: a convolution (filters `w1`, attributes `pw_attrs`) and its
+// activation, a depthwise convolution (filters `w2`, `dw_attrs`) and its activation, with biases when `bias`; the
+// last value is named `out`.
+struct block_head {
+  std::vector<std::int64_t> w1;
+  attribute_list pw_attrs;
+  std::string pw_act;
+  std::vector<std::int64_t> w2;
+  attribute_list dw_attrs;
+  std::string dw_act;
+  bool bias;
+};
+std::string add_head(conv_builder& b, const activations& act, const block_head& h, const std::string& out) {
+  std::vector<std::string> pw_in{"x", b.weight("w1", h.w1)};
+  if (h.bias) pw_in.push_back(b.weight("b1", {h.w1[0]}));
+  b.conv("pw", pw_in, "a0", h.pw_attrs);
+  const std::string a = act(h.pw_act, "a0", "a");
+  std::vector<std::string> dw_in{a, b.weight("w2", h.w2)};
+  if (h.bias) dw_in.push_back(b.weight("b2", {h.w2[0]}));
+  b.conv("dw", dw_in, "c0", h.dw_attrs);
+  return act(h.dw_act, "c0", out);
+}
+
 // One model of a convolution and the depthwise one that reads it (and `convs` - 2 more: a projection), run fused,
 // unfused (epstack.cpu_fuse_depthwise = 0) and plain (NCHW) on `threads` threads; the fused plan has one
 // PointwiseDepthwiseConv and no blocked Conv, the unfused one `convs` blocked Convs.
@@ -91,15 +114,12 @@ TEST_CASE("NCHWc: a 1x1 convolution fused with the depthwise convolution that re
     conv_builder b{g, seed, 0.3f};
     seed += 10;
     const activations act{g};
-    std::vector<std::string> pw_in{"x", b.weight("w1", {fc.m, fc.cin, 1, 1})};
-    if (fc.bias) pw_in.push_back(b.weight("b1", {fc.m}));
-    b.conv("pw", pw_in, "a0", {});
-    const std::string a = act(fc.pw_act, "a0", "a");
-    std::vector<std::string> dw_in{a, b.weight("w2", {fc.m, 1, fc.kernel[0], fc.kernel[1]})};
-    if (fc.bias) dw_in.push_back(b.weight("b2", {fc.m}));
-    b.conv("dw", dw_in, "c0",
-           attrs({ints("strides", fc.strides), ints("pads", fc.pads), ints("dilations", fc.dilations), one("group", fc.m)}));
-    const std::string y = act(fc.dw_act, "c0", "y");
+    const std::string y =
+        add_head(b, act,
+                 {{fc.m, fc.cin, 1, 1}, {}, fc.pw_act, {fc.m, 1, fc.kernel[0], fc.kernel[1]},
+                  attrs({ints("strides", fc.strides), ints("pads", fc.pads), ints("dilations", fc.dilations), one("group", fc.m)}),
+                  fc.dw_act, fc.bias},
+                 "y");
     const model m = model_of(std::move(g), {y.c_str()});
     const std::vector<named_tensor> in{{"x", zoo::random_tensor({fc.n, fc.cin, fc.h, fc.w}, seed++, 1.0f)}};
     for (const int threads : {1, 2, 3}) {
@@ -147,16 +167,14 @@ TEST_CASE("NCHWc: a first layer fused with the depthwise convolution that reads 
     conv_builder b{g, seed, 0.3f};
     seed += 10;
     const activations act{g};
-    std::vector<std::string> pw_in{"x", b.weight("w1", {sc.m, sc.cin, sc.kernel[0], sc.kernel[1]})};
-    if (sc.bias) pw_in.push_back(b.weight("b1", {sc.m}));
-    b.conv("stem", pw_in, "a0",
-           sc.pads.empty() ? attrs({ints("strides", sc.strides), text("auto_pad", "SAME_UPPER")})
-                           : attrs({ints("strides", sc.strides), ints("pads", sc.pads)}));
-    const std::string a = act(sc.pw_act, "a0", "a");
-    std::vector<std::string> dw_in{a, b.weight("w2", {sc.m, 1, 3, 3})};
-    if (sc.bias) dw_in.push_back(b.weight("b2", {sc.m}));
-    b.conv("dw", dw_in, "c0", attrs({ints("strides", sc.dw_strides), ints("pads", {1, 1, 1, 1}), one("group", sc.m)}));
-    const std::string y = act(sc.dw_act, "c0", "y");
+    const std::string y = add_head(b, act,
+                                   {{sc.m, sc.cin, sc.kernel[0], sc.kernel[1]},
+                                    sc.pads.empty() ? attrs({ints("strides", sc.strides), text("auto_pad", "SAME_UPPER")})
+                                                    : attrs({ints("strides", sc.strides), ints("pads", sc.pads)}),
+                                    sc.pw_act, {sc.m, 1, 3, 3},
+                                    attrs({ints("strides", sc.dw_strides), ints("pads", {1, 1, 1, 1}), one("group", sc.m)}),
+                                    sc.dw_act, sc.bias},
+                                   "y");
     const model m = model_of(std::move(g), {y.c_str()});
     const std::vector<named_tensor> in{{"x", zoo::random_tensor({sc.n, sc.cin, sc.h, sc.w}, seed++, 1.0f)}};
     for (const int threads : {1, 2, 3}) {
@@ -213,14 +231,13 @@ TEST_CASE("NCHWc: a PointwiseDepthwiseConv with the projection that reads it com
     seed += 10;
     const activations act{g};
     const bool first = !pc.first.empty();
-    std::vector<std::string> pw_in{"x", b.weight("w1", {pc.m, pc.cin, first ? pc.first[0] : 1, first ? pc.first[1] : 1})};
-    if (pc.bias) pw_in.push_back(b.weight("b1", {pc.m}));
-    b.conv("pw", pw_in, "a0", first ? attrs({ints("strides", {2, 2}), ints("pads", {1, 1, 1, 1})}) : attribute_list{});
-    const std::string a = act(pc.pw_act, "a0", "a");
-    std::vector<std::string> dw_in{a, b.weight("w2", {pc.m, 1, pc.dw_kernel[0], pc.dw_kernel[1]})};
-    if (pc.bias) dw_in.push_back(b.weight("b2", {pc.m}));
-    b.conv("dw", dw_in, "c0", attrs({ints("strides", pc.dw_strides), ints("pads", pc.dw_pads), one("group", pc.m)}));
-    const std::string c = act(pc.dw_act, "c0", "c");
+    const std::string c =
+        add_head(b, act,
+                 {{pc.m, pc.cin, first ? pc.first[0] : 1, first ? pc.first[1] : 1},
+                  first ? attrs({ints("strides", {2, 2}), ints("pads", {1, 1, 1, 1})}) : attribute_list{}, pc.pw_act,
+                  {pc.m, 1, pc.dw_kernel[0], pc.dw_kernel[1]},
+                  attrs({ints("strides", pc.dw_strides), ints("pads", pc.dw_pads), one("group", pc.m)}), pc.dw_act, pc.bias},
+                 "c");
     std::vector<std::string> proj_in{c, b.weight("w3", {pc.proj, pc.m, 1, 1})};
     if (pc.bias) proj_in.push_back(b.weight("b3", {pc.proj}));
     b.conv("proj", proj_in, "p0", {});
@@ -339,13 +356,10 @@ TEST_CASE("NCHWc: a PointwiseDepthwiseConv whose projection does not fit is refu
     graph g("bad_proj");
     g.add_input("x", type_info::tensor_of(element_type::float32, shape{1, 16, 8, 8}));
     std::vector<std::string> inputs{"x", "w1", "", "w2", "", "", "", ""};
+    conv_builder wb{g, seed, 0.3f};
+    seed += 10;
     const auto add = [&](const char* name, std::size_t at, const std::vector<std::int64_t>& d) {
-      if (d.empty()) return;
-      tensor t(element_type::float32, std::span<const std::int64_t>(d));
-      for (std::size_t i = 0; i < t.element_count(); ++i) t.typed<float>()[i] = 0.3f * zoo::uniform_at(seed, i);
-      ++seed;
-      g.add_initializer(name, std::move(t));
-      inputs[at] = name;
+      if (!d.empty()) inputs[at] = wb.weight(name, d);
     };
     add("w1", 1, {bc.m, 16, 1, 1});
     add("w2", 3, {bc.m, 1, 3, 3});

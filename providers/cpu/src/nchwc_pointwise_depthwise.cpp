@@ -70,6 +70,31 @@ void block_sets(std::int64_t nb, F&& f) {
   }
 }
 
+// A blocked 1x1 convolution of C into M channels over an image as one row: input pixel = output pixel - pb, X's
+// blocks `in` pixels apart, Y's `out` (the expansion into its buffer, the projection from the depthwise rows).
+conv_geom flat_1x1(std::int64_t C, std::int64_t M, std::int64_t in, std::int64_t out) {
+  conv_geom g;
+  g.kind = conv_kind::dense;
+  g.N = 1;
+  g.C = C;
+  g.M = M;
+  g.CB = C / blk;
+  g.MB = M / blk;
+  g.h = {1, 1, 1, 1, 0, 1};
+  g.w = {in, 1, 1, 1, 0, out};
+  return g;
+}
+
+// The projection of output pixels [s0, s1) (its geometry flat_1x1, Y's blocks v.g->w.out pixels apart): every set of
+// output blocks, then an activation that is not applied in registers over the stored pixels.
+void project_pixels(const conv_view& v, const conv_epilogue& ep, std::int64_t s0, std::int64_t s1) {
+  block_sets(v.g->MB, [&](std::int64_t b0, std::int64_t count) {
+    dense_segment<false>(static_cast<int>(count), v, ep, b0, 0, s0, s1, 0, v.g->CB, true, true);
+  });
+  if (!in_register(ep.act))
+    for (std::int64_t b = 0; b < v.g->MB; ++b) ep.act.apply(v.y + (b * v.g->w.out + s0) * blk, static_cast<std::size_t>((s1 - s0) * blk));
+}
+
 Status nchwc_pointwise_depthwise_compute(const pointwise_depthwise_plan& p, compute_context& ctx) {
   constexpr std::string_view op = "PointwiseDepthwiseConv (NCHWc)";
   const tensor& x = ctx.input(0);
@@ -189,20 +214,12 @@ Status nchwc_pointwise_depthwise_compute(const pointwise_depthwise_plan& p, comp
       const std::int64_t oh0 = band * band_rows, oh1 = std::min(OH, oh0 + band_rows);
       // The expansion: rows of the buffer as one row of pixels, input pixel = buffer pixel + base * W (pb < 0). A
       // first layer: the buffer's rows as output rows 0..cap of its window shifted down by base rows (pb - base * s).
-      conv_geom eg;
-      eg.kind = first_layer ? conv_kind::first_layer : conv_kind::dense;
-      eg.N = 1;
-      eg.C = C;
-      eg.M = nb * blk;
-      eg.CB = CB;
-      eg.MB = nb;
+      conv_geom eg = flat_1x1(C, nb * blk, H * W, cap * W);  // a first layer's C < 16: no blocks (CB 0)
       if (first_layer) {
+        eg.kind = conv_kind::first_layer;
         eg.h = fh;
         eg.h.out = cap;
         eg.w = fw;
-      } else {
-        eg.h = {1, 1, 1, 1, 0, 1};
-        eg.w = {H * W, 1, 1, 1, 0, cap * W};
       }
       const conv_view ve{&eg, px + n * in_image, pw1 + ob0 * per_ob1, buf, nullptr, 0, std::min(p.tail, blk)};
       const conv_epilogue epe{b1 != nullptr ? b1 + ob0 * blk : nullptr, nullptr, p.pw_act};
@@ -215,15 +232,7 @@ Status nchwc_pointwise_depthwise_compute(const pointwise_depthwise_plan& p, comp
       const conv_epilogue epd{b2 != nullptr ? b2 + ob0 * blk : nullptr, nullptr, p.dw_act};
       // The projection of a batch of output rows [oh, oe) from dwbuf: one row of pixels, input pixel = output
       // pixel - oh * OW (pg.w.pb below).
-      conv_geom pg;
-      pg.kind = conv_kind::dense;
-      pg.N = 1;
-      pg.C = M;
-      pg.M = M3;
-      pg.CB = MB;
-      pg.MB = M3 / blk;
-      pg.h = {1, 1, 1, 1, 0, 1};
-      pg.w = {dw_rows * OW, 1, 1, 1, 0, OH * OW};
+      conv_geom pg = flat_1x1(M, M3, dw_rows * OW, OH * OW);
       const conv_view vp{&pg, dwbuf, pw3, py + n * out_image, sum != nullptr ? sum + n * out_image : nullptr, 0, std::min(p.proj_tail, blk), p.proj_half};
       const conv_epilogue epp{b3, nullptr, p.proj_act};
       const auto first_row = [&](std::int64_t oh) { return std::clamp<std::int64_t>(oh * dg.h.s - dg.h.pb, 0, DH); };
@@ -276,12 +285,7 @@ Status nchwc_pointwise_depthwise_compute(const pointwise_depthwise_plan& p, comp
             if (!in_register(p.dw_act)) p.dw_act.apply(dwbuf + (b * dw_rows + k) * OW * blk, static_cast<std::size_t>(OW * blk));
           }
         pg.w.pb = oh * OW;
-        block_sets(pg.MB, [&](std::int64_t b0, std::int64_t count) {
-          dense_segment<false>(static_cast<int>(count), vp, epp, b0, 0, oh * OW, oe * OW, 0, MB, true, true);
-        });
-        if (!in_register(p.proj_act))
-          for (std::int64_t b = 0; b < pg.MB; ++b)
-            p.proj_act.apply(py + n * out_image + (b * OH + oh) * OW * blk, static_cast<std::size_t>((oe - oh) * OW * blk));
+        project_pixels(vp, epp, oh * OW, oe * OW);
         oh = oe;
       }
     }
@@ -289,17 +293,9 @@ Status nchwc_pointwise_depthwise_compute(const pointwise_depthwise_plan& p, comp
   if (no_memory) return Status(errc::fail, cat(op, ": no memory for a buffer of ", std::to_string(nb_max * (plane + dw_plane) * 4), " bytes"));
   if (!project || fused_proj) return {};
   // The projection on its own: each image's pixels as one row, in segments of whole tiles.
-  const std::int64_t P = OH * OW, MB3 = M3 / blk;
+  const std::int64_t P = OH * OW;
   const std::int64_t segs = std::clamp<std::int64_t>(P / 24, 1, 4 * threads), seg_len = (P + segs - 1) / segs;
-  conv_geom pg;
-  pg.kind = conv_kind::dense;
-  pg.N = 1;
-  pg.C = M;
-  pg.M = M3;
-  pg.CB = MB;
-  pg.MB = MB3;
-  pg.h = {1, 1, 1, 1, 0, 1};
-  pg.w = {P, 1, 1, 1, 0, P};
+  const conv_geom pg = flat_1x1(M, M3, P, P);
   const conv_epilogue epp{b3, nullptr, p.proj_act};
   parallel_items(ctx, static_cast<std::size_t>(N * segs), static_cast<std::size_t>(seg_len * M * M3), [&](std::size_t i0, std::size_t i1) {
     for (std::size_t i = i0; i < i1; ++i) {
@@ -307,11 +303,7 @@ Status nchwc_pointwise_depthwise_compute(const pointwise_depthwise_plan& p, comp
       if (s0 >= s1) continue;  // the last segments, when P does not split into `segs` of seg_len
       const conv_view vp{&pg, dw_out + n * dw_image, pw3, py + n * out_image, sum != nullptr ? sum + n * out_image : nullptr, 0,
                          std::min(p.proj_tail, blk), p.proj_half};
-      block_sets(MB3, [&](std::int64_t b0, std::int64_t count) {
-        dense_segment<false>(static_cast<int>(count), vp, epp, b0, 0, s0, s1, 0, MB, true, true);
-      });
-      if (!in_register(p.proj_act))
-        for (std::int64_t b = 0; b < MB3; ++b) p.proj_act.apply(vp.y + b * P * blk + s0 * blk, static_cast<std::size_t>((s1 - s0) * blk));
+      project_pixels(vp, epp, s0, s1);
     }
   });
   return {};
